@@ -1,0 +1,1 @@
+"""bugmatrix: reproduce upstream bugs across library versions."""

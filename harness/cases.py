@@ -1,0 +1,56 @@
+"""Finding case folders and loading them into `Case` objects (folder + validated metadata)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.schema import CaseError, CaseSpec, load_spec
+
+CASE_FILE = "case.yaml"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One upstream bug: its folder, its id (the folder name) and its validated metadata."""
+
+    id: str
+    folder: Path
+    spec: CaseSpec
+
+    @property
+    def script(self) -> Path:
+        return self.folder / self.spec.script
+
+
+def load_case(case_file: Path) -> Case:
+    """Load `cases/<id>/case.yaml`; raise `CaseError` (file + field) if the metadata or the folder is invalid."""
+    spec = load_spec(case_file)
+    folder = case_file.parent
+    script = folder / spec.script
+    if not script.is_file():
+        raise CaseError(f"{case_file}: script: {spec.script} does not exist in {folder}")
+    try:
+        compile(script.read_bytes(), str(script), "exec")
+    except SyntaxError as exc:
+        raise CaseError(f"{case_file}: script: {spec.script} line {exc.lineno}: {exc.msg}") from None
+    return Case(id=folder.name, folder=folder, spec=spec)
+
+
+def discover(root: Path) -> tuple[list[Case], list[CaseError]]:
+    """Load every `case.yaml` under `root`, sorted by id; invalid cases are returned as errors, not raised."""
+    cases: list[Case] = []
+    errors: list[CaseError] = []
+    for case_file in sorted(root.glob(f"*/{CASE_FILE}")):
+        try:
+            cases.append(load_case(case_file))
+        except CaseError as exc:
+            errors.append(exc)
+    return cases, errors
+
+
+def select(cases: list[Case], patterns: list[str]) -> list[Case]:
+    """The cases whose id contains any of `patterns` (all cases when `patterns` is empty)."""
+    if not patterns:
+        return cases
+    return [c for c in cases if any(p in c.id for p in patterns)]

@@ -1,0 +1,72 @@
+"""Turning what a launch left behind into per-rank statuses and one outcome (rules: harness/outcome.py)."""
+
+from __future__ import annotations
+
+import re
+
+from harness.launch import LaunchResult, RankRecord
+from harness.outcome import Outcome, RankState, RankStatus, combine
+
+EXIT_FIXED, EXIT_REPRODUCED, EXIT_SKIP = 0, 1, 125
+_AGENT_EXIT = re.compile(r"rank\s*:\s*(\d+).*?\n\s*exitcode\s*:\s*(-?\d+)", re.S)
+
+
+def signature_line(text: str, signature: str) -> str | None:
+    """The first line of `text` in which the `signature` regex matches, stripped; None when it does not."""
+    pattern = re.compile(signature)
+    for line in text.splitlines():
+        if pattern.search(line):
+            return line.strip()[:300]
+    return None
+
+
+def agent_exit_codes(agent_log: str) -> dict[int, int]:
+    """Per-rank exit codes from torchrun's failure summary (negative = killed by that signal)."""
+    return {int(rank): int(code) for rank, code in _AGENT_EXIT.findall(agent_log)}
+
+
+def rank_status(record: RankRecord, signature: str, agent_code: int | None = None) -> RankStatus:
+    """One rank's state from its own record and output, by the per-rank rules in harness/outcome.py."""
+
+    def status(state: RankState, detail: str) -> RankStatus:
+        return RankStatus(
+            rank=record.rank, state=state, exit_code=record.exit_code, detail=detail,
+            finished_at=record.finished,
+        )
+
+    if record.terminated:
+        return status(RankState.TERMINATED, "terminated by torchrun after another rank failed")
+    if record.started is None:
+        return status(RankState.ERROR, "never started (torchrun or the interpreter failed first)")
+    if record.finished is None:
+        code = f" (torchrun saw exit code {agent_code})" if agent_code is not None else ""
+        return status(RankState.ERROR, f"died without a verdict{code}: {_last_line(record.log)}")
+    seen = signature_line(record.log, signature)
+    if record.exception:
+        return status(RankState.ERROR, f"uncaught {record.exception}")
+    if record.exit_code == EXIT_FIXED:
+        if seen:
+            return status(RankState.ERROR, f"exited 0 but printed the failure signature: {seen}")
+        return status(RankState.FIXED, "exit 0")
+    if record.exit_code == EXIT_REPRODUCED:
+        if seen:
+            return status(RankState.REPRODUCED, seen)
+        return status(RankState.ERROR, f"exit 1 without the failure signature: {_last_line(record.log)}")
+    if record.exit_code == EXIT_SKIP:
+        return status(RankState.SKIP, _last_line(record.log) or "exit 125")
+    return status(RankState.ERROR, f"exit {record.exit_code}: {_last_line(record.log)}")
+
+
+def classify(launch: LaunchResult, signature: str) -> tuple[Outcome, str, list[RankStatus]]:
+    """The launch's outcome, a one-line reason and each rank's status."""
+    codes = agent_exit_codes(launch.agent_log)
+    ranks = [rank_status(launch.ranks[r], signature, codes.get(r)) for r in sorted(launch.ranks)]
+    if not any(launch.ranks[r].started for r in launch.ranks) and not launch.timed_out:
+        return Outcome.ERROR, f"torchrun failed before any rank started: {_last_line(launch.agent_log)}", ranks
+    outcome, reason = combine(ranks, timed_out=launch.timed_out)
+    return outcome, reason, ranks
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1][:300] if lines else ""

@@ -1,0 +1,115 @@
+"""What an interpreter has installed (versions and git commits) and which devices this machine offers.
+
+The probe runs in the target interpreter with only the standard library, so it costs ~0.1 s, never imports torch,
+and works on any environment the harness launches cases in.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import shutil
+import subprocess
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+from pydantic import BaseModel
+
+# A logical package name a case may use -> the distributions that provide it.
+ALIASES: dict[str, tuple[str, ...]] = {"fbgemm-gpu": ("fbgemm-gpu", "fbgemm-gpu-cpu")}
+
+_PROBE = r"""
+import json, sys
+from importlib import metadata
+out = {}
+for dist in metadata.distributions():
+    name = dist.metadata["Name"]
+    if not name:
+        continue
+    commit = None
+    try:
+        direct = json.loads(dist.read_text("direct_url.json") or "{}")
+        commit = (direct.get("vcs_info") or {}).get("commit_id")
+    except Exception:
+        pass
+    out[name] = {"version": dist.version, "commit": commit}
+print(json.dumps({"python": sys.version.split()[0], "packages": out}))
+"""
+
+
+class Installed(BaseModel):
+    """One installed distribution: its version and, when installed from git, the commit."""
+
+    name: str
+    version: str
+    commit: str | None = None
+
+
+class Environment(BaseModel):
+    """An interpreter the harness can launch cases with, and what it has installed."""
+
+    python: str
+    python_version: str
+    packages: dict[str, Installed]
+
+    def get(self, package: str) -> Installed | None:
+        """The installed distribution providing `package` (aliases such as fbgemm-gpu -> fbgemm-gpu-cpu)."""
+        for name in ALIASES.get(canonicalize_name(package), (package,)):
+            found = self.packages.get(canonicalize_name(name))
+            if found:
+                return found
+        return None
+
+    def missing(self, packages: list[str]) -> list[str]:
+        """The names in `packages` that this environment does not provide."""
+        return [p for p in packages if self.get(p) is None]
+
+    def versions_of(self, packages: list[str]) -> dict[str, str]:
+        """`{package: "version"}` (or `"version @ commit"`) for the installed ones among `packages`."""
+        out: dict[str, str] = {}
+        for package in packages:
+            found = self.get(package)
+            if found:
+                out[found.name] = found.version + (f" @ {found.commit}" if found.commit else "")
+        return out
+
+
+class ProbeError(RuntimeError):
+    """The interpreter could not be started or could not list its packages."""
+
+
+def probe(python: str | Path = sys.executable, timeout: float = 60) -> Environment:
+    """List what `python` has installed, without importing any of it; raise `ProbeError` if it cannot."""
+    try:
+        proc = subprocess.run(
+            [str(python), "-c", _PROBE], capture_output=True, text=True, timeout=timeout, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ProbeError(f"{python}: {exc}") from None
+    if proc.returncode != 0:
+        raise ProbeError(f"{python}: exit {proc.returncode}: {proc.stderr.strip()[-500:]}")
+    data = json.loads(proc.stdout)
+    packages = {
+        canonicalize_name(name): Installed(name=name, **info) for name, info in data["packages"].items()
+    }
+    return Environment(python=str(python), python_version=data["python"], packages=packages)
+
+
+@lru_cache(maxsize=1)
+def cuda_available() -> bool:
+    """True when this machine has an NVIDIA GPU that the driver lists."""
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return False
+    try:
+        proc = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return proc.returncode == 0 and "GPU" in proc.stdout
+
+
+def machine_name() -> str:
+    """A short description of this machine for results: host, OS, architecture."""
+    return f"{platform.node()} ({platform.system()} {platform.machine()})"

@@ -1,0 +1,88 @@
+"""Outcomes, per-rank statuses, and the documented rules that combine ranks into one outcome.
+
+Rules (each rank first gets a status, then the launch gets one outcome):
+
+Per rank (see `classify.rank_status`):
+  exit 0, signature absent ............ fixed
+  exit 0, signature printed ........... error   (contradiction: never "fixed" by accident)
+  exit 1, signature printed ........... reproduced
+  exit 1, signature absent ............ error   (failed some other way)
+  exit 125 ............................ skip
+  uncaught exception / other exit ..... error
+  no verdict, SIGTERM'd by torchrun ... terminated (collateral of another rank's failure)
+  no verdict otherwise ................ error   (died: killed by a signal, aborted, never started)
+
+Per launch (`combine`), in order:
+  1. the launch ran past its timeout ..................... timeout
+  2. no rank reported at all ............................. error (torchrun itself failed)
+  3. some rank reproduced, and no rank hit an error before
+     the first reproduction (later errors and terminated
+     ranks are collateral: peers losing their connection) .. reproduced
+  4. any rank error (or all ranks terminated) ............ error
+  5. any rank skip ....................................... skip
+  6. every rank fixed .................................... fixed
+`fixed` therefore requires every one of the launched ranks to have exited 0 on its own.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from pydantic import BaseModel
+
+
+class Outcome(str, Enum):
+    """What one run of case x variant x world size established."""
+
+    REPRODUCED = "reproduced"
+    FIXED = "fixed"
+    ERROR = "error"
+    SKIP = "skip"
+    TIMEOUT = "timeout"
+    INFRA = "infra"
+
+
+class RankState(str, Enum):
+    """What one rank of a launch established on its own."""
+
+    REPRODUCED = "reproduced"
+    FIXED = "fixed"
+    ERROR = "error"
+    SKIP = "skip"
+    TERMINATED = "terminated"
+
+
+class RankStatus(BaseModel):
+    """One rank's verdict with the evidence behind it."""
+
+    rank: int
+    state: RankState
+    exit_code: int | None = None
+    detail: str = ""
+    finished_at: float | None = None
+
+
+def combine(ranks: list[RankStatus], *, timed_out: bool) -> tuple[Outcome, str]:
+    """Combine per-rank statuses into one outcome and a one-line reason, by the rules in this module's doc."""
+    if timed_out:
+        return Outcome.TIMEOUT, "the launch ran past its timeout and was killed"
+    if not ranks:
+        return Outcome.ERROR, "no rank reported a verdict (torchrun failed before the script ran)"
+    by_state = {state: [r for r in ranks if r.state is state] for state in RankState}
+    reproduced, errors = by_state[RankState.REPRODUCED], by_state[RankState.ERROR]
+    if reproduced:
+        first = min(r.finished_at or 0.0 for r in reproduced)
+        early = [e for e in errors if e.finished_at is not None and e.finished_at < first]
+        if not early:
+            return Outcome.REPRODUCED, reproduced[0].detail
+        errors = early
+    if errors:
+        return Outcome.ERROR, f"rank {errors[0].rank}: {errors[0].detail}"
+    if len(by_state[RankState.TERMINATED]) == len(ranks):
+        return Outcome.ERROR, "every rank was terminated before reaching a verdict"
+    if by_state[RankState.SKIP]:
+        return Outcome.SKIP, by_state[RankState.SKIP][0].detail
+    if len(by_state[RankState.FIXED]) == len(ranks):
+        return Outcome.FIXED, "every rank exited 0"
+    terminated = by_state[RankState.TERMINATED][0]
+    return Outcome.ERROR, f"rank {terminated.rank} was terminated before reaching a verdict"

@@ -1,0 +1,129 @@
+"""pytest integration: every `cases/<id>/case.yaml` becomes one item per variant x world size x device.
+
+An item passes when the observed outcome equals the expected one, skips (with the reason) when the environment
+lacks a package or the machine lacks the device, and fails otherwise with the reason and a log excerpt.
+An invalid case folder becomes one failing item with the one-line error; the other cases still run.
+Items carry markers `case`, `cpu`/`cuda` and `workaround`, so `-m`, `-k`, xdist and junitxml work as usual.
+
+Options: `--bugmatrix-python PATH` runs the cases in another environment (default: this interpreter).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.cases import CASE_FILE, Case, load_case
+from harness.environment import Environment, probe
+from harness.result import Result
+from harness.run import Job, execute, plan, unrunnable
+from harness.schema import CaseError
+
+_ENV_KEY = pytest.StashKey[Environment]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("bugmatrix")
+    group.addoption("--bugmatrix-python", default=None, help="interpreter whose environment runs the cases")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for marker in ("case: a bugmatrix case item", "cpu: runs on CPU", "cuda: needs a CUDA device",
+                   "workaround: a variant that applies a known workaround"):
+        config.addinivalue_line("markers", marker)
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    if file_path.name == CASE_FILE:
+        return CaseFile.from_parent(parent, path=file_path)
+    return None
+
+
+def _environment(config: pytest.Config) -> Environment:
+    """The environment cases run in, probed once per pytest process (each xdist worker)."""
+    if _ENV_KEY not in config.stash:
+        import sys
+
+        config.stash[_ENV_KEY] = probe(config.getoption("--bugmatrix-python") or sys.executable)
+    return config.stash[_ENV_KEY]
+
+
+class CaseFile(pytest.File):
+    """A case folder's metadata; collects its jobs as items."""
+
+    def collect(self) -> Any:
+        try:
+            case = load_case(self.path)
+        except CaseError as exc:
+            yield InvalidCaseItem.from_parent(self, name="invalid", error=str(exc))
+            return
+        for job in plan([case]):
+            yield CaseItem.from_parent(self, name=f"{job.variant}[{job.device}-{job.nproc}]", job=job)
+
+
+class CaseItem(pytest.Item):
+    """One launch of a case: passes when observed == expected."""
+
+    def __init__(self, *, job: Job, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.job = job
+        self.result: Result | None = None
+        self.add_marker("case")
+        self.add_marker(job.device)
+        if job.case.spec.variants[job.variant].workaround:
+            self.add_marker("workaround")
+
+    def runtest(self) -> None:
+        env = _environment(self.config)
+        reason = unrunnable(self.job, env)
+        if reason:
+            pytest.skip(reason)
+        self.result = result = execute(self.job, env)
+        for key in ("outcome", "expected", "reason", "duration_s"):
+            self.user_properties.append((key, str(getattr(result, key))))
+        self.user_properties.append(("versions", str(result.versions)))
+        if not result.ok:
+            raise CaseMismatch(result)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        if isinstance(excinfo.value, CaseMismatch):
+            r = excinfo.value.result
+            return (
+                f"{r.item_id}: observed {r.outcome.value}, expected {r.expected.value if r.expected else '?'}\n"
+                f"reason: {r.reason}\nversions: {r.versions}\n{r.log_excerpt}"
+                + (f"\nstacks:\n{r.stacks}" if r.stacks else "")
+            )
+        return str(super().repr_failure(excinfo))
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, None, f"{self.job.case.id}::{self.name}"
+
+
+class InvalidCaseItem(pytest.Item):
+    """Stands for a case folder whose metadata or script is invalid; always fails with the one-line error."""
+
+    def __init__(self, *, error: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.error = error
+
+    def runtest(self) -> None:
+        raise CaseError(self.error)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        return self.error
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, None, f"{self.path.parent.name}::invalid"
+
+
+class CaseMismatch(AssertionError):
+    """The observed outcome differs from the expected one."""
+
+    def __init__(self, result: Result) -> None:
+        super().__init__(result.reason)
+        self.result = result
+
+
+__all__ = ["Case", "CaseFile", "CaseItem", "InvalidCaseItem"]

@@ -1,0 +1,86 @@
+"""Runs one rank of a case script and records that rank's own verdict.
+
+torchrun starts this file (not the script) in every worker: `python rank_wrapper.py SCRIPT [ARGS...]`.
+It is standard-library only and runs in the cell's interpreter (any Python >= 3.8), never importing the harness.
+
+For rank R it writes into $BUGMATRIX_RANK_DIR:
+  rank<R>.log     the rank's stdout and stderr at file-descriptor level (C++ output and crash dumps included)
+  rank<R>.json    {"rank", "pid", "started", and once known: "finished", "exit_code", "exception", "terminated"}
+                  replaced atomically, so a reader sees the last complete record
+  rank<R>.stacks  every thread's Python stack, written when the harness sends SIGUSR1 to a hung rank
+"""
+
+import faulthandler
+import json
+import os
+import runpy
+import signal
+import sys
+import time
+import traceback
+
+
+def _write(path, record):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as fh:
+        json.dump(record, fh)
+    os.replace(tmp, path)
+
+
+def _exit_code(code):
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)  # sys.exit("message") prints and exits 1, as Python does
+    return 1
+
+
+def main():
+    out_dir = os.environ["BUGMATRIX_RANK_DIR"]
+    rank = int(os.environ.get("RANK", "0"))
+    base = os.path.join(out_dir, "rank%d" % rank)
+    record = {"rank": rank, "pid": os.getpid(), "started": time.time()}
+    _write(base + ".json", record)
+
+    log_fd = os.open(base + ".log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    stacks = open(base + ".stacks", "w")
+    faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
+    faulthandler.enable(file=sys.stderr, all_threads=True)
+
+    def on_sigterm(signum, frame):
+        # torchrun terminates the surviving workers when one fails: that is collateral, not a verdict.
+        record.update(terminated=True, finished=time.time(), exit_code=128 + signum)
+        _write(base + ".json", record)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+
+    script, args = sys.argv[1], sys.argv[2:]
+    sys.argv = [script] + args
+    # As `python SCRIPT` would: the script's folder first, and not this wrapper's (harness/) folder.
+    sys.path[0] = os.path.dirname(os.path.abspath(script))
+    try:
+        runpy.run_path(script, run_name="__main__")
+        code = 0
+    except SystemExit as exc:
+        code = _exit_code(exc.code)
+    except BaseException as exc:  # noqa: B036 - the verdict must record whatever escaped the script
+        traceback.print_exc()
+        record["exception"] = "%s: %s" % (type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
+        code = 1
+    record.update(finished=time.time(), exit_code=code)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    _write(base + ".json", record)
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

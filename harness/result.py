@@ -1,0 +1,46 @@
+"""The record kept for every run of case x variant x world size x device in an environment."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from harness.outcome import Outcome, RankStatus
+
+LOG_EXCERPT_CHARS = 4000
+
+
+class Result(BaseModel):
+    """One observed outcome, what was expected, and the evidence: versions, ranks, timing, logs, stacks."""
+
+    case: str
+    variant: str
+    nproc: int
+    device: str
+    outcome: Outcome
+    expected: Outcome | None
+    reason: str
+    versions: dict[str, str] = Field(default_factory=dict)
+    python: str = ""
+    ranks: list[RankStatus] = Field(default_factory=list)
+    duration_s: float = 0.0
+    log_excerpt: str = ""
+    stacks: str = ""
+    started_at: float = 0.0
+    launched: bool = True
+
+    @property
+    def item_id(self) -> str:
+        return f"{self.case}::{self.variant}[{self.device}-{self.nproc}]"
+
+    @property
+    def ok(self) -> bool:
+        """True when the observed outcome is the expected one."""
+        return self.expected is not None and self.outcome == self.expected
+
+
+def excerpt(text: str, limit: int = LOG_EXCERPT_CHARS) -> str:
+    """The last `limit` characters of `text`, cut at a line start."""
+    if len(text) <= limit:
+        return text
+    tail = text[-limit:]
+    return tail[tail.find("\n") + 1 :] if "\n" in tail else tail

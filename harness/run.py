@@ -1,0 +1,152 @@
+"""A bugmatrix run as a pipeline of small steps: plan jobs -> check each can run -> launch -> classify -> result.
+
+Each step takes the previous step's output, so each can be tested alone:
+    jobs = plan(cases, devices)                   # case x variant x world size x device
+    reason = unrunnable(job, env)                 # missing package or device -> a skip, never a launch
+    result = execute(job, env)                    # torchrun launch, classification, expectation
+    results = run_jobs(jobs, env, cores=N)        # all of it, scheduled by cores (a 2-rank job takes 2)
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from harness.cases import Case
+from harness.classify import classify
+from harness.environment import Environment, cuda_available
+from harness.expectations import expected_outcome
+from harness.launch import abort_all, allow_launches, launch
+from harness.outcome import Outcome
+from harness.result import Result, excerpt
+
+
+@dataclass(frozen=True)
+class Job:
+    """One launch to make: a case's variant at one world size on one device."""
+
+    case: Case
+    variant: str
+    nproc: int
+    device: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.case.id}::{self.variant}[{self.device}-{self.nproc}]"
+
+
+def plan(cases: Iterable[Case], devices: Iterable[str] | None = None) -> list[Job]:
+    """Every case x variant x declared world size x declared device (limited to `devices` when given)."""
+    wanted = set(devices) if devices is not None else None
+    return [
+        Job(case, variant, nproc, device)
+        for case in cases
+        for variant in case.spec.variants
+        for device in case.spec.devices
+        if wanted is None or device in wanted
+        for nproc in case.spec.nproc
+    ]
+
+
+def default_devices() -> list[str]:
+    """The device a plain run uses: cuda where this machine has a GPU, else cpu."""
+    return ["cuda"] if cuda_available() else ["cpu"]
+
+
+def unrunnable(job: Job, env: Environment) -> str | None:
+    """Why `job` cannot run in `env` on this machine (a missing package or device), or None when it can."""
+    missing = env.missing(job.case.spec.packages)
+    if missing:
+        return f"not installed in {env.python}: {', '.join(missing)}"
+    if job.device == "cuda" and not cuda_available():
+        return "needs a CUDA device; this machine has none"
+    return None
+
+
+def execute(job: Job, env: Environment) -> Result:
+    """Launch `job` under torchrun in `env` and return its classified, expectation-checked result."""
+    spec, variant = job.case.spec, job.case.spec.variants[job.variant]
+    expected = expected_outcome(variant, env, job.nproc, job.device)
+    base = dict(
+        case=job.case.id, variant=job.variant, nproc=job.nproc, device=job.device, expected=expected,
+        versions=env.versions_of(spec.packages), python=env.python_version, started_at=time.time(),
+    )
+    reason = unrunnable(job, env)
+    if reason:
+        return Result(outcome=Outcome.SKIP, reason=reason, launched=False, **base)
+    args = ["--device", job.device, *variant.args]
+    launched = launch(env.python, job.case.script.resolve(), args, job.nproc, spec.timeout)
+    outcome, why, ranks = classify(launched, spec.signature_of(job.variant))
+    logs = "\n".join(
+        f"--- rank {r} ---\n{excerpt(rec.log, 1500)}" for r, rec in sorted(launched.ranks.items())
+    )
+    if outcome in (Outcome.ERROR, Outcome.TIMEOUT) or not any(rec.log for rec in launched.ranks.values()):
+        logs += f"\n--- torchrun ---\n{excerpt(launched.agent_log, 1500)}"
+    stacks = "\n".join(
+        f"--- rank {r} ---\n{rec.stacks}" for r, rec in sorted(launched.ranks.items()) if rec.stacks
+    )
+    return Result(
+        outcome=outcome, reason=why, ranks=ranks, duration_s=round(launched.duration_s, 2),
+        log_excerpt=excerpt(logs), stacks=stacks, launched=True, **base,
+    )
+
+
+def run_jobs(
+    jobs: list[Job],
+    env: Environment,
+    cores: int = 1,
+    on_result: Callable[[Result], None] | None = None,
+) -> list[Result]:
+    """Execute `jobs`, at most `cores` ranks at a time (a job takes min(nproc, cores)); results in job order."""
+    budget = _CoreBudget(cores)
+
+    def one(job: Job) -> Result:
+        with budget.take(min(job.nproc, cores)):
+            result = execute(job, env)
+        if on_result:
+            on_result(result)
+        return result
+
+    allow_launches()
+    pool = ThreadPoolExecutor(max_workers=max(1, cores))
+    try:
+        return list(pool.map(one, jobs))
+    except BaseException:
+        abort_all()  # Ctrl-C / SIGTERM: kill what is in flight, start nothing more
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def run_ok(results: list[Result]) -> bool:
+    """True when every launched result's outcome equals its expected outcome."""
+    return all(r.ok for r in results if r.launched)
+
+
+class _CoreBudget:
+    """A counting semaphore that takes several units at once."""
+
+    def __init__(self, cores: int) -> None:
+        self._free = max(1, cores)
+        self._cond = threading.Condition()
+
+    def take(self, n: int) -> _Held:
+        return _Held(self, n)
+
+
+class _Held:
+    def __init__(self, budget: _CoreBudget, n: int) -> None:
+        self.budget, self.n = budget, n
+
+    def __enter__(self) -> None:
+        with self.budget._cond:
+            self.budget._cond.wait_for(lambda: self.budget._free >= self.n)
+            self.budget._free -= self.n
+
+    def __exit__(self, *exc: object) -> None:
+        with self.budget._cond:
+            self.budget._free += self.n
+            self.budget._cond.notify_all()

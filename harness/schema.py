@@ -1,0 +1,149 @@
+"""The schema of `cases/<id>/case.yaml`, and loading one file into a validated `CaseSpec`.
+
+Any problem with a file becomes a `CaseError` whose message is one line: `<file>: <field>: <problem>`.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from harness.outcome import Outcome
+
+EXPECTABLE = (Outcome.REPRODUCED, Outcome.FIXED, Outcome.SKIP, Outcome.ERROR)
+Device = Literal["cpu", "cuda"]
+RESERVED_KEYS = ("nproc", "device")
+
+
+class CaseError(Exception):
+    """A case folder or its metadata is invalid; the message names the file and the field."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class GitCondition(_Strict):
+    """True when the package is installed from one of these commits (SHA prefixes, at least 7 hex digits)."""
+
+    git: list[Annotated[str, Field(pattern=r"^[0-9a-f]{7,40}$")]] = Field(min_length=1)
+
+
+class Rule(_Strict):
+    """`outcome` is expected when every condition in `when` holds (an empty `when` always holds)."""
+
+    when: dict[str, str | GitCondition | list[int]] = Field(default_factory=dict)
+    outcome: Outcome
+
+    @field_validator("outcome")
+    @classmethod
+    def _expectable(cls, value: Outcome) -> Outcome:
+        if value not in EXPECTABLE:
+            raise ValueError(f"must be one of {', '.join(o.value for o in EXPECTABLE)}")
+        return value
+
+    @field_validator("when")
+    @classmethod
+    def _conditions(cls, when: dict[str, Any]) -> dict[str, Any]:
+        for key, cond in when.items():
+            if key == "nproc":
+                if not isinstance(cond, list) or not all(isinstance(n, int) and n > 0 for n in cond):
+                    raise ValueError("nproc: must be a list of positive world sizes")
+            elif key == "device":
+                if cond not in ("cpu", "cuda"):
+                    raise ValueError("device: must be 'cpu' or 'cuda'")
+            elif isinstance(cond, str):
+                try:
+                    SpecifierSet(cond)
+                except InvalidSpecifier:
+                    raise ValueError(f"{key}: {cond!r} is not a version specifier like '>=1.3,<1.6'") from None
+            elif not isinstance(cond, GitCondition):
+                raise ValueError(f"{key}: must be a version specifier or {{git: [sha, ...]}}")
+        return when
+
+
+class Variant(_Strict):
+    """One way of running the script: the bug path or a workaround, as extra arguments."""
+
+    description: str = ""
+    args: list[str] = Field(default_factory=list)
+    workaround: bool = False
+    signature: str | None = None
+    expect: list[Rule] = Field(min_length=1)
+
+    @field_validator("signature")
+    @classmethod
+    def _regex(cls, value: str | None) -> str | None:
+        return _check_regex(value) if value is not None else None
+
+    @model_validator(mode="after")
+    def _catch_all_last(self) -> Variant:
+        if self.expect[-1].when:
+            raise ValueError("expect: the last rule must have no `when` (it is the default)")
+        return self
+
+
+class CaseSpec(_Strict):
+    """Everything `case.yaml` declares about one upstream bug."""
+
+    title: str = Field(min_length=1)
+    upstream: list[Annotated[str, Field(pattern=r"^https?://")]] = Field(min_length=1)
+    fixed_by: list[Annotated[str, Field(pattern=r"^https?://")]] = Field(default_factory=list)
+    packages: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]] = Field(min_length=1)
+    sources: dict[str, str] = Field(default_factory=dict)
+    script: str = "repro.py"
+    nproc: list[Annotated[int, Field(gt=0, le=64)]] = Field(default_factory=lambda: [1])
+    devices: list[Device] = Field(default_factory=lambda: ["cpu"])
+    timeout: float = Field(default=300, gt=0)
+    signature: str
+    variants: dict[Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")], Variant] = Field(min_length=1)
+    evidence: str = ""
+
+    @field_validator("signature")
+    @classmethod
+    def _regex(cls, value: str) -> str:
+        return _check_regex(value)
+
+    def signature_of(self, variant: str) -> str:
+        """The failure-signature regex that applies to `variant`."""
+        return self.variants[variant].signature or self.signature
+
+
+def _check_regex(value: str) -> str:
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ValueError(f"not a valid regular expression: {exc}") from None
+    return value
+
+
+def _field_path(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(part) for part in loc if not str(part).startswith(("function-after", "str", "list[")))
+
+
+def load_spec(path: Path) -> CaseSpec:
+    """Read and validate one `case.yaml`, raising `CaseError("<path>: <field>: <problem>")` on any problem."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise CaseError(f"{path}: cannot read: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark else "document"
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise CaseError(f"{path}: {where}: {problem}") from None
+    if not isinstance(data, dict):
+        raise CaseError(f"{path}: (top level): must be a mapping of fields, got {type(data).__name__}")
+    try:
+        return CaseSpec.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = _field_path(err["loc"]) or "(top level)"
+        message = str(err["msg"]).removeprefix("Value error, ")
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise CaseError(f"{path}: {field}: {message}{more}".replace("\n", " ")) from None

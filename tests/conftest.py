@@ -1,0 +1,47 @@
+"""Fixtures for the harness's own tests: small fake case folders with scripts that pass, fail, crash or hang."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from harness.cases import Case, load_case
+from harness.environment import Environment, probe
+
+MakeCase = Callable[..., Case]
+
+
+@pytest.fixture
+def make_case(tmp_path: Path) -> MakeCase:
+    """`make_case(script_source, **case_yaml_fields)` writes tmp/cases/<id>/{case.yaml,repro.py} and loads it."""
+
+    def make(script: str, *, case_id: str = "fake-1-case", **fields: Any) -> Case:
+        folder = tmp_path / "cases" / case_id
+        folder.mkdir(parents=True)
+        (folder / "repro.py").write_text(textwrap.dedent(script))
+        spec = {
+            "title": "a fake case",
+            "upstream": ["https://example.invalid/issues/1"],
+            "packages": ["torch"],
+            "nproc": [1],
+            "timeout": 60,
+            "signature": "FAKE-BUG-SIGNATURE",
+            "variants": {"bug": {"expect": [{"outcome": "reproduced"}]}},
+        }
+        spec.update(fields)
+        (folder / "case.yaml").write_text(yaml.safe_dump(spec))
+        return load_case(folder / "case.yaml")
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def env() -> Environment:
+    """The environment the tests run in (it has torch, so torchrun works)."""
+    return probe(sys.executable)

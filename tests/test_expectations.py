@@ -1,0 +1,56 @@
+"""Expected outcomes follow the first matching rule over installed versions, git commits, world size, device."""
+
+from __future__ import annotations
+
+from harness.environment import Environment, Installed
+from harness.expectations import expected_outcome
+from harness.outcome import Outcome
+from harness.schema import Variant
+
+
+def env(**packages: str) -> Environment:
+    installed = {}
+    for name, spec in packages.items():
+        version, _, commit = spec.partition("@")
+        dist = name.replace("_", "-")
+        installed[dist] = Installed(name=dist, version=version, commit=commit or None)
+    return Environment(python="python", python_version="3.11", packages=installed)
+
+
+VARIANT = Variant.model_validate(
+    {
+        "expect": [
+            {"when": {"litgpt": {"git": ["abc1234"]}}, "outcome": "reproduced"},
+            {"when": {"torchrec": ">=1.0,<1.4", "nproc": [2]}, "outcome": "reproduced"},
+            {"when": {"fbgemm-gpu": "<1.1", "device": "cuda"}, "outcome": "skip"},
+            {"when": {"torch": "<=2.14.1"}, "outcome": "error"},
+            {"outcome": "fixed"},
+        ]
+    }
+)
+
+
+def test_first_matching_rule_wins() -> None:
+    assert expected_outcome(VARIANT, env(torchrec="1.3.0"), 2, "cpu") is Outcome.REPRODUCED
+    assert expected_outcome(VARIANT, env(torchrec="1.3.0"), 1, "cpu") is Outcome.FIXED
+    assert expected_outcome(VARIANT, env(torchrec="1.4.0"), 2, "cpu") is Outcome.FIXED
+
+
+def test_git_commit_prefix() -> None:
+    assert expected_outcome(VARIANT, env(litgpt="0.3.1.dev0@abc1234def"), 1, "cpu") is Outcome.REPRODUCED
+    assert expected_outcome(VARIANT, env(litgpt="0.3.1.dev0@fff1234def"), 1, "cpu") is Outcome.FIXED
+    assert expected_outcome(VARIANT, env(litgpt="0.3.1"), 1, "cpu") is Outcome.FIXED  # a release has no commit
+
+
+def test_alias_and_device() -> None:
+    assert expected_outcome(VARIANT, env(fbgemm_gpu_cpu="1.0.0"), 1, "cuda") is Outcome.SKIP
+    assert expected_outcome(VARIANT, env(fbgemm_gpu_cpu="1.0.0"), 1, "cpu") is Outcome.FIXED
+
+
+def test_local_version_tag_does_not_hide_the_release() -> None:
+    assert expected_outcome(VARIANT, env(torch="2.14.1+cu130"), 1, "cpu") is Outcome.ERROR
+    assert expected_outcome(VARIANT, env(torch="2.15.0"), 1, "cpu") is Outcome.FIXED
+
+
+def test_missing_package_fails_its_condition() -> None:
+    assert expected_outcome(VARIANT, env(), 2, "cpu") is Outcome.FIXED

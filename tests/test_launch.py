@@ -1,0 +1,123 @@
+"""Real torchrun launches of small fake cases: every way a rank can end gets the documented outcome."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from harness.environment import Environment
+from harness.outcome import Outcome, RankState
+from harness.run import execute, plan
+
+from .conftest import MakeCase
+
+BARRIER = """
+import os, sys, torch.distributed as dist
+dist.init_process_group("gloo")
+dist.barrier()
+dist.destroy_process_group()
+"""
+
+
+def leftovers(marker: str) -> list[psutil.Process]:
+    """Live processes whose command line mentions `marker` (a test's tmp path)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if marker in " ".join(proc.info["cmdline"] or []):
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+def run_one(make_case: MakeCase, env: Environment, script: str, **fields: object):
+    case = make_case(script, **fields)
+    [job] = plan([case], ["cpu"])
+    return execute(job, env)
+
+
+def test_hung_rank_is_killed_with_stacks_and_nothing_left(make_case: MakeCase, env: Environment, tmp_path: Path):
+    script = """
+    import time, torch.distributed as dist
+    dist.init_process_group("gloo")
+    if dist.get_rank() == 1:
+        time.sleep(3600)      # rank 1 never joins
+    dist.barrier()            # rank 0 waits forever
+    """
+    timeout = 20
+    started = time.monotonic()
+    result = run_one(make_case, env, script, nproc=[2], timeout=timeout)
+    elapsed = time.monotonic() - started
+    assert result.outcome is Outcome.TIMEOUT
+    assert elapsed < timeout + 10, elapsed
+    assert "--- rank 0 ---" in result.stacks and "--- rank 1 ---" in result.stacks
+    assert "in barrier" in result.stacks  # rank 0's stack shows the collective it hangs in
+    assert "repro.py\", line 5" in result.stacks  # rank 1's stack shows its sleep
+    assert leftovers(str(tmp_path)) == []
+
+
+@pytest.mark.parametrize(
+    ("script", "outcome", "reason"),
+    [
+        ("import no_such_module_for_bugmatrix\n", Outcome.ERROR, "ModuleNotFoundError"),
+        ("raise RuntimeError('Cannot copy out of meta tensor')\n", Outcome.ERROR, "uncaught RuntimeError"),
+        ("print('FAKE-BUG-SIGNATURE seen'); raise SystemExit(0)\n", Outcome.ERROR, "exited 0 but printed"),
+        ("print('something else'); raise SystemExit(1)\n", Outcome.ERROR, "without the failure signature"),
+        ("raise SystemExit(3)\n", Outcome.ERROR, "exit 3"),
+        ("import os, signal; os.kill(os.getpid(), signal.SIGABRT)\n", Outcome.ERROR, "died without a verdict"),
+        ("print('no CUDA here'); raise SystemExit(125)\n", Outcome.SKIP, "no CUDA here"),
+        ("print('RuntimeError: FAKE-BUG-SIGNATURE'); raise SystemExit(1)\n", Outcome.REPRODUCED, "FAKE-BUG-SIGNATURE"),
+        ("print('all good')\n", Outcome.FIXED, "every rank exited 0"),
+    ],
+    ids=["import-error", "uncaught", "signature-exit0", "exit1-no-signature", "exit3", "sigabrt", "skip",
+         "reproduced", "fixed"],
+)
+def test_single_rank_outcomes(make_case: MakeCase, env: Environment, script: str, outcome: Outcome, reason: str):
+    result = run_one(make_case, env, script)
+    assert result.outcome is outcome, result.reason + "\n" + result.log_excerpt
+    assert reason in result.reason
+
+
+def test_rank_killed_by_signal_is_never_fixed(make_case: MakeCase, env: Environment) -> None:
+    script = """
+    import os, signal
+    if os.environ["RANK"] == "1":
+        os.kill(os.getpid(), signal.SIGKILL)   # as an ABI mismatch might
+    """
+    result = run_one(make_case, env, script, nproc=[2])
+    assert result.outcome is Outcome.ERROR
+    states = {r.rank: r.state for r in result.ranks}
+    assert states[1] is RankState.ERROR and "-9" in result.ranks[1].detail
+
+
+def test_one_rank_reproduces_while_its_peer_waits(make_case: MakeCase, env: Environment) -> None:
+    script = """
+    import sys, torch.distributed as dist
+    dist.init_process_group("gloo")
+    if dist.get_rank() == 0:
+        print("RuntimeError: FAKE-BUG-SIGNATURE on rank 0")
+        sys.exit(1)
+    dist.barrier()   # rank 1 waits for a peer that is gone
+    """
+    result = run_one(make_case, env, script, nproc=[2])
+    assert result.outcome is Outcome.REPRODUCED, result.reason
+    assert result.ranks[0].state is RankState.REPRODUCED
+    assert result.ranks[1].state in (RankState.TERMINATED, RankState.ERROR)
+
+
+def test_parallel_launches_do_not_collide(make_case: MakeCase, env: Environment, tmp_path: Path) -> None:
+    case = make_case(BARRIER, nproc=[2], variants={"bug": {"expect": [{"outcome": "fixed"}]}})
+    [job] = plan([case], ["cpu"])
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(execute(job, env))) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [r.outcome for r in results] == [Outcome.FIXED] * 3, [r.reason for r in results]
+    assert leftovers(str(tmp_path)) == []

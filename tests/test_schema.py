@@ -1,0 +1,109 @@
+"""Invalid case metadata gives one line naming the file and the field, never a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.cases import discover, load_case
+from harness.schema import CaseError
+
+VALID = {
+    "title": "t",
+    "upstream": ["https://github.com/o/r/issues/1"],
+    "packages": ["torch"],
+    "signature": "boom",
+    "variants": {"bug": {"expect": [{"when": {"torch": ">=2.0"}, "outcome": "reproduced"}, {"outcome": "fixed"}]}},
+}
+
+
+def write(tmp_path: Path, doc: object, script: str | None = "print('hi')\n", raw: str | None = None) -> Path:
+    folder = tmp_path / "cases" / "torch-1-x"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "case.yaml").write_text(raw if raw is not None else yaml.safe_dump(doc))
+    if script is not None:
+        (folder / "repro.py").write_text(script)
+    return folder / "case.yaml"
+
+
+def test_valid_case_loads(tmp_path: Path) -> None:
+    case = load_case(write(tmp_path, VALID))
+    assert case.id == "torch-1-x"
+    assert case.spec.variants["bug"].expect[0].when == {"torch": ">=2.0"}
+
+
+def with_(path: str, value: object) -> dict:
+    doc = yaml.safe_load(yaml.safe_dump(VALID))
+    *parents, last = path.split(".")
+    node = doc
+    for p in parents:
+        node = node[p]
+    if value is KeyError:
+        del node[last]
+    else:
+        node[last] = value
+    return doc
+
+
+@pytest.mark.parametrize(
+    ("doc", "field"),
+    [
+        (with_("title", KeyError), "title"),
+        (with_("upstream", ["not a link"]), "upstream.0"),
+        (with_("nproc", [0]), "nproc.0"),
+        (with_("devices", ["tpu"]), "devices.0"),
+        (with_("timeout", -1), "timeout"),
+        (with_("signature", "(unclosed"), "signature"),
+        (with_("bogus", 1), "bogus"),
+        (with_("variants.bug.expect", []), "variants.bug.expect"),
+        (with_("variants.bug.expect", [{"outcome": "maybe"}]), "variants.bug.expect.0.outcome"),
+        (with_("variants.bug.expect", [{"outcome": "timeout"}]), "variants.bug.expect.0.outcome"),
+        (with_("variants.bug.expect", [{"when": {"torch": "2.0"}, "outcome": "fixed"}]), "variants.bug"),
+        (with_("variants.bug.expect", [{"when": {"torch": "banana"}, "outcome": "fixed"}, {"outcome": "fixed"}]),
+         "variants.bug.expect.0.when"),
+        (with_("variants.bug.expect", [{"when": {"litgpt": {"git": ["xyz"]}}, "outcome": "fixed"},
+                                       {"outcome": "fixed"}]), "variants.bug.expect.0.when"),
+        (with_("variants.Bad Name", {"expect": [{"outcome": "fixed"}]}), "variants.Bad Name"),
+    ],
+)
+def test_invalid_field_is_named_in_one_line(tmp_path: Path, doc: dict, field: str) -> None:
+    path = write(tmp_path, doc)
+    with pytest.raises(CaseError) as info:
+        load_case(path)
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(f"{path}: ")
+    assert field in message, message
+    assert "Traceback" not in message
+
+
+@pytest.mark.parametrize(
+    ("raw", "where"),
+    [("title: [unclosed\n", "line"), ("- a list\n- not a mapping\n", "(top level)"), ("", "(top level)")],
+)
+def test_unparseable_yaml(tmp_path: Path, raw: str, where: str) -> None:
+    path = write(tmp_path, None, raw=raw)
+    with pytest.raises(CaseError, match=rf"^{path}: .*{where.strip('()')}"):
+        load_case(path)
+
+
+def test_missing_script_and_syntax_error(tmp_path: Path) -> None:
+    path = write(tmp_path, VALID, script=None)
+    with pytest.raises(CaseError, match=r"script: repro.py does not exist"):
+        load_case(path)
+    (path.parent / "repro.py").write_text("def broken(:\n")
+    with pytest.raises(CaseError, match=r"script: repro.py line 1"):
+        load_case(path)
+
+
+def test_discover_keeps_going_past_an_invalid_case(tmp_path: Path) -> None:
+    write(tmp_path, with_("title", KeyError))
+    good = tmp_path / "cases" / "torch-2-good"
+    good.mkdir()
+    (good / "case.yaml").write_text(yaml.safe_dump(VALID))
+    (good / "repro.py").write_text("pass\n")
+    cases, errors = discover(tmp_path / "cases")
+    assert [c.id for c in cases] == ["torch-2-good"]
+    assert len(errors) == 1 and "torch-1-x/case.yaml: title" in str(errors[0])
