@@ -1,0 +1,71 @@
+"""The `bugmatrix` command: list, run, exit codes, JSON, and Ctrl-C with nothing left behind."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from harness.cli import main
+
+from .conftest import MakeCase
+from .test_launch import leftovers
+
+FIXED_SCRIPT = "print('fine')\n"
+
+
+def test_list_json_shows_cases_and_invalid_ones(make_case: MakeCase, tmp_path: Path, capsys) -> None:
+    make_case(FIXED_SCRIPT)
+    broken = tmp_path / "cases" / "torch-9-broken"
+    broken.mkdir()
+    (broken / "case.yaml").write_text("title: only a title\n")
+    assert main(["--cases-dir", str(tmp_path / "cases"), "list", "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert [c["id"] for c in out["cases"]] == ["fake-1-case"]
+    assert out["errors"] == [f"{broken / 'case.yaml'}: upstream: Field required (and 3 more)"]
+
+
+def test_run_exit_code_follows_expectations(make_case: MakeCase, tmp_path: Path, capsys) -> None:
+    make_case(
+        FIXED_SCRIPT,
+        variants={"bug": {"expect": [{"outcome": "fixed"}]}, "wrong": {"expect": [{"outcome": "reproduced"}]}},
+    )
+    cases = str(tmp_path / "cases")
+    assert main(["--cases-dir", cases, "run", "--json", "--device", "cpu"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    by_variant = {r["variant"]: r for r in out["results"]}
+    assert by_variant["bug"]["outcome"] == "fixed" and by_variant["bug"]["expected"] == "fixed"
+    assert by_variant["wrong"]["outcome"] == "fixed" and by_variant["wrong"]["expected"] == "reproduced"
+    assert by_variant["bug"]["versions"]["torch"]  # the exact installed version is kept
+    assert by_variant["bug"]["ranks"][0]["state"] == "fixed"
+    assert out["ok"] is False
+    # Selecting only the matching variant's case by id passes; an unknown device is a usage error.
+    (tmp_path / "cases" / "fake-1-case" / "case.yaml").write_text(
+        (tmp_path / "cases" / "fake-1-case" / "case.yaml").read_text().replace("outcome: reproduced", "outcome: fixed")
+    )
+    assert main(["--cases-dir", cases, "run", "fake-1", "--device", "cpu"]) == 0
+
+
+def test_ctrl_c_kills_the_launch_in_flight(make_case: MakeCase, tmp_path: Path) -> None:
+    make_case("import time\ntime.sleep(3600)\n", nproc=[2], timeout=600)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness", "--cases-dir", str(tmp_path / "cases"), "run", "--device", "cpu"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 60
+    # bugmatrix itself, torchrun's agent and both ranks mention the case folder in their command lines
+    while time.monotonic() < deadline and len(leftovers(str(tmp_path))) < 4:
+        time.sleep(0.2)
+    assert len(leftovers(str(tmp_path))) >= 4
+    time.sleep(1.0)  # the ranks are inside the script's sleep
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130
+    time.sleep(0.5)
+    assert leftovers(str(tmp_path)) == []
