@@ -12,9 +12,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from harness.cases import discover, select
-from harness.environment import ProbeError, probe
+from harness.environment import ProbeError, machine_name, probe
 from harness.report import case_row, cases_table, results_table, to_json, versions_line
+from harness.result import Result
 from harness.run import default_devices, plan, run_jobs, run_ok
+from harness.store import DEFAULT_DB, ResultStore
 
 # `cases/` in the current directory, else the one beside this package (a checkout of bugmatrix).
 DEFAULT_CASES = Path("cases") if Path("cases").is_dir() else Path(__file__).resolve().parent.parent / "cases"
@@ -48,10 +50,14 @@ def _parser() -> argparse.ArgumentParser:
     p_run = sub.add_parser("run", help="run cases x variants x world sizes in one environment")
     p_run.add_argument("cases", nargs="*", help="case ids (substrings); default: all")
     p_run.add_argument("--device", action="append", choices=["cpu", "cuda"], help="default: cuda if present, else cpu")
+    p_run.add_argument("--variant", action="append", help="only these variants (repeatable)")
+    p_run.add_argument("--nproc", action="append", type=int, help="only these world sizes (repeatable)")
     p_run.add_argument("--python", default=sys.executable, help="interpreter of the environment to run in")
     p_run.add_argument(
         "-j", "--jobs", type=int, default=os.cpu_count() or 1, help="cores to use (a 2-rank case takes 2)"
     )
+    p_run.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"results store (default {DEFAULT_DB})")
+    p_run.add_argument("--no-store", action="store_true", help="do not record the results")
     p_run.add_argument("--json", action="store_true", help="machine-readable output")
     p_run.set_defaults(func=cmd_run)
     return parser
@@ -82,23 +88,40 @@ def cmd_run(args: argparse.Namespace) -> int:
     except ProbeError as exc:
         err.print(f"[red]cannot use the environment[/] {exc}", soft_wrap=True)
         return 2
-    jobs = plan(cases, args.device or default_devices())
+    store = None if args.no_store else ResultStore(args.db)
+    run_id = store.begin_run(" ".join(sys.argv), machine_name()) if store else ""
+    jobs = [
+        job for job in plan(cases, args.device or default_devices())
+        if (not args.variant or job.variant in args.variant) and (not args.nproc or job.nproc in args.nproc)
+    ]
     with Progress(
         TextColumn("[bold]running"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         TextColumn("{task.description}"), console=err, transient=True, disable=args.json,
     ) as progress:
         task = progress.add_task("", total=len(jobs))
-        results = run_jobs(
-            jobs, env, cores=args.jobs,
-            on_result=lambda r: progress.update(task, advance=1, description=f"{r.item_id}: {r.outcome.value}"),
-        )
+
+        def record(result: Result) -> None:
+            if store:
+                store.save(run_id, result)
+            progress.update(task, advance=1, description=f"{result.item_id}: {result.outcome.value}")
+
+        try:
+            results = run_jobs(jobs, env, cores=args.jobs, on_result=record)
+        except BaseException:
+            if store:
+                store.end_run(run_id, "interrupted")
+            raise
+    if store:
+        store.end_run(run_id)
     ok = run_ok(results) and not errors
     if args.json:
-        print(to_json({"ok": ok, "python": env.python, "results": [r.model_dump(mode="json") for r in results],
-                       "errors": [str(e) for e in errors]}))
+        payload = {"ok": ok, "run_id": run_id, "python": env.python, "errors": [str(e) for e in errors]}
+        print(to_json({**payload, "results": [r.model_dump(mode="json") for r in results]}))
     else:
         console = Console()
         console.print(results_table(results))
+        if store:
+            console.print(f"recorded as run {run_id} in {args.db}")
         console.print(f"environment: {env.python} (Python {env.python_version}): {versions_line(results)}")
         mismatched = [r for r in results if r.launched and not r.ok]
         console.print(

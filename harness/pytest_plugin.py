@@ -5,21 +5,25 @@ lacks a package or the machine lacks the device, and fails otherwise with the re
 An invalid case folder becomes one failing item with the one-line error; the other cases still run.
 Items carry markers `case`, `cpu`/`cuda` and `workaround`, so `-m`, `-k`, xdist and junitxml work as usual.
 
-Options: `--bugmatrix-python PATH` runs the cases in another environment (default: this interpreter).
+Options: `--bugmatrix-python PATH` runs the cases in another environment (default: this interpreter);
+`--bugmatrix-db PATH` records every result in a results store (one run for the whole session, xdist included).
 """
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from harness.cases import CASE_FILE, Case, load_case
-from harness.environment import Environment, probe
+from harness.environment import Environment, machine_name, probe
 from harness.result import Result
 from harness.run import Job, execute, plan, unrunnable
 from harness.schema import CaseError
+from harness.store import ResultStore
 
 _ENV_KEY = pytest.StashKey[Environment]()
 
@@ -27,12 +31,22 @@ _ENV_KEY = pytest.StashKey[Environment]()
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("bugmatrix")
     group.addoption("--bugmatrix-python", default=None, help="interpreter whose environment runs the cases")
+    group.addoption("--bugmatrix-db", default=None, help="record every case result in this results store")
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    db = config.getoption("--bugmatrix-db")
+    if db and not hasattr(config, "workerinput"):  # the controller opens the run; xdist workers inherit its id
+        os.environ["BUGMATRIX_RUN_ID"] = ResultStore(db).begin_run("pytest", machine_name())
     for marker in ("case: a bugmatrix case item", "cpu: runs on CPU", "cuda: needs a CUDA device",
                    "workaround: a variant that applies a known workaround"):
         config.addinivalue_line("markers", marker)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    db = config.getoption("--bugmatrix-db")
+    if db and not hasattr(config, "workerinput") and "BUGMATRIX_RUN_ID" in os.environ:
+        ResultStore(db).end_run(os.environ.pop("BUGMATRIX_RUN_ID"))
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
@@ -44,8 +58,6 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
 def _environment(config: pytest.Config) -> Environment:
     """The environment cases run in, probed once per pytest process (each xdist worker)."""
     if _ENV_KEY not in config.stash:
-        import sys
-
         config.stash[_ENV_KEY] = probe(config.getoption("--bugmatrix-python") or sys.executable)
     return config.stash[_ENV_KEY]
 
@@ -81,6 +93,9 @@ class CaseItem(pytest.Item):
         if reason:
             pytest.skip(reason)
         self.result = result = execute(self.job, env)
+        db = self.config.getoption("--bugmatrix-db")
+        if db:
+            ResultStore(db).save(os.environ["BUGMATRIX_RUN_ID"], result)
         for key in ("outcome", "expected", "reason", "duration_s"):
             self.user_properties.append((key, str(getattr(result, key))))
         self.user_properties.append(("versions", str(result.versions)))

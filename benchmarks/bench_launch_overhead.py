@@ -1,0 +1,63 @@
+"""Harness overhead per case: `bugmatrix run CASE --variant V --nproc N` vs bare `torchrun --standalone` of the
+same script with the same arguments, as whole-process wall times, interleaved, median ratio over several runs.
+
+    uv run python benchmarks/bench_launch_overhead.py [--case ID] [--variant V] [--nproc N] [--runs K]
+
+Target (issue 2): median ratio <= 1.10.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from harness.cases import load_case  # noqa: E402
+
+
+def timed(command: list[str], ok_codes: tuple[int, ...]) -> float:
+    started = time.perf_counter()
+    proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
+    elapsed = time.perf_counter() - started
+    if proc.returncode not in ok_codes:
+        raise SystemExit(f"{command} exited {proc.returncode}:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--case", default="lightning-20020-meta-template-submodule")
+    parser.add_argument("--variant", default="bug")
+    parser.add_argument("--nproc", type=int, default=2)
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+
+    case = load_case(ROOT / "cases" / args.case / "case.yaml")
+    variant_args = case.spec.variants[args.variant].args
+    bare = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={args.nproc}",
+            str(case.script), "--device", "cpu", *variant_args]
+    harness = [sys.executable, "-m", "harness", "run", args.case, "--variant", args.variant,
+               "--nproc", str(args.nproc), "--device", "cpu", "-j", "1"]
+    timed(bare, (0, 1, 125))  # warm the page cache for both
+    rows = []
+    for i in range(args.runs):
+        t_bare = timed(bare, (0, 1, 125))  # torchrun exits 1 whenever any rank fails
+        t_harness = timed(harness, (0,))  # bugmatrix exits 0 only when observed == expected
+        rows.append((t_bare, t_harness, t_harness / t_bare))
+        print(f"run {i + 1}: bare torchrun {t_bare:6.2f}s  bugmatrix {t_harness:6.2f}s  ratio {t_harness / t_bare:.3f}")
+    ratios = [r[2] for r in rows]
+    print(
+        f"{args.case}::{args.variant}[cpu-{args.nproc}]  median bare {statistics.median(r[0] for r in rows):.2f}s  "
+        f"median bugmatrix {statistics.median(r[1] for r in rows):.2f}s  median ratio {statistics.median(ratios):.3f} "
+        f"(min {min(ratios):.3f}, max {max(ratios):.3f}, {args.runs} runs)"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,207 @@
+"""The results store: one SQLite file holding every run and every result.
+
+Contract:
+- A *run* is one invocation (`bugmatrix run`, a pytest session, a nightly shard), identified by a `run_id` that is
+  unique across machines (time + host + random). `begin_run` records it as `running`; `end_run` marks it
+  `complete` or `interrupted`. A run's results are visible to readers as soon as each is saved.
+- A *result* is one launch of case x variant x world size x device in one cell. `save` writes it in a single
+  transaction: a reader never sees a half-written row, and a crash or Ctrl-C loses at most the result being saved.
+  Within a run, the key (case, variant, nproc, device, cell) is unique: saving it again replaces it.
+- Many processes may write at once (pytest-xdist workers, parallel runs): WAL journaling plus a busy timeout
+  serialise them; no write is lost or duplicated.
+- `merge(sources)` copies runs and results from other store files (shards from other machines). It is idempotent:
+  merging the same shard twice, or two shards that share rows, adds no duplicates.
+- Readers get `Result` objects back exactly as they were saved (outcome, expected, reason, versions, per-rank
+  status, duration, log excerpt, stacks), with the run's metadata alongside.
+Nothing is ever deleted implicitly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import socket
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.outcome import Outcome, RankStatus
+from harness.result import Result
+
+DEFAULT_DB = Path(os.environ.get("BUGMATRIX_DB", ".bugmatrix/results.db"))
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    started_at REAL NOT NULL,
+    finished_at REAL,
+    status TEXT NOT NULL,
+    machine TEXT NOT NULL,
+    command TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS results (
+    run_id TEXT NOT NULL REFERENCES runs(run_id),
+    case_id TEXT NOT NULL,
+    variant TEXT NOT NULL,
+    nproc INTEGER NOT NULL,
+    device TEXT NOT NULL,
+    cell TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    expected TEXT,
+    reason TEXT NOT NULL,
+    versions TEXT NOT NULL,
+    python TEXT NOT NULL,
+    ranks TEXT NOT NULL,
+    duration_s REAL NOT NULL,
+    log_excerpt TEXT NOT NULL,
+    stacks TEXT NOT NULL,
+    started_at REAL NOT NULL,
+    launched INTEGER NOT NULL,
+    PRIMARY KEY (run_id, case_id, variant, nproc, device, cell)
+);
+CREATE INDEX IF NOT EXISTS results_case ON results (case_id, variant, cell);
+"""
+_RESULT_COLUMNS = (
+    "run_id", "case_id", "variant", "nproc", "device", "cell", "outcome", "expected", "reason", "versions",
+    "python", "ranks", "duration_s", "log_excerpt", "stacks", "started_at", "launched",
+)
+
+
+class StoreError(RuntimeError):
+    """The store file cannot be opened or is not a bugmatrix store."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """One recorded invocation."""
+
+    run_id: str
+    started_at: float
+    finished_at: float | None
+    status: str
+    machine: str
+    command: str
+
+
+def new_run_id() -> str:
+    """A run id that sorts by start time and is unique across machines: YYYYmmddTHHMMSS-host-random."""
+    host = socket.gethostname().split(".")[0][:16] or "host"
+    return f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{host}-{secrets.token_hex(3)}"
+
+
+class ResultStore:
+    """A SQLite results store (see the module docstring for the whole contract)."""
+
+    def __init__(self, path: Path | str = DEFAULT_DB) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+            try:
+                db.execute("PRAGMA busy_timeout=60000")
+                db.execute("PRAGMA journal_mode=WAL")  # persistent: readers and writers stop blocking each other
+                db.executescript(_SCHEMA)  # idempotent, each statement atomic
+                db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            finally:
+                db.close()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path}: not a bugmatrix results store ({exc})") from None
+
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        """A connection inside one IMMEDIATE transaction: committed on success, rolled back on any exception."""
+        db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+        try:
+            db.execute("PRAGMA busy_timeout=60000")
+            db.execute("BEGIN IMMEDIATE")
+            yield db
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+        finally:
+            db.close()
+
+    def begin_run(self, command: str, machine: str, run_id: str | None = None) -> str:
+        """Record a new run as `running` (or reuse `run_id` if it exists, for xdist workers); return its id."""
+        run_id = run_id or new_run_id()
+        with self._connect() as db:
+            db.execute(
+                "INSERT OR IGNORE INTO runs VALUES (?, ?, NULL, 'running', ?, ?)",
+                (run_id, time.time(), machine, command),
+            )
+        return run_id
+
+    def end_run(self, run_id: str, status: str = "complete") -> None:
+        """Mark a run `complete` or `interrupted`."""
+        with self._connect() as db:
+            db.execute("UPDATE runs SET status = ?, finished_at = ? WHERE run_id = ?", (status, time.time(), run_id))
+
+    def save(self, run_id: str, result: Result, cell: str = "default") -> None:
+        """Write one result atomically (replacing the same key within the same run)."""
+        row = (
+            run_id, result.case, result.variant, result.nproc, result.device, cell, result.outcome.value,
+            result.expected.value if result.expected else None, result.reason, json.dumps(result.versions),
+            result.python, json.dumps([r.model_dump(mode="json") for r in result.ranks]), result.duration_s,
+            result.log_excerpt, result.stacks, result.started_at, int(result.launched),
+        )
+        with self._connect() as db:
+            db.execute(f"INSERT OR REPLACE INTO results VALUES ({', '.join('?' * len(row))})", row)
+
+    def runs(self) -> list[Run]:
+        """Every run, oldest first."""
+        with self._connect() as db:
+            rows = db.execute("SELECT * FROM runs ORDER BY started_at, run_id").fetchall()
+        return [Run(*row) for row in rows]
+
+    def results(self, run_id: str | None = None) -> list[tuple[str, str, Result]]:
+        """`(run_id, cell, result)` for every result (of one run when `run_id` is given), in a stable order."""
+        query = f"SELECT {', '.join(_RESULT_COLUMNS)} FROM results"
+        params: tuple[str, ...] = ()
+        if run_id is not None:
+            query += " WHERE run_id = ?"
+            params = (run_id,)
+        query += " ORDER BY run_id, case_id, variant, cell, device, nproc"
+        with self._connect() as db:
+            rows = db.execute(query, params).fetchall()
+        return [(row[0], row[5], _to_result(row)) for row in rows]
+
+    def merge(self, sources: list[Path]) -> int:
+        """Copy runs and results from other store files; return how many results were new (idempotent)."""
+        added = 0
+        for source in sources:
+            if not Path(source).is_file():
+                raise StoreError(f"{source}: no such store file")
+            other = ResultStore(source)
+            with self._connect() as db:
+                before = db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+                for run in other.runs():
+                    db.execute("INSERT OR IGNORE INTO runs VALUES (?, ?, ?, ?, ?, ?)", tuple(run.__dict__.values()))
+                with other._connect() as src:
+                    rows = src.execute(f"SELECT {', '.join(_RESULT_COLUMNS)} FROM results").fetchall()
+                db.executemany(
+                    f"INSERT OR IGNORE INTO results ({', '.join(_RESULT_COLUMNS)}) "
+                    f"VALUES ({', '.join('?' * len(_RESULT_COLUMNS))})",
+                    rows,
+                )
+                added += db.execute("SELECT COUNT(*) FROM results").fetchone()[0] - before
+        return added
+
+
+def _to_result(row: tuple) -> Result:
+    values = dict(zip(_RESULT_COLUMNS, row, strict=True))
+    return Result(
+        case=values["case_id"], variant=values["variant"], nproc=values["nproc"], device=values["device"],
+        outcome=Outcome(values["outcome"]), expected=Outcome(values["expected"]) if values["expected"] else None,
+        reason=values["reason"], versions=json.loads(values["versions"]), python=values["python"],
+        ranks=[RankStatus.model_validate(r) for r in json.loads(values["ranks"])],
+        duration_s=values["duration_s"], log_excerpt=values["log_excerpt"], stacks=values["stacks"],
+        started_at=values["started_at"], launched=bool(values["launched"]),
+    )
