@@ -1,0 +1,234 @@
+"""The environment cache: one uv virtual environment per distinct resolved cell, reused across runs.
+
+Contract:
+- An environment lives in `<root>/<key>/`, where `key` = hash of (requirements, overrides, Python, index, as_of)
+  (`ResolvedCell.key`): cells with the same pins share it. `<root>/<key>/bugmatrix-env.json` is written last, so
+  an environment without it does not exist.
+- `build` is idempotent and safe across processes: a per-key file lock makes concurrent builders wait for the first
+  one; the venv is built in a temporary folder and renamed into place, so an interrupted build leaves nothing that
+  looks finished. It installs with `uv pip install` from uv's shared cache (hardlinks, so a second environment with
+  the same torch costs almost no disk), with `--exclude-newer as_of` (time travel) and the cell's overrides.
+- After installing, an import smoke check imports every pinned package. A cell whose resolution, download or import
+  fails yields `EnvStatus(ok=False, error=<uv's or the importer's message>)`; the caller records it as `infra`.
+  Failures are remembered for the process only; a later run tries again.
+- `remove`/`prune` delete environments; `clean_cache` removes big packages (torch and its CUDA libraries) from uv's
+  cache. Nothing is deleted implicitly except by an explicit disk budget (see `harness/matrix_run.py`).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from harness.environment import Environment, ProbeError, probe
+from harness.matrix import ResolvedCell
+
+DEFAULT_ROOT = Path(os.environ.get("BUGMATRIX_ENVS", ".bugmatrix/envs"))
+MARKER = "bugmatrix-env.json"
+BUILD_TIMEOUT_S = 1800
+SMOKE_TIMEOUT_S = 300
+# The packages that make up most of a torch stack's disk use in uv's cache.
+BIG_PACKAGES = ("torch", "triton", "fbgemm-gpu", "fbgemm-gpu-cpu", "nvidia-*", "cuda-*")
+
+
+@dataclass(frozen=True)
+class EnvStatus:
+    """The outcome of making one environment: usable (`ok`) with its interpreter, or the reason it is not."""
+
+    key: str
+    ok: bool
+    python: str | None
+    error: str = ""
+    seconds: float = 0.0
+    reused: bool = False
+
+
+def uv_binary() -> str:
+    """The uv executable: $BUGMATRIX_UV, else uv on PATH, else the one installed beside this interpreter."""
+    found = os.environ.get("BUGMATRIX_UV") or shutil.which("uv")
+    if found:
+        return found
+    try:
+        from uv import find_uv_bin  # type: ignore[import-not-found]
+
+        return str(find_uv_bin())
+    except ImportError:
+        return "uv"
+
+
+class EnvCache:
+    """Environments under one root folder (see the module docstring for the contract)."""
+
+    def __init__(self, root: Path = DEFAULT_ROOT) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._failed: dict[str, EnvStatus] = {}
+
+    def path(self, key: str) -> Path:
+        return self.root / key
+
+    def python(self, key: str) -> Path:
+        return self.path(key) / "bin" / "python"
+
+    def exists(self, key: str) -> bool:
+        return (self.path(key) / MARKER).is_file()
+
+    @contextmanager
+    def _lock(self, key: str) -> Iterator[None]:
+        with open(self.root / f".{key}.lock", "w") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    def build(self, cell: ResolvedCell, offline: bool = False) -> EnvStatus:
+        """The environment for `cell`, built if missing; never raises for resolver/download/import failures."""
+        key = cell.key
+        if key in self._failed:
+            return self._failed[key]
+        if self.exists(key):
+            return EnvStatus(key, True, str(self.python(key)), reused=True)
+        with self._lock(key):
+            if self.exists(key):
+                return EnvStatus(key, True, str(self.python(key)), reused=True)
+            started = time.monotonic()
+            error = self._build_into(cell, offline)
+            status = EnvStatus(key, error is None, str(self.python(key)) if error is None else None,
+                               error or "", round(time.monotonic() - started, 2))
+        if not status.ok:
+            self._failed[key] = status
+        return status
+
+    def _build_into(self, cell: ResolvedCell, offline: bool) -> str | None:
+        holder = Path(tempfile.mkdtemp(prefix=f".{cell.key}.building-", dir=self.root))
+        staging = holder / "env"
+        try:
+            uv = uv_binary()
+            steps = [[uv, "venv", "--quiet", "--python", cell.cell.python, str(staging)]]
+            install = [uv, "pip", "install", "--quiet", "--python", str(staging / "bin" / "python"),
+                       "--index-url", cell.cell.index_url, "--link-mode", "hardlink"]
+            if cell.as_of:
+                install += ["--exclude-newer", exclude_newer(cell.as_of)]
+            if offline:
+                install.append("--offline")
+            if cell.overrides:
+                overrides = holder / "overrides.txt"
+                overrides.write_text("\n".join(cell.overrides) + "\n")
+                install += ["--override", str(overrides)]
+            steps.append(install + cell.requirements)
+            for step in steps:
+                error = _run(step, BUILD_TIMEOUT_S)
+                if error:
+                    return f"uv failed: {error}"
+            smoke = "; ".join(f"import {name}" for name in cell.imports) or "pass"
+            error = _run([str(staging / "bin" / "python"), "-c", smoke], SMOKE_TIMEOUT_S)
+            if error:
+                return f"import smoke check failed ({smoke}): {error}"
+            (staging / MARKER).write_text(json.dumps({
+                "key": cell.key, "cell": cell.cell.name, "versions": cell.versions,
+                "requirements": cell.requirements, "overrides": cell.overrides,
+                "as_of": cell.as_of.isoformat() if cell.as_of else None, "built_at": time.time(),
+            }, indent=2))
+            target = self.path(cell.key)
+            if target.exists():  # a stale, unfinished folder from an interrupted build
+                shutil.rmtree(target)
+            staging.rename(target)
+            return None
+        finally:
+            shutil.rmtree(holder, ignore_errors=True)
+
+    def environment(self, key: str) -> Environment:
+        """What the environment `key` has installed; raises `ProbeError` if it cannot be started."""
+        return probe(self.python(key))
+
+    def list(self) -> list[dict[str, object]]:
+        """Every built environment's record (key, cell, versions, as_of, built_at)."""
+        out = []
+        for marker in sorted(self.root.glob(f"*/{MARKER}")):
+            try:
+                out.append(json.loads(marker.read_text()))
+            except (OSError, ValueError):
+                continue
+        return out
+
+    def remove(self, key: str) -> None:
+        """Delete one environment (its files are hardlinks into uv's cache, which keeps the packages)."""
+        shutil.rmtree(self.path(key), ignore_errors=True)
+
+    def prune(self, keep: set[str]) -> list[str]:
+        """Delete every environment whose key is not in `keep`, and leftovers of interrupted builds."""
+        removed = []
+        for folder in self.root.iterdir():
+            if folder.is_dir() and folder.name not in keep:  # includes .<key>.building-* leftovers
+                shutil.rmtree(folder, ignore_errors=True)
+                removed.append(folder.name)
+        return removed
+
+
+def clean_cache(packages: tuple[str, ...] = BIG_PACKAGES) -> str:
+    """Remove `packages` (glob patterns allowed) from uv's cache; returns uv's message."""
+    uv = uv_binary()
+    listing = subprocess.run([uv, "cache", "dir"], capture_output=True, text=True, check=False).stdout.strip()
+    names = set()
+    for pattern in packages:
+        if "*" not in pattern:
+            names.add(pattern)
+            continue
+        for wheel_dir in Path(listing).glob("wheels-*/pypi/" + pattern.replace("-", "_").lower()):
+            names.add(wheel_dir.name.replace("_", "-"))
+    if not names:
+        return ""
+    proc = subprocess.run([uv, "cache", "clean", *sorted(names)], capture_output=True, text=True, check=False)
+    return (proc.stdout + proc.stderr).strip()
+
+
+def disk_usage(path: Path) -> int:
+    """Bytes used under `path`, counting each hardlinked file once."""
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    for folder, _, files in os.walk(path):
+        for name in files:
+            try:
+                st = os.lstat(os.path.join(folder, name))
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) in seen:
+                continue
+            seen.add((st.st_dev, st.st_ino))
+            total += st.st_blocks * 512
+    return total
+
+
+def exclude_newer(as_of: datetime) -> str:
+    """uv's cutoff for `as_of`: exclusive, whole seconds, so one second past the newest pinned upload."""
+    return (as_of.astimezone(timezone.utc) + timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _run(command: list[str], timeout: float) -> str | None:
+    """None on success, else the last lines of the command's output (or why it could not run)."""
+    try:
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False,
+                              stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return f"timed out after {timeout:.0f}s: {' '.join(command[:4])} ..."
+    except OSError as exc:
+        return f"{command[0]}: {exc.strerror}"
+    if proc.returncode == 0:
+        return None
+    text = (proc.stderr or proc.stdout).strip().splitlines()
+    code = f"exit {proc.returncode}" if proc.returncode > 0 else f"killed by signal {-proc.returncode}"
+    return f"{code}: " + " | ".join(line.strip() for line in text[-6:] if line.strip())
+
+
+__all__ = ["EnvCache", "EnvStatus", "ProbeError", "clean_cache", "disk_usage", "uv_binary"]

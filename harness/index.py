@@ -1,0 +1,122 @@
+"""Releases of a package on a package index (PEP 503 simple pages), with their upload times.
+
+Reads the same pages uv reads: `<index>/<name>/` with `data-upload-time` (PEP 700) and `data-yanked` on each file
+link; `file://` indexes (a folder of `<name>/index.html`) work the same way, which is what the hermetic tests use.
+Results are cached per (index, name) in memory for the life of the process.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from datetime import datetime
+from functools import lru_cache
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from packaging.specifiers import SpecifierSet
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
+from packaging.version import Version
+
+PYPI = "https://pypi.org/simple"
+# What uv asks for; some indexes only add upload times (PEP 700) for clients that ask this way.
+_ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
+
+
+class IndexLookupError(RuntimeError):
+    """The index could not be read, or has no such package."""
+
+
+@dataclass(frozen=True)
+class Release:
+    """One version of a package: when its newest file was uploaded, and whether every file is yanked."""
+
+    version: Version
+    uploaded: datetime | None
+    yanked: bool
+
+
+class _Links(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.files: list[tuple[str, str | None, bool]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag != "a":
+            return
+        a = dict(attrs)
+        href = a.get("href") or ""
+        filename = unquote(urlparse(href).path.rsplit("/", 1)[-1])
+        self.files.append((filename, a.get("data-upload-time"), "data-yanked" in a))
+
+
+def _version_of(filename: str) -> Version | None:
+    try:
+        if filename.endswith(".whl"):
+            return parse_wheel_filename(filename)[1]
+        if filename.endswith((".tar.gz", ".zip")):
+            return parse_sdist_filename(filename)[1]
+    except (InvalidWheelFilename, InvalidSdistFilename, ValueError):
+        return None
+    return None
+
+
+def _fetch(index: str, name: str) -> str:
+    url = f"{index.rstrip('/')}/{canonicalize_name(name)}/"
+    if url.startswith("file://"):
+        path = Path(urlparse(url).path) / "index.html"
+        try:
+            return path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise IndexLookupError(f"{name}: not on the index {index} ({exc.strerror})") from None
+    request = urllib.request.Request(url, headers={"Accept": _ACCEPT, "User-Agent": "bugmatrix"})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.read().decode("utf-8", errors="replace")
+    except urllib.error.HTTPError as exc:
+        raise IndexLookupError(f"{name}: not on the index {index} (HTTP {exc.code})") from None
+    except (urllib.error.URLError, TimeoutError, OSError) as exc:
+        raise IndexLookupError(f"{name}: cannot reach the index {index} ({exc})") from None
+
+
+@lru_cache(maxsize=512)
+def releases(name: str, index: str = PYPI) -> tuple[Release, ...]:
+    """Every release of `name` on `index`, oldest first; raises `IndexLookupError` when it cannot tell."""
+    page = _fetch(index, name)
+    if page.lstrip().startswith("{"):  # PEP 691 JSON
+        files = [(f["filename"], f.get("upload-time"), bool(f.get("yanked"))) for f in json.loads(page)["files"]]
+    else:
+        parser = _Links()
+        parser.feed(page)
+        files = parser.files
+    by_version: dict[Version, list[tuple[datetime | None, bool]]] = {}
+    for filename, uploaded, yanked in files:
+        version = _version_of(filename)
+        if version is None:
+            continue
+        when = datetime.fromisoformat(re.sub(r"Z$", "+00:00", uploaded)) if uploaded else None
+        by_version.setdefault(version, []).append((when, yanked))
+    out = []
+    for version, files in sorted(by_version.items()):
+        times = [t for t, _ in files if t is not None]
+        out.append(Release(version, max(times) if times else None, all(y for _, y in files)))
+    return tuple(out)
+
+
+def matching(name: str, spec: str, index: str = PYPI, prereleases: bool = False) -> list[Release]:
+    """The non-yanked releases of `name` that satisfy the specifier `spec`, oldest first."""
+    specifier = SpecifierSet(spec)
+    return [
+        r for r in releases(name, index)
+        if not r.yanked and specifier.contains(r.version, prereleases=prereleases or None)
+    ]

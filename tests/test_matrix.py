@@ -1,0 +1,136 @@
+"""matrix.yaml: expansion, couplings as data, time-travel resolution and environments, hermetic (fake wheels)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.envs import EnvCache
+from harness.matrix import MatrixError, load_matrix, resolve_cell
+
+from .fakeindex import FakeRelease, build_index
+
+BROKEN = "raise ImportError('undefined symbol: _ZN3c10fake (a fake ABI break)')\n"
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory: pytest.TempPathFactory) -> str:
+    root = tmp_path_factory.mktemp("index")
+    return build_index(root, [
+        # a coupled stack: fakerec 1.N <-> fakegemm-cpu 1.N <-> faketorch 2.(N+5)
+        FakeRelease("faketorch", "2.5.0", "2024-01-10T00:00:00Z"),
+        FakeRelease("faketorch", "2.5.1", "2024-01-20T00:00:00Z"),
+        FakeRelease("faketorch", "2.6.0", "2024-03-01T00:00:00Z"),
+        FakeRelease("fakegemm-cpu", "1.0.0", "2024-01-15T00:00:00Z", package="fakegemm"),
+        FakeRelease("fakegemm-cpu", "1.1.0", "2024-03-02T00:00:00Z", package="fakegemm"),
+        FakeRelease("fakerec", "1.0.0", "2024-01-16T00:00:00Z", requires=["fakegemm", "fakedep"]),
+        FakeRelease("fakerec", "1.1.0", "2024-03-03T00:00:00Z", requires=["fakegemm", "fakedep"]),
+        # an unpinned dependency with releases before and after: time travel must pick the one of the day
+        FakeRelease("fakedep", "1.0", "2024-01-01T00:00:00Z"),
+        FakeRelease("fakedep", "9.0", "2025-01-01T00:00:00Z"),
+        FakeRelease("fakebroken", "1.0", "2024-01-01T00:00:00Z", module=BROKEN),
+    ])
+
+
+def write_matrix(tmp_path: Path, index: str, **extra: object) -> Path:
+    doc = {
+        "indexes": {"local": index},
+        "defaults": {"index": "local", "python": "3.11", "device": "cpu"},
+        "device_packages": {"fakegemm": {"cpu": "fakegemm-cpu", "cuda": "fakegemm"}},
+        "couplings": [{"name": "fakerec-stack", "lead": "fakerec", "rows": [
+            {"fakerec": "==1.0.*", "fakegemm": "==1.0.*", "faketorch": "==2.5.*"},
+            {"fakerec": "==1.1.*", "fakegemm": "==1.1.*", "faketorch": "==2.6.*"},
+        ]}],
+        "cells": [{"name": "default", "pins": {"fakerec": "1.1.0"}}],
+        "groups": [{"name": "fakerec-{fakerec}-{device}", "axes": {"fakerec": ["1.0.0", "1.1.0"]},
+                    "devices": ["cpu", "cuda"], "exclude": [{"fakerec": "1.0.0", "device": "cuda"}]}],
+    }
+    doc.update(extra)
+    path = tmp_path / "matrix.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def test_expansion_couplings_and_include_exclude(tmp_path: Path, index: str) -> None:
+    matrix = load_matrix(write_matrix(tmp_path, index))
+    assert [c.name for c in matrix.cells] == ["default", "fakerec-1.0.0-cpu", "fakerec-1.1.0-cpu", "fakerec-1.1.0-cuda"]
+    cell = matrix.cell("fakerec-1.0.0-cpu")
+    assert cell.pins == {"fakerec": "1.0.0", "fakegemm": "==1.0.*", "faketorch": "==2.5.*"}
+    resolved = resolve_cell(matrix, cell)
+    assert resolved.versions == {"fakegemm": "1.0.0", "fakerec": "1.0.0", "faketorch": "2.5.1"}
+    assert "fakegemm-cpu==1.0.0" in resolved.requirements  # the device picks the distribution
+    assert resolved.as_of is not None and resolved.as_of.isoformat().startswith("2024-01-20")  # newest pin
+    # the same pins under another name share one environment
+    default, same = (resolve_cell(matrix, matrix.cell(n)) for n in ("default", "fakerec-1.1.0-cpu"))
+    assert default.key == same.key
+
+
+def test_a_cell_that_breaks_a_pairing_is_rejected(tmp_path: Path, index: str) -> None:
+    path = write_matrix(tmp_path, index, cells=[{"name": "bad", "pins": {"fakerec": "1.0.0", "faketorch": "2.6.0"}}])
+    with pytest.raises(MatrixError) as info:
+        load_matrix(path)
+    assert str(info.value) == (
+        f"{path}: cells.0 (bad): faketorch 2.6.0 breaks the pairing 'fakerec-stack': "
+        "fakerec ==1.0.* needs faketorch ==2.5.*"
+    )
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        ({"cells": [{"name": "x", "pins": {"fakerec": "banana!"}}]}, "cells.0.pins"),
+        ({"cells": [{"name": "x", "pins": {}}]}, "cells.0.pins"),
+        ({"cells": [{"name": "x", "pins": {"fakerec": "1.0.0"}, "device": "tpu"}]}, "cells.0.device"),
+        ({"groups": [{"name": "g-{nope}", "axes": {"fakerec": ["1.0.0"]}}]}, "groups.0.name"),
+        ({"groups": [{"name": "g", "axes": {"fakerec": []}}]}, "groups.0.axes"),
+        ({"cells": [{"name": "x", "pins": {"fakerec": "7.0.0"}}]}, "has no row in the pairing"),
+        ({"cells": [{"name": "x", "pins": {"fakerec": "1.0.0"}, "index": "nowhere"}]}, "index 'nowhere'"),
+        ({"couplings": [{"name": "c", "lead": "a", "rows": [{"b": "==1"}]}]}, "couplings.0"),
+        ({"surprise": 1}, "surprise"),
+    ],
+)
+def test_invalid_matrix_names_file_and_field(tmp_path: Path, index: str, extra: dict, field: str) -> None:
+    path = write_matrix(tmp_path, index, **extra)
+    with pytest.raises(MatrixError) as info:
+        load_matrix(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: ") and field in message and "\n" not in message
+
+
+def test_unknown_version_is_a_clear_error(tmp_path: Path, index: str) -> None:
+    path = write_matrix(tmp_path, index, cells=[{"name": "x", "pins": {"fakedep": "3.0"}}], groups=[])
+    matrix = load_matrix(path)
+    with pytest.raises(MatrixError, match=r"cell x: no release of fakedep matches ==3.0"):
+        resolve_cell(matrix, matrix.cell("x"))
+
+
+def test_time_travel_builds_the_environment_of_the_day(tmp_path: Path, index: str) -> None:
+    matrix = load_matrix(write_matrix(tmp_path, index))
+    cache = EnvCache(tmp_path / "envs")
+    resolved = resolve_cell(matrix, matrix.cell("fakerec-1.0.0-cpu"))
+    status = cache.build(resolved)
+    assert status.ok, status.error
+    installed = cache.environment(status.key)
+    assert installed.get("fakedep").version == "1.0"  # not 9.0, uploaded a year later
+    assert installed.get("fakegemm-cpu").version == "1.0.0"
+    again = cache.build(resolved)
+    assert again.ok and again.reused
+    assert [e["cell"] for e in cache.list()] == ["fakerec-1.0.0-cpu"]
+
+
+def test_a_cell_that_cannot_import_or_resolve_is_infra_not_fatal(tmp_path: Path, index: str) -> None:
+    path = write_matrix(tmp_path, index, groups=[], cells=[
+        {"name": "broken", "pins": {"fakebroken": "1.0"}},
+        {"name": "unresolvable", "pins": {"fakedep": "1.0", "fakerec": "1.1.0", "faketorch": "2.6.0"},
+         "as_of": "2024-02-01T00:00:00Z"},  # fakerec 1.1.0 was not out yet
+    ])
+    matrix = load_matrix(path)
+    cache = EnvCache(tmp_path / "envs")
+    broken = cache.build(resolve_cell(matrix, matrix.cell("broken")))
+    assert not broken.ok and "import smoke check failed" in broken.error and "undefined symbol" in broken.error
+    unresolvable = cache.build(resolve_cell(matrix, matrix.cell("unresolvable")))
+    assert not unresolvable.ok and unresolvable.error.startswith("uv failed")
+    assert cache.list() == []  # nothing half-built is left looking finished
+    assert [p.name for p in (tmp_path / "envs").iterdir() if not p.name.startswith(".")] == []
