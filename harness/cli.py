@@ -1,4 +1,4 @@
-"""The `bugmatrix` command line: `list` the cases, `run` them in the current environment."""
+"""The `bugmatrix` command line: list cases, run them (here or across matrix cells), manage environments."""
 
 from __future__ import annotations
 
@@ -10,13 +10,24 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
-from harness.cases import discover, select
+from harness import matrix_report
+from harness.cases import Case, discover, select
+from harness.compare import compare
 from harness.environment import ProbeError, machine_name, probe
+from harness.envs import DEFAULT_ROOT, EnvCache, clean_cache, disk_usage
+from harness.matrix import DEFAULT_MATRIX, MatrixError, load_matrix, resolve_cell
+from harness.matrix_report import build_report
+from harness.matrix_run import plan_cells, run_cells
+from harness.outcome import Outcome
 from harness.report import case_row, cases_table, results_table, to_json, versions_line
 from harness.result import Result
 from harness.run import default_devices, plan, run_jobs, run_ok
-from harness.store import DEFAULT_DB, ResultStore
+from harness.schema import CaseError
+from harness.store import DEFAULT_DB, ResultStore, StoreError
+
+LOCAL_CELL = "local"  # the cell name recorded for runs in the current (or --python) environment
 
 # `cases/` in the current directory, else the one beside this package (a checkout of bugmatrix).
 DEFAULT_CASES = Path("cases") if Path("cases").is_dir() else Path(__file__).resolve().parent.parent / "cases"
@@ -56,11 +67,61 @@ def _parser() -> argparse.ArgumentParser:
     p_run.add_argument(
         "-j", "--jobs", type=int, default=os.cpu_count() or 1, help="cores to use (a 2-rank case takes 2)"
     )
+    p_run.add_argument("--cell", action="append", help="run in this matrix cell (repeatable); see `bugmatrix matrix`")
+    p_run.add_argument("--all-cells", action="store_true", help="run in every cell of the matrix")
+    p_run.add_argument("--matrix", type=Path, default=DEFAULT_MATRIX, help=f"matrix file (default {DEFAULT_MATRIX})")
+    p_run.add_argument("--envs", type=Path, default=DEFAULT_ROOT, help=f"environments folder (default {DEFAULT_ROOT})")
+    p_run.add_argument("--disk-budget", type=_size, help="e.g. 30G: evict finished environments and cached torch "
+                       "stacks to stay under it")
     p_run.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"results store (default {DEFAULT_DB})")
     p_run.add_argument("--no-store", action="store_true", help="do not record the results")
     p_run.add_argument("--json", action="store_true", help="machine-readable output")
     p_run.set_defaults(func=cmd_run)
+    p_matrix = sub.add_parser("matrix", help="show the cells of the matrix")
+    p_matrix.add_argument("--matrix", type=Path, default=DEFAULT_MATRIX)
+    p_matrix.add_argument("--json", action="store_true", help="machine-readable output")
+    p_matrix.set_defaults(func=cmd_matrix)
+
+    p_env = sub.add_parser("env", help="manage the cells' environments")
+    p_env.add_argument("action", choices=["list", "build", "prune"])
+    p_env.add_argument("cells", nargs="*", help="cells to build (default: all); prune keeps these (default: none)")
+    p_env.add_argument("--matrix", type=Path, default=DEFAULT_MATRIX)
+    p_env.add_argument("--envs", type=Path, default=DEFAULT_ROOT)
+    p_env.add_argument("--cache", action="store_true", help="prune: also clean torch stacks from uv's cache")
+    p_env.set_defaults(func=cmd_env)
+
+    p_report = sub.add_parser("report", help="the reproduce/fix picture across cells")
+    p_report.add_argument("--db", type=Path, default=DEFAULT_DB)
+    p_report.add_argument("--run", help="only this run (default: the newest result of every case x cell)")
+    p_report.add_argument("--format", choices=["table", "markdown", "html", "json"], default="table")
+    p_report.add_argument("-o", "--output", type=Path, help="write to this file instead of stdout")
+    p_report.add_argument("--matrix", type=Path, default=DEFAULT_MATRIX, help="orders the cells as the matrix does")
+    p_report.set_defaults(func=cmd_report)
+
+    p_compare = sub.add_parser("compare", help="what changed between two runs (default: the latest two)")
+    p_compare.add_argument("runs", nargs="*", help="RUN_A RUN_B (older, newer)")
+    p_compare.add_argument("--db", type=Path, default=DEFAULT_DB)
+    p_compare.add_argument("--against", type=Path, help="compare the newest run of --db with the newest of this store")
+    p_compare.add_argument("--markdown", action="store_true", help="Markdown output (for a step summary)")
+    p_compare.add_argument("--json", action="store_true", help="machine-readable output")
+    p_compare.set_defaults(func=cmd_compare)
+
+    p_merge = sub.add_parser("merge", help="fold results stores (e.g. nightly shards) into one, without duplicates")
+    p_merge.add_argument("sources", nargs="+", type=Path)
+    p_merge.add_argument("--db", type=Path, default=DEFAULT_DB, help="the store to merge into")
+    p_merge.set_defaults(func=cmd_merge)
     return parser
+
+
+def _size(text: str) -> int:
+    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    number, unit = text.upper().rstrip("B")[:-1], text.upper().rstrip("B")[-1:]
+    if unit not in units or not unit.isalpha():
+        number, unit = text.upper().rstrip("B"), ""
+    try:
+        return int(float(number) * units[unit])
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size like 30G") from None
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -83,6 +144,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     cases = select(cases, args.cases)
     for error in errors:
         err.print(f"[red]invalid case[/] {error}", soft_wrap=True)
+    if args.cell or args.all_cells:
+        return _run_matrix(args, cases, errors)
     try:
         env = probe(args.python)
     except ProbeError as exc:
@@ -102,7 +165,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         def record(result: Result) -> None:
             if store:
-                store.save(run_id, result)
+                store.save(run_id, result, cell=LOCAL_CELL)
             progress.update(task, advance=1, description=f"{result.item_id}: {result.outcome.value}")
 
         try:
@@ -129,3 +192,207 @@ def cmd_run(args: argparse.Namespace) -> int:
             + (f", {len(errors)} invalid case(s)" if errors else "") + "[/]"
         )
     return 0 if ok else 1
+
+
+def _run_matrix(args: argparse.Namespace, cases: list[Case], errors: list[CaseError]) -> int:
+    """`run --cell/--all-cells`: every case in every cell it belongs to, environments built as needed."""
+    err = Console(stderr=True)
+    try:
+        matrix = load_matrix(args.matrix)
+        planned = plan_cells(cases, matrix, None if args.all_cells else args.cell)
+    except MatrixError as exc:
+        err.print(f"[red]invalid matrix[/] {exc}", soft_wrap=True)
+        return 2
+    if args.device:
+        planned = [cj for cj in planned if cj.cell.device in args.device]
+    for cj in planned:
+        cj.jobs = [j for j in cj.jobs if (not args.variant or j.variant in args.variant)
+                   and (not args.nproc or j.nproc in args.nproc)]
+    store = None if args.no_store else ResultStore(args.db)
+    run_id = store.begin_run(" ".join(sys.argv), machine_name()) if store else ""
+    total = sum(len(cj.jobs) for cj in planned)
+    with Progress(
+        TextColumn("[bold]matrix"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        TextColumn("{task.description}"), console=err, transient=True, disable=args.json,
+    ) as progress:
+        task = progress.add_task(f"{len(planned)} cells", total=total)
+
+        def record(cell: str, result: Result) -> None:
+            if store:
+                store.save(run_id, result, cell=cell)
+            progress.update(task, advance=1, description=f"{cell}: {result.item_id}: {result.outcome.value}")
+
+        try:
+            results = run_cells(planned, matrix, EnvCache(args.envs), cores=args.jobs,
+                                disk_budget=args.disk_budget, on_result=record)
+        except BaseException:
+            if store:
+                store.end_run(run_id, "interrupted")
+            raise
+    if store:
+        store.end_run(run_id)
+    ok = run_ok([r for _, r in results]) and not errors
+    if args.json:
+        payload = {"ok": ok, "run_id": run_id, "errors": [str(e) for e in errors]}
+        rows = [{"cell": cell, **r.model_dump(mode="json")} for cell, r in results]
+        print(to_json({**payload, "results": rows}))
+    else:
+        console = Console()
+        console.print(results_table([r for _, r in results], cells=[c for c, _ in results]))
+        if store:
+            console.print(f"recorded as run {run_id} in {args.db}; `bugmatrix report` shows the matrix")
+        bad = [r for _, r in results if not r.ok and (r.launched or r.outcome is Outcome.INFRA)]
+        console.print(f"[{'green' if ok else 'red'}]{len(results) - len(bad)} as expected, {len(bad)} not[/]")
+    return 0 if ok else 1
+
+
+def cmd_matrix(args: argparse.Namespace) -> int:
+    """Print the matrix's cells with their pins (table or JSON)."""
+    try:
+        matrix = load_matrix(args.matrix)
+    except MatrixError as exc:
+        Console(stderr=True).print(f"[red]invalid matrix[/] {exc}", soft_wrap=True)
+        return 2
+    rows = [{"name": c.name, "device": c.device, "python": c.python, "group": c.group,
+             "pins": {k: (v if isinstance(v, str) else f"git:{v.git}") for k, v in c.pins.items()}}
+            for c in matrix.cells]
+    if args.json:
+        print(to_json(rows))
+        return 0
+    table = Table(title=f"{len(rows)} cells in {args.matrix}")
+    for column in ("cell", "device", "python", "pins"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(row["name"], row["device"], row["python"], " ".join(f"{k}{_pin_op(v)}" for k, v in
+                                                                          sorted(row["pins"].items())))
+    Console().print(table)
+    return 0
+
+
+def _pin_op(pin: str) -> str:
+    return f" {pin}" if pin[:1] in "=<>~!" else f"=={pin}" if not pin.startswith("git:") else f" @ {pin}"
+
+
+def cmd_env(args: argparse.Namespace) -> int:
+    """`env list|build|prune`: show, build (with progress) or delete the cells' environments."""
+    cache = EnvCache(args.envs)
+    console = Console()
+    if args.action == "list":
+        table = Table(title=f"environments in {args.envs}")
+        for column in ("key", "cell", "versions", "as of", "size"):
+            table.add_column(column, overflow="fold")
+        for env in cache.list():
+            versions = " ".join(f"{k}=={v}" for k, v in sorted(env["versions"].items()))  # type: ignore[union-attr]
+            size = disk_usage(cache.path(str(env["key"]))) / (1 << 30)
+            table.add_row(str(env["key"]), str(env["cell"]), versions, str(env["as_of"] or "-"), f"{size:.2f} GiB")
+        console.print(table)
+        return 0
+    try:
+        matrix = load_matrix(args.matrix)
+        cells = [matrix.cell(n) for n in args.cells] if args.cells else matrix.cells
+    except MatrixError as exc:
+        console.print(f"[red]invalid matrix[/] {exc}", soft_wrap=True)
+        return 2
+    if args.action == "prune":
+        keep = {resolve_cell(matrix, c).key for c in cells} if args.cells else set()
+        removed = cache.prune(keep)
+        console.print(f"removed {len(removed)} environment(s)")
+        if args.cache:
+            console.print(clean_cache() or "uv cache: nothing to clean")
+        return 0
+    failed = 0
+    with Progress(TextColumn("[bold]building"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.description}"), console=console) as progress:
+        task = progress.add_task("", total=len(cells))
+        for cell in cells:
+            progress.update(task, description=cell.name)
+            try:
+                status = cache.build(resolve_cell(matrix, cell))
+            except MatrixError as exc:
+                status = None
+                progress.console.print(f"[yellow]infra[/] {cell.name}: {exc}", soft_wrap=True)
+            if status is not None:
+                line = "reused" if status.reused else f"built in {status.seconds:.1f}s"
+                if status.ok:
+                    progress.console.print(f"[green]ok[/] {cell.name}: {line} ({status.key})")
+                else:
+                    progress.console.print(f"[yellow]infra[/] {cell.name}: {status.error}", soft_wrap=True)
+            failed += status is None or not status.ok
+            progress.advance(task)
+    return 1 if failed else 0
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    """Fold other stores into --db; prints how many results were new."""
+    try:
+        added = ResultStore(args.db).merge(args.sources)
+    except StoreError as exc:
+        Console(stderr=True).print(f"[red]cannot merge[/] {exc}", soft_wrap=True)
+        return 2
+    Console().print(f"merged {len(args.sources)} store(s) into {args.db}: {added} new result(s)")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Render the matrix report from the store (newest result per case x cell, or one run)."""
+    results = ResultStore(args.db).latest(args.run)
+    if not results:
+        Console(stderr=True).print(f"[yellow]no results in {args.db}{' for run ' + args.run if args.run else ''}[/]")
+        return 1
+    cases, _ = discover(args.cases_dir)
+    packages = {c.id: list(c.spec.packages) for c in cases}
+    try:
+        order = [c.name for c in load_matrix(args.matrix).cells] if args.matrix.is_file() else []
+    except MatrixError:
+        order = []
+    report = build_report(results, packages, order)
+    if args.format == "table":
+        Console(file=args.output.open("w") if args.output else None).print(matrix_report.to_table(report))
+        return 0
+    text = {"markdown": matrix_report.to_markdown, "html": matrix_report.to_html,
+            "json": matrix_report.to_json}[args.format](report)
+    if args.output:
+        args.output.write_text(text)
+        Console(stderr=True).print(f"wrote {args.output}")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """Print fixes, regressions and changed errors between two runs; exit 1 on an unexpected regression."""
+    err = Console(stderr=True)
+    store = ResultStore(args.db)
+    if args.against:
+        if not args.against.is_file():
+            err.print(f"[yellow]no previous results at {args.against}: nothing to compare[/]")
+            return 0
+        old, new = ResultStore(args.against).latest(), store.latest()
+        names = (str(args.against), str(args.db))
+    else:
+        runs = [r.run_id for r in store.runs()]
+        names = tuple(args.runs) if len(args.runs) == 2 else tuple(runs[-2:])
+        if len(names) != 2 or any(n not in runs for n in names):
+            err.print(f"[red]need two runs to compare[/] (runs in {args.db}: {', '.join(runs) or 'none'})")
+            return 2
+        old, new = store.latest(names[0]), store.latest(names[1])
+    changes = compare(old, new)
+    unexpected = [c for c in changes if c.unexpected]
+    if args.json:
+        print(to_json({"old": names[0], "new": names[1], "unexpected_regressions": len(unexpected),
+                       "changes": [c.__dict__ | {"unexpected": c.unexpected} for c in changes]}))
+    elif args.markdown:
+        sys.stdout.write(matrix_report.to_markdown_changes(changes, names))
+    else:
+        console = Console()
+        console.print(f"comparing {names[0]} -> {names[1]}: {len(changes)} change(s)")
+        marks = {"regressed": "[bold red]+[/]", "fixed": "[green]-[/]", "changed": "[yellow]x[/]"}
+        for c in changes:
+            note = " [bold red](unexpected)[/]" if c.unexpected else ""
+            console.print(f"{marks[c.kind]} {c.kind:9} {c.item}: {_v(c.before)} -> {_v(c.after)}{note}",
+                          soft_wrap=True)
+    return 1 if unexpected else 0
+
+
+def _v(outcome: Outcome | None) -> str:
+    return outcome.value if outcome else "-"

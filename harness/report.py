@@ -54,15 +54,22 @@ def cases_table(cases: list[Case]) -> Table:
     return table
 
 
-def results_table(results: list[Result]) -> Table:
+def results_table(results: list[Result], cells: list[str] | None = None) -> Table:
     """One row per result: observed vs expected outcome (mismatches marked), versions, time, reason."""
     table = Table(title="bugmatrix results", show_lines=False)
-    for column in ("case", "variant", "dev", "n", "outcome", "expected", "", "time", "reason"):
+    columns = ("cell",) * bool(cells) + ("case", "variant", "dev", "n", "outcome", "expected", "", "time", "reason")
+    for column in columns:
         table.add_column(column, overflow="fold")
-    for r in results:
-        mark = "" if not r.launched else ("[green]ok[/]" if r.ok else "[bold red]MISMATCH[/]")
+    for i, r in enumerate(results):
+        shown = r.launched or r.outcome is Outcome.INFRA
+        if not shown:
+            mark = ""
+        elif r.outcome is Outcome.INFRA:
+            mark = "[yellow]no env[/]"
+        else:
+            mark = "[green]ok[/]" if r.ok else "[bold red]MISMATCH[/]"
         table.add_row(
-            r.case, r.variant, r.device, str(r.nproc),
+            *([cells[i]] if cells else []), r.case, r.variant, r.device, str(r.nproc),
             f"[{STYLE[r.outcome]}]{r.outcome.value}[/]",
             r.expected.value if r.expected else "-", mark,
             f"{r.duration_s:.1f}s" if r.launched else "", r.reason[:160],

@@ -144,7 +144,7 @@ class ResultStore:
         with self._connect() as db:
             db.execute("UPDATE runs SET status = ?, finished_at = ? WHERE run_id = ?", (status, time.time(), run_id))
 
-    def save(self, run_id: str, result: Result, cell: str = "default") -> None:
+    def save(self, run_id: str, result: Result, cell: str = "local") -> None:
         """Write one result atomically (replacing the same key within the same run)."""
         row = (
             run_id, result.case, result.variant, result.nproc, result.device, cell, result.outcome.value,
@@ -172,6 +172,15 @@ class ResultStore:
         with self._connect() as db:
             rows = db.execute(query, params).fetchall()
         return [(row[0], row[5], _to_result(row)) for row in rows]
+
+    def latest(self, run_id: str | None = None) -> list[tuple[str, Result]]:
+        """`(cell, result)`: the newest result for each (case, variant, nproc, device, cell), over all runs or one."""
+        newest: dict[tuple[str, str, int, str, str], tuple[str, Result]] = {}
+        for _, cell, r in self.results(run_id):
+            key = (r.case, r.variant, r.nproc, r.device, cell)
+            if key not in newest or r.started_at >= newest[key][1].started_at:
+                newest[key] = (cell, r)
+        return [newest[k] for k in sorted(newest)]
 
     def merge(self, sources: list[Path]) -> int:
         """Copy runs and results from other store files; return how many results were new (idempotent)."""

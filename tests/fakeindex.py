@@ -23,6 +23,7 @@ class FakeRelease:
     requires: list[str] = field(default_factory=list)
     module: str = ""  # source of <package>/__init__.py
     package: str = ""  # the import package it provides (default: the name with - as _)
+    files: dict[str, str] = field(default_factory=dict)  # more files: path inside the wheel -> source
 
 
 def _record_line(path: str, data: bytes) -> str:
@@ -39,6 +40,7 @@ def build_wheel(release: FakeRelease, out: Path) -> Path:
     )
     files = {
         f"{module}/__init__.py": (release.module or f"__version__ = {release.version!r}\n").encode(),
+        **{path: text.encode() for path, text in release.files.items()},
         f"{dist_info}/METADATA": meta.encode(),
         f"{dist_info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: fake\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
     }
@@ -69,3 +71,38 @@ def build_index(root: Path, releases: list[FakeRelease]) -> str:
         )
         (page / "index.html").write_text(f"<!DOCTYPE html><html><body>\n{links}\n</body></html>\n")
     return simple.as_uri()
+
+
+# A stand-in for torchrun, for hermetic harness tests only (real cases always run real torch): it starts
+# --nproc_per_node copies of the program with RANK/WORLD_SIZE set and, like torchrun, exits 1 when any fails
+# (terminating the others).
+FAKE_TORCHRUN = """
+import os, subprocess, sys, time
+args = sys.argv[1:]
+nproc = 1
+while args and args[0].startswith("--"):
+    flag = args.pop(0)
+    if flag.startswith("--nproc_per_node="):
+        nproc = int(flag.split("=", 1)[1])
+procs = []
+for rank in range(nproc):
+    env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(nproc))
+    procs.append(subprocess.Popen([sys.executable, "-u", *args], env=env))
+failed = False
+while any(p.poll() is None for p in procs):
+    if any(p.poll() not in (None, 0) for p in procs):
+        failed = True
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+    time.sleep(0.05)
+sys.exit(1 if failed or any(p.returncode != 0 for p in procs) else 0)
+"""
+
+
+def fake_torch(version: str, uploaded: str) -> FakeRelease:
+    """A fake `torch` distribution providing only `python -m torch.distributed.run` (see FAKE_TORCHRUN)."""
+    return FakeRelease("torch", version, uploaded, files={
+        "torch/distributed/__init__.py": "",
+        "torch/distributed/run.py": FAKE_TORCHRUN,
+    })

@@ -29,7 +29,7 @@ def test_round_trip(tmp_path: Path) -> None:
     store.save(run, original)  # the same key within a run replaces, never duplicates
     store.end_run(run)
     [(run_id, cell, back)] = store.results()
-    assert (run_id, cell) == (run, "default")
+    assert (run_id, cell) == (run, "local")
     assert back == original
     assert [r.status for r in store.runs()] == ["complete"]
 

@@ -1,0 +1,178 @@
+"""The matrix report: a case x cell grid and per-case transitions, as a terminal table, Markdown, HTML or JSON."""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from rich.table import Table
+
+from harness.compare import Change
+from harness.outcome import Outcome
+from harness.report import STYLE
+from harness.result import Result
+from harness.transitions import Axis, axes, cell_status
+
+SYMBOL = {"reproduced": "R", "fixed": "F", "unknown": "?"}
+COLOUR = {"reproduced": "#d7301f", "fixed": "#2b8c3e", "unknown": "#bdbdbd", "infra": "#f0ad4e",
+          "error": "#8e44ad", "timeout": "#e6a700", "skip": "#e0e0e0"}
+
+
+@dataclass
+class MatrixReport:
+    """Latest results per (case, variant, world size, device, cell), the cells in order, and the axes."""
+
+    results: list[tuple[str, Result]]
+    cells: list[str]
+    rows: list[tuple[str, str, str]]  # (case, variant, device)
+    axes: list[Axis]
+    primary: dict[str, str]  # case -> the package whose axis the summary shows
+
+    def status(self, row: tuple[str, str, str], cell: str) -> tuple[str, list[Result]]:
+        case, variant, device = row
+        rs = [r for c, r in self.results if c == cell and (r.case, r.variant, r.device) == row]
+        if not rs:
+            return "", []
+        if all(r.outcome is Outcome.INFRA for r in rs):
+            return "infra", rs
+        return cell_status(rs), rs
+
+    def summaries(self) -> list[tuple[Axis, str]]:
+        return [(a, a.summary()) for a in self.axes if a.package == self.primary.get(a.case)]
+
+
+def build_report(results: list[tuple[str, Result]], case_packages: dict[str, list[str]],
+                 cell_order: list[str] | None = None) -> MatrixReport:
+    """Assemble the report; each case's primary package is its first non-torch package (torch if none)."""
+    seen_cells = list(dict.fromkeys(c for c, _ in results))
+    order = [c for c in (cell_order or []) if c in seen_cells] + [c for c in seen_cells if c not in (cell_order or [])]
+    rows = sorted({(r.case, r.variant, r.device) for _, r in results})
+    primary = {}
+    for case in {r.case for _, r in results}:
+        packages = case_packages.get(case, [])
+        primary[case] = next((p for p in packages if p != "torch"), "torch")
+    return MatrixReport(results, order, rows, axes(results), primary)
+
+
+def to_table(report: MatrixReport) -> Table:
+    """Terminal: one row per case x variant x device, the primary axis summary."""
+    table = Table(title=f"bugmatrix report: {len(report.cells)} cells, {len(report.results)} results")
+    for column in ("case", "variant", "dev", "package", "summary"):
+        table.add_column(column, overflow="fold")
+    for axis, summary in report.summaries():
+        table.add_row(axis.case, axis.variant, axis.device, axis.package, summary)
+    return table
+
+
+def to_markdown(report: MatrixReport, changes: list[Change] | None = None) -> str:
+    """Markdown fit for a GitHub step summary: summaries, then the grid with one letter per cell."""
+    lines = ["## bugmatrix report", ""]
+    if changes is not None:
+        lines += _changes_markdown(changes)
+    lines += ["| case | variant | dev | package | summary |", "|---|---|---|---|---|"]
+    for axis, summary in report.summaries():
+        lines.append(f"| {axis.case} | {axis.variant} | {axis.device} | {axis.package} | {summary} |")
+    lines += ["", "R reproduced · F fixed · ? could not say (error/timeout/skip) · I infra · blank: not run", ""]
+    lines.append("| case · variant | " + " | ".join(report.cells) + " |")
+    lines.append("|---|" + "---|" * len(report.cells))
+    for row in report.rows:
+        marks = [{"infra": "I"}.get(s, SYMBOL.get(s, "")) for s, _ in (report.status(row, c) for c in report.cells)]
+        lines.append(f"| {row[0]} · {row[1]} ({row[2]}) | " + " | ".join(marks) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def to_markdown_changes(changes: list[Change], names: tuple[str, ...]) -> str:
+    """Markdown of a comparison, for a step summary."""
+    head = f"## bugmatrix compare\n\n{names[0]} → {names[1]}\n\n" if len(names) == 2 else ""
+    return head + "\n".join(_changes_markdown(changes)) + "\n"
+
+
+def _changes_markdown(changes: list[Change]) -> list[str]:
+    if not changes:
+        return ["No outcome changed since the previous run.", ""]
+    lines = ["| change | cell | case | before | after | expected |", "|---|---|---|---|---|---|"]
+    for c in changes:
+        flag = "**unexpected regression**" if c.unexpected else c.kind
+        lines.append(f"| {flag} | {c.cell} | {c.case}::{c.variant}[{c.device}-{c.nproc}] | "
+                     f"{_v(c.before)} | {_v(c.after)} | {_v(c.expected)} |")
+    return lines + [""]
+
+
+def _v(outcome: Outcome | None) -> str:
+    return outcome.value if outcome else "-"
+
+
+def to_html(report: MatrixReport, title: str = "bugmatrix report") -> str:
+    """One self-contained page: a case x cell heatmap (hover for details) and the transition summaries."""
+    head = "".join(f'<th class="cell"><div>{html.escape(c)}</div></th>' for c in report.cells)
+    body = []
+    for row in report.rows:
+        tds = []
+        for cell in report.cells:
+            status, rs = report.status(row, cell)
+            if not rs:
+                tds.append('<td class="na"></td>')
+                continue
+            tip = "\n".join(
+                f"{cell} n={r.nproc}: {r.outcome.value} (expected {_v(r.expected)}) — {r.reason[:200]}\n"
+                + ", ".join(f"{k}=={v}" for k, v in sorted(r.versions.items()))
+                for r in rs
+            )
+            tds.append(f'<td style="background:{COLOUR.get(status, "#fff")}" title="{html.escape(tip)}">'
+                       f'{html.escape({"infra": "I"}.get(status, SYMBOL.get(status, "")))}</td>')
+        label = f"{row[0]} · {row[1]} ({row[2]})"
+        body.append(f'<tr><th class="row">{html.escape(label)}</th>{"".join(tds)}</tr>')
+    summaries = "".join(
+        f"<tr><td>{html.escape(a.case)}</td><td>{html.escape(a.variant)}</td><td>{a.device}</td>"
+        f"<td>{html.escape(a.package)}</td><td>{html.escape(s)}</td></tr>"
+        for a, s in report.summaries()
+    )
+    legend = "".join(f'<span class="key" style="background:{COLOUR[k]}"></span>{k} ' for k in
+                     ("reproduced", "fixed", "unknown", "infra"))
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
+<style>
+body {{ font: 14px system-ui, sans-serif; margin: 24px; color: #222; }}
+table.grid {{ border-collapse: collapse; }}
+.grid td {{ width: 22px; height: 22px; text-align: center; color: #fff; font-weight: 600; border: 1px solid #fff; }}
+.grid td.na {{ background: #f7f7f7; }}
+.grid th.row {{ text-align: right; padding-right: 8px; font-weight: 500; white-space: nowrap; }}
+.grid th.cell {{ height: 130px; vertical-align: bottom; }}
+.grid th.cell div {{ writing-mode: vertical-rl; transform: rotate(180deg); font-weight: 500; white-space: nowrap; }}
+table.sum {{ border-collapse: collapse; margin-top: 24px; }}
+.sum td, .sum th {{ border-bottom: 1px solid #ddd; padding: 4px 10px; text-align: left; }}
+.key {{ display: inline-block; width: 14px; height: 14px; margin: 0 4px 0 12px; vertical-align: middle; }}
+</style></head><body>
+<h1>{html.escape(title)}</h1>
+<p>{len(report.rows)} case variants × {len(report.cells)} cells. Hover a square for outcomes, versions and reasons.
+{legend}</p>
+<table class="grid"><tr><th></th>{head}</tr>
+{"".join(body)}
+</table>
+<table class="sum"><tr><th>case</th><th>variant</th><th>device</th><th>package</th><th>where it changes</th></tr>
+{summaries}</table>
+</body></html>
+"""
+
+
+def to_json(report: MatrixReport) -> str:
+    """Every axis with its points and changes, and every result with its cell."""
+    payload: dict[str, Any] = {
+        "cells": report.cells,
+        "axes": [
+            {"case": a.case, "variant": a.variant, "device": a.device, "package": a.package,
+             "summary": a.summary(), "reproduced_in": a.reproduced_in, "unknown_in": a.unknown_in,
+             "changes": [{"kind": k, "last_before": b, "first_after": f} for k, b, f in a.changes()],
+             "points": [{"version": p.version, "status": p.status, "cells": p.cells} for p in a.points]}
+            for a in report.axes
+        ],
+        "results": [{"cell": c, **r.model_dump(mode="json", exclude={"log_excerpt", "stacks"})}
+                    for c, r in report.results],
+    }
+    return json.dumps(payload, indent=2)
+
+
+__all__ = ["STYLE", "MatrixReport", "build_report", "to_html", "to_json", "to_markdown", "to_table",
+           "to_markdown_changes"]

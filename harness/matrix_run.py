@@ -1,0 +1,172 @@
+"""Running cases across matrix cells: case -> cell -> environment -> launch -> outcome -> store.
+
+    cell_jobs = plan_cells(cases, matrix, names)      # which cases run in which cells, cells ordered by torch stack
+    results = run_cells(cell_jobs, matrix, cache, ...) # environments built lazily (one per key), jobs by cores
+
+A case runs in a cell when the cell pins every package the case needs (torch excepted: every cell has torch)
+and the case declares the cell's device. A cell whose pins cannot be resolved, or whose environment cannot be
+built or imported, gives every one of its jobs the outcome `infra` with the resolver's or importer's message;
+the other cells go on. With a disk budget, environments whose cells are finished are evicted, and uv's cache of
+big packages cleaned, before a new environment is built while usage is over the budget.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+
+from harness.cases import Case
+from harness.environment import Environment, ProbeError
+from harness.envs import EnvCache, clean_cache, disk_usage, uv_binary
+from harness.matrix import Cell, Matrix, MatrixError, ResolvedCell, resolve_cell
+from harness.outcome import Outcome
+from harness.result import Result
+from harness.run import Job, execute, run_scheduled
+
+ALWAYS_PRESENT = {"torch"}
+
+
+def case_runs_in(case: Case, cell: Cell) -> bool:
+    """True when `cell` pins every package `case` needs (torch is in every cell) and `case` declares its device."""
+    needed = set(case.spec.packages) - ALWAYS_PRESENT
+    return needed <= set(cell.pins) and cell.device in case.spec.devices
+
+
+@dataclass
+class CellJobs:
+    """A cell and the jobs to run in it."""
+
+    cell: Cell
+    jobs: list[Job] = field(default_factory=list)
+
+
+def plan_cells(cases: list[Case], matrix: Matrix, names: list[str] | None = None) -> list[CellJobs]:
+    """Jobs per cell for the named cells (all when `names` is None), cells sharing a torch stack kept together."""
+    cells = matrix.cells if names is None else [matrix.cell(n) for n in names]
+    planned = []
+    for cell in cells:
+        jobs = [
+            Job(case, variant, nproc, cell.device)
+            for case in cases if case_runs_in(case, cell)
+            for variant in case.spec.variants
+            for nproc in case.spec.nproc
+        ]
+        if jobs:
+            planned.append(CellJobs(cell, jobs))
+    return sorted(planned, key=lambda cj: _torch_order(cj.cell))
+
+
+def _torch_order(cell: Cell) -> tuple[int, Version, str]:
+    pin = cell.pins.get("torch")
+    text = str(pin).lstrip("=~<>!").rstrip(".*") if isinstance(pin, str) else ""
+    try:
+        return (0, Version(text), cell.device)
+    except InvalidVersion:
+        return (1, Version("0"), cell.device)
+
+
+class _CellEnvironments:
+    """Resolves and builds each cell's environment once, however many threads ask; remembers failures."""
+
+    def __init__(self, matrix: Matrix, cache: EnvCache, disk_budget: int | None, pending: dict[str, int]) -> None:
+        self.matrix, self.cache, self.disk_budget, self.pending = matrix, cache, disk_budget, pending
+        self._locks: dict[str, threading.Lock] = {}
+        self._done: dict[str, tuple[ResolvedCell | None, Environment | None, str]] = {}
+        self._guard = threading.Lock()
+        self.finished_keys: set[str] = set()
+        self.in_use: set[str] = set()
+
+    def get(self, cell: Cell) -> tuple[ResolvedCell | None, Environment | None, str]:
+        with self._guard:
+            lock = self._locks.setdefault(cell.name, threading.Lock())
+        with lock:
+            if cell.name not in self._done:
+                self._done[cell.name] = self._make(cell)
+            return self._done[cell.name]
+
+    def _make(self, cell: Cell) -> tuple[ResolvedCell | None, Environment | None, str]:
+        try:
+            resolved = resolve_cell(self.matrix, cell)
+        except MatrixError as exc:
+            return None, None, f"cannot resolve the cell: {exc}"
+        with self._guard:
+            self.in_use.add(resolved.key)
+        if self.disk_budget is not None and not self.cache.exists(resolved.key):
+            self._fit_budget()
+        status = self.cache.build(resolved)
+        if not status.ok:
+            return resolved, None, f"environment: {status.error}"
+        try:
+            return resolved, self.cache.environment(status.key), ""
+        except ProbeError as exc:
+            return resolved, None, f"environment does not start: {exc}"
+
+    def cell_finished(self, cell: Cell) -> None:
+        resolved = self._done.get(cell.name, (None, None, ""))[0]
+        if resolved is not None:
+            with self._guard:
+                self.finished_keys.add(resolved.key)
+
+    def _fit_budget(self) -> None:
+        with self._guard:
+            evictable = self.finished_keys - {k for k in self.in_use if k not in self.finished_keys}
+        if self._usage() <= (self.disk_budget or 0):
+            return
+        for key in sorted(evictable):
+            self.cache.remove(key)
+        if self._usage() > (self.disk_budget or 0):
+            clean_cache()  # environments keep their hardlinks; only later cells would download again
+
+    def _usage(self) -> int:
+        cache_dir = subprocess.run([uv_binary(), "cache", "dir"], capture_output=True, text=True,
+                                   check=False).stdout.strip()
+        return disk_usage(self.cache.root) + (disk_usage(Path(cache_dir)) if cache_dir else 0)
+
+
+def run_cells(
+    planned: list[CellJobs],
+    matrix: Matrix,
+    cache: EnvCache,
+    cores: int = 1,
+    disk_budget: int | None = None,
+    on_result: Callable[[str, Result], None] | None = None,
+    skip: Callable[[str, Job], bool] | None = None,
+) -> list[tuple[str, Result]]:
+    """Run every planned job in its cell's environment; `(cell name, result)` in plan order."""
+    work = [(cj.cell, job) for cj in planned for job in cj.jobs if not (skip and skip(cj.cell.name, job))]
+    remaining = {cj.cell.name: sum(1 for cell, _ in work if cell.name == cj.cell.name) for cj in planned}
+    envs = _CellEnvironments(matrix, cache, disk_budget, remaining)
+    lock = threading.Lock()
+
+    def one(item: tuple[Cell, Job]) -> tuple[str, Result]:
+        cell, job = item
+        resolved, env, problem = envs.get(cell)
+        if env is None:
+            result = infra_result(job, problem, resolved)
+        else:
+            result = execute(job, env)
+        with lock:
+            remaining[cell.name] -= 1
+            if remaining[cell.name] == 0:
+                envs.cell_finished(cell)
+        if on_result:
+            on_result(cell.name, result)
+        return cell.name, result
+
+    return run_scheduled(work, one, cost=lambda item: item[1].nproc, cores=cores)
+
+
+def infra_result(job: Job, problem: str, resolved: ResolvedCell | None) -> Result:
+    """The result of a job whose cell has no usable environment: `infra`, never a verdict on the bug."""
+    versions = dict(resolved.versions) if resolved else {}
+    return Result(
+        case=job.case.id, variant=job.variant, nproc=job.nproc, device=job.device, outcome=Outcome.INFRA,
+        expected=None, reason=problem[:2000], versions=versions, started_at=time.time(), launched=False,
+    )
+

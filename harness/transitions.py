@@ -1,0 +1,132 @@
+"""Where a case's outcome changes along a package's version axis: last reproduced, first fixed, regressions.
+
+Input: results as (cell, Result). Per case x variant x device, each cell gets one status over its world sizes:
+`reproduced` if any world size reproduced, `fixed` if every one is fixed, else `unknown` (error, infra, timeout,
+skip, or nothing conclusive). Cells are placed on a package's axis by the version the result recorded for that
+package (a git install sorts at its version, after the releases of that version); several cells at one version
+agree or are `mixed`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from harness.outcome import Outcome
+from harness.result import Result
+
+REPRODUCED, FIXED, UNKNOWN, MIXED = "reproduced", "fixed", "unknown", "mixed"
+ALIASES = {"fbgemm-gpu-cpu": "fbgemm-gpu"}
+
+
+def cell_status(results: list[Result]) -> str:
+    """One status for a cell from its results over world sizes (see module doc)."""
+    outcomes = {r.outcome for r in results}
+    if Outcome.REPRODUCED in outcomes:
+        return REPRODUCED
+    if outcomes == {Outcome.FIXED}:
+        return FIXED
+    return UNKNOWN
+
+
+@dataclass
+class Point:
+    """One version on the axis and what the cells at that version showed."""
+
+    version: str
+    status: str
+    cells: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Axis:
+    """One case x variant x device along one package's versions."""
+
+    case: str
+    variant: str
+    device: str
+    package: str
+    points: list[Point]
+
+    @property
+    def reproduced_in(self) -> list[str]:
+        return [p.version for p in self.points if p.status == REPRODUCED]
+
+    @property
+    def unknown_in(self) -> list[str]:
+        return [p.version for p in self.points if p.status in (UNKNOWN, MIXED)]
+
+    def changes(self) -> list[tuple[str, str, str]]:
+        """(kind, last version before, first version after) for each fix and regression along the axis."""
+        known = [p for p in self.points if p.status in (REPRODUCED, FIXED)]
+        out = []
+        for before, after in zip(known, known[1:], strict=False):
+            if before.status == REPRODUCED and after.status == FIXED:
+                out.append(("fixed", before.version, after.version))
+            elif before.status == FIXED and after.status == REPRODUCED:
+                out.append(("regressed", before.version, after.version))
+        return out
+
+    def summary(self) -> str:
+        """One line: where it reproduces, where it was fixed, where it came back, what could not say."""
+        if not self.points:
+            return "no results"
+        parts = []
+        rep = self.reproduced_in
+        parts.append(f"reproduces in {_span(rep)}" if rep else "never reproduced")
+        for kind, before, after in self.changes():
+            parts.append(f"{kind} in {after} (last {'reproduced' if kind == 'fixed' else 'fixed'}: {before})")
+        if self.unknown_in:
+            parts.append(f"could not say: {', '.join(self.unknown_in)}")
+        return "; ".join(parts)
+
+
+def _span(versions: list[str]) -> str:
+    return versions[0] if len(versions) == 1 else f"{versions[0]} … {versions[-1]} ({len(versions)} versions)"
+
+
+def _sort_key(text: str) -> tuple[Version, int, str]:
+    version, _, commit = text.partition(" @ ")
+    try:
+        return (Version(version), 1 if commit else 0, commit)
+    except InvalidVersion:
+        return (Version("0"), 1, text)
+
+
+def axes(results: list[tuple[str, Result]], packages: dict[str, list[str]] | None = None) -> list[Axis]:
+    """Every case x variant x device x package axis with at least one point (optionally only `packages[case]`)."""
+    grouped: dict[tuple[str, str, str], dict[str, list[Result]]] = defaultdict(lambda: defaultdict(list))
+    for cell, result in results:
+        grouped[(result.case, result.variant, result.device)][cell].append(result)
+    out = []
+    for (case, variant, device), by_cell in sorted(grouped.items()):
+        names: set[str] = set()
+        for rs in by_cell.values():
+            names.update(ALIASES.get(canonicalize_name(n), canonicalize_name(n)) for r in rs for n in r.versions)
+        wanted = packages.get(case) if packages else None
+        for package in sorted(names):
+            if wanted is not None and package not in wanted:
+                continue
+            at: dict[str, list[tuple[str, str]]] = defaultdict(list)
+            for cell, rs in by_cell.items():
+                version = _version_of(rs, package)
+                if version is not None:
+                    at[version].append((cell, cell_status(rs)))
+            points = []
+            for version in sorted(at, key=_sort_key):
+                statuses = {s for _, s in at[version]}
+                status = statuses.pop() if len(statuses) == 1 else MIXED
+                points.append(Point(version, status, sorted(c for c, _ in at[version])))
+            out.append(Axis(case, variant, device, package, points))
+    return out
+
+
+def _version_of(results: list[Result], package: str) -> str | None:
+    for r in results:
+        for name, version in r.versions.items():
+            if ALIASES.get(canonicalize_name(name), canonicalize_name(name)) == package:
+                return version
+    return None

@@ -1,0 +1,105 @@
+"""A whole matrix run on fake packages: cells -> environments -> launches -> store -> report -> compare."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.cases import load_case
+from harness.cli import main
+from harness.compare import compare
+from harness.envs import EnvCache
+from harness.matrix import load_matrix
+from harness.matrix_report import build_report, to_html, to_markdown
+from harness.matrix_run import plan_cells, run_cells
+from harness.outcome import Outcome
+from harness.store import ResultStore
+
+from .fakeindex import FakeRelease, build_index, fake_torch
+
+# fakelib's bug: present in 1.0-1.2, fixed in 1.3 and 1.4, back in 1.5.
+BUGGY = {"1.0": True, "1.1": True, "1.2": True, "1.3": False, "1.4": False, "1.5": True}
+SCRIPT = """
+import sys
+import fakelib
+if fakelib.BUGGY:
+    print("RuntimeError: FAKE-SIG from fakelib", fakelib.__version__)
+    sys.exit(1)
+"""
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("project")
+    releases = [fake_torch("2.5.0", "2024-01-01T00:00:00Z")]
+    for i, (version, buggy) in enumerate(BUGGY.items()):
+        releases.append(FakeRelease("fakelib", version, f"2024-02-{i + 1:02d}T00:00:00Z",
+                                    module=f"BUGGY = {buggy}\n__version__ = {version!r}\n"))
+    releases.append(FakeRelease("fakelib", "1.6", "2024-03-01T00:00:00Z", module="import no_such_native_ext\n"))
+    index = build_index(root / "index", releases)
+    (root / "matrix.yaml").write_text(yaml.safe_dump({
+        "indexes": {"local": index},
+        "defaults": {"index": "local"},
+        "groups": [{"name": "fakelib-{fakelib}", "axes": {"fakelib": [*BUGGY, "1.6"]}, "pins": {"torch": "2.5.0"}}],
+    }))
+    case = root / "cases" / "fakelib-1-bug"
+    case.mkdir(parents=True)
+    (case / "repro.py").write_text(SCRIPT)
+    (case / "case.yaml").write_text(yaml.safe_dump({
+        "title": "fakelib bug", "upstream": ["https://example.invalid/1"], "packages": ["torch", "fakelib"],
+        "nproc": [1, 2], "timeout": 60, "signature": "FAKE-SIG",
+        "variants": {"bug": {"expect": [{"when": {"fakelib": "<1.3"}, "outcome": "reproduced"},
+                                        {"outcome": "fixed"}]}},
+    }))
+    return root
+
+
+def test_matrix_run_report_and_compare(project: Path) -> None:
+    matrix = load_matrix(project / "matrix.yaml")
+    case = load_case(project / "cases" / "fakelib-1-bug" / "case.yaml")
+    planned = plan_cells([case], matrix)
+    assert [cj.cell.name for cj in planned] == [f"fakelib-{v}" for v in [*BUGGY, "1.6"]]
+    results = run_cells(planned, matrix, EnvCache(project / "envs"), cores=2)
+    by_cell = {(cell, r.nproc): r for cell, r in results}
+    assert by_cell[("fakelib-1.2", 2)].outcome is Outcome.REPRODUCED
+    assert by_cell[("fakelib-1.3", 2)].outcome is Outcome.FIXED
+    assert by_cell[("fakelib-1.5", 1)].outcome is Outcome.REPRODUCED
+    broken = by_cell[("fakelib-1.6", 1)]
+    assert broken.outcome is Outcome.INFRA and "no_such_native_ext" in broken.reason  # never "fixed"
+    assert by_cell[("fakelib-1.0", 1)].versions == {"torch": "2.5.0", "fakelib": "1.0"}
+
+    report = build_report(results, {case.id: ["torch", "fakelib"]})
+    [axis] = [a for a in report.axes if a.package == "fakelib"]
+    assert axis.reproduced_in == ["1.0", "1.1", "1.2", "1.5"]
+    assert axis.changes() == [("fixed", "1.2", "1.3"), ("regressed", "1.4", "1.5")]
+    assert axis.unknown_in == ["1.6"]
+    assert axis.summary() == ("reproduces in 1.0 … 1.5 (4 versions); fixed in 1.3 (last reproduced: 1.2); "
+                              "regressed in 1.5 (last fixed: 1.4); could not say: 1.6")
+    markdown = to_markdown(report)
+    assert "| fakelib-1-bug · bug (cpu) | R | R | R | F | F | R | I |" in markdown
+    page = to_html(report)
+    assert page.count("<tr><th class=\"row\">") == 1 and "fakelib-1.6" in page and "<script" not in page
+
+    # The 1.5 regression is one the expectations (fixed from 1.3 on) do not allow: compare says so.
+    old = [(c, r) for c, r in results if c == "fakelib-1.4"]
+    new = [(c.replace("1.5", "1.4"), r) for c, r in results if c == "fakelib-1.5"]  # same cell, newer run
+    changes = compare(old, new)
+    assert [(c.kind, c.unexpected) for c in changes] == [("regressed", True), ("regressed", True)]
+
+
+def test_cli_all_cells_store_report_compare(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db, envs = project / "r.db", project / "envs"
+    common = ["--cases-dir", str(project / "cases")]
+    argv = [*common, "run", "--all-cells", "--matrix", str(project / "matrix.yaml"), "--envs", str(envs),
+            "--db", str(db), "--nproc", "1", "-j", "2"]
+    assert main(argv) == 1  # the 1.5 regression mismatches, and 1.6 could not be built
+    assert main(argv) == 1
+    store = ResultStore(db)
+    assert len(store.runs()) == 2 and len(store.results()) == 14
+    capsys.readouterr()
+    assert main([*common, "report", "--db", str(db), "--format", "markdown"]) == 0
+    assert "fixed in 1.3 (last reproduced: 1.2)" in capsys.readouterr().out
+    assert main([*common, "compare", "--db", str(db)]) == 0  # the two runs agree: nothing changed
+    assert "0 change(s)" in capsys.readouterr().out
