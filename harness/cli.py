@@ -25,9 +25,7 @@ from harness.report import case_row, cases_table, results_table, to_json, versio
 from harness.result import Result
 from harness.run import default_devices, plan, run_jobs, run_ok
 from harness.schema import CaseError
-from harness.store import DEFAULT_DB, ResultStore, StoreError
-
-LOCAL_CELL = "local"  # the cell name recorded for runs in the current (or --python) environment
+from harness.store import DEFAULT_DB, LOCAL_CELL, ResultStore, StoreError
 
 # `cases/` in the current directory, else the one beside this package (a checkout of bugmatrix).
 DEFAULT_CASES = Path("cases") if Path("cases").is_dir() else Path(__file__).resolve().parent.parent / "cases"

@@ -71,11 +71,11 @@ def _torch_order(cell: Cell) -> tuple[int, Version, str]:
         return (1, Version("0"), cell.device)
 
 
-class _CellEnvironments:
+class CellEnvironments:
     """Resolves and builds each cell's environment once, however many threads ask; remembers failures."""
 
-    def __init__(self, matrix: Matrix, cache: EnvCache, disk_budget: int | None, pending: dict[str, int]) -> None:
-        self.matrix, self.cache, self.disk_budget, self.pending = matrix, cache, disk_budget, pending
+    def __init__(self, matrix: Matrix, cache: EnvCache, disk_budget: int | None = None) -> None:
+        self.matrix, self.cache, self.disk_budget = matrix, cache, disk_budget
         self._locks: dict[str, threading.Lock] = {}
         self._done: dict[str, tuple[ResolvedCell | None, Environment | None, str]] = {}
         self._guard = threading.Lock()
@@ -83,6 +83,7 @@ class _CellEnvironments:
         self.in_use: set[str] = set()
 
     def get(self, cell: Cell) -> tuple[ResolvedCell | None, Environment | None, str]:
+        """(resolved cell, environment, "") when usable, else (resolved or None, None, why not)."""
         with self._guard:
             lock = self._locks.setdefault(cell.name, threading.Lock())
         with lock:
@@ -141,7 +142,7 @@ def run_cells(
     """Run every planned job in its cell's environment; `(cell name, result)` in plan order."""
     work = [(cj.cell, job) for cj in planned for job in cj.jobs if not (skip and skip(cj.cell.name, job))]
     remaining = {cj.cell.name: sum(1 for cell, _ in work if cell.name == cj.cell.name) for cj in planned}
-    envs = _CellEnvironments(matrix, cache, disk_budget, remaining)
+    envs = CellEnvironments(matrix, cache, disk_budget)
     lock = threading.Lock()
 
     def one(item: tuple[Cell, Job]) -> tuple[str, Result]:

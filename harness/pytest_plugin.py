@@ -5,6 +5,10 @@ lacks a package or the machine lacks the device, and fails otherwise with the re
 An invalid case folder becomes one failing item with the one-line error; the other cases still run.
 Items carry markers `case`, `cpu`/`cuda` and `workaround`, so `-m`, `-k`, xdist and junitxml work as usual.
 
+With `--cell NAME` (repeatable) or `--all-cells`, items are made per matrix cell instead
+(`variant[cell-nproc]`); each cell's environment is built on first use (a file lock shares it between xdist
+workers) and a cell that cannot be built fails its items as `infra`.
+
 Options: `--bugmatrix-python PATH` runs the cases in another environment (default: this interpreter);
 `--bugmatrix-db PATH` records every result in a results store (one run for the whole session, xdist included).
 """
@@ -20,18 +24,26 @@ import pytest
 
 from harness.cases import CASE_FILE, Case, load_case
 from harness.environment import Environment, machine_name, probe
+from harness.envs import DEFAULT_ROOT, EnvCache
+from harness.matrix import DEFAULT_MATRIX, Cell, MatrixError, load_matrix
+from harness.matrix_run import CellEnvironments, infra_result, plan_cells
 from harness.result import Result
 from harness.run import Job, execute, plan, unrunnable
 from harness.schema import CaseError
-from harness.store import ResultStore
+from harness.store import LOCAL_CELL, ResultStore
 
 _ENV_KEY = pytest.StashKey[Environment]()
+_CELLS_KEY = pytest.StashKey[CellEnvironments]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("bugmatrix")
     group.addoption("--bugmatrix-python", default=None, help="interpreter whose environment runs the cases")
     group.addoption("--bugmatrix-db", default=None, help="record every case result in this results store")
+    group.addoption("--cell", action="append", default=[], help="run the cases in this matrix cell (repeatable)")
+    group.addoption("--all-cells", action="store_true", help="run the cases in every cell of the matrix")
+    group.addoption("--matrix", default=str(DEFAULT_MATRIX), help="the matrix file (default: matrix.yaml)")
+    group.addoption("--bugmatrix-envs", default=str(DEFAULT_ROOT), help="the cells' environments folder")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -62,8 +74,21 @@ def _environment(config: pytest.Config) -> Environment:
     return config.stash[_ENV_KEY]
 
 
+def _cells(config: pytest.Config) -> CellEnvironments | None:
+    """The matrix cells' environments when --cell/--all-cells is given (one per pytest process), else None."""
+    if not (config.getoption("--cell") or config.getoption("--all-cells")):
+        return None
+    if _CELLS_KEY not in config.stash:
+        try:
+            matrix = load_matrix(Path(config.getoption("--matrix")))
+        except MatrixError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        config.stash[_CELLS_KEY] = CellEnvironments(matrix, EnvCache(Path(config.getoption("--bugmatrix-envs"))))
+    return config.stash[_CELLS_KEY]
+
+
 class CaseFile(pytest.File):
-    """A case folder's metadata; collects its jobs as items."""
+    """A case folder's metadata; collects its jobs as items (per matrix cell with --cell/--all-cells)."""
 
     def collect(self) -> Any:
         try:
@@ -71,16 +96,29 @@ class CaseFile(pytest.File):
         except CaseError as exc:
             yield InvalidCaseItem.from_parent(self, name="invalid", error=str(exc))
             return
-        for job in plan([case]):
-            yield CaseItem.from_parent(self, name=f"{job.variant}[{job.device}-{job.nproc}]", job=job)
+        cells = _cells(self.config)
+        if cells is None:
+            for job in plan([case]):
+                yield CaseItem.from_parent(self, name=f"{job.variant}[{job.device}-{job.nproc}]", job=job)
+            return
+        names = None if self.config.getoption("--all-cells") else self.config.getoption("--cell")
+        try:
+            planned = plan_cells([case], cells.matrix, names)
+        except MatrixError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        for cell_jobs in planned:
+            for job in cell_jobs.jobs:
+                name = f"{job.variant}[{cell_jobs.cell.name}-{job.nproc}]"
+                yield CaseItem.from_parent(self, name=name, job=job, cell=cell_jobs.cell)
 
 
 class CaseItem(pytest.Item):
     """One launch of a case: passes when observed == expected."""
 
-    def __init__(self, *, job: Job, **kwargs: Any) -> None:
+    def __init__(self, *, job: Job, cell: Cell | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.job = job
+        self.cell = cell
         self.result: Result | None = None
         self.add_marker("case")
         self.add_marker(job.device)
@@ -88,19 +126,33 @@ class CaseItem(pytest.Item):
             self.add_marker("workaround")
 
     def runtest(self) -> None:
-        env = _environment(self.config)
+        if self.cell is None:
+            env = _environment(self.config)
+        else:
+            cells = _cells(self.config)
+            assert cells is not None
+            resolved, found, problem = cells.get(self.cell)
+            if found is None:
+                self.result = infra_result(self.job, problem, resolved)
+                self._save(self.result)
+                raise CaseMismatch(self.result)
+            env = found
         reason = unrunnable(self.job, env)
         if reason:
             pytest.skip(reason)
         self.result = result = execute(self.job, env)
-        db = self.config.getoption("--bugmatrix-db")
-        if db:
-            ResultStore(db).save(os.environ["BUGMATRIX_RUN_ID"], result)
+        self._save(result)
         for key in ("outcome", "expected", "reason", "duration_s"):
             self.user_properties.append((key, str(getattr(result, key))))
         self.user_properties.append(("versions", str(result.versions)))
         if not result.ok:
             raise CaseMismatch(result)
+
+    def _save(self, result: Result) -> None:
+        db = self.config.getoption("--bugmatrix-db")
+        if db:
+            cell = self.cell.name if self.cell else LOCAL_CELL
+            ResultStore(db).save(os.environ["BUGMATRIX_RUN_ID"], result, cell=cell)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         if isinstance(excinfo.value, CaseMismatch):

@@ -34,6 +34,7 @@ from harness.result import Result
 
 DEFAULT_DB = Path(os.environ.get("BUGMATRIX_DB", ".bugmatrix/results.db"))
 SCHEMA_VERSION = 1
+LOCAL_CELL = "local"  # the cell recorded for runs in the current (or --python) environment, outside the matrix
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -144,7 +145,7 @@ class ResultStore:
         with self._connect() as db:
             db.execute("UPDATE runs SET status = ?, finished_at = ? WHERE run_id = ?", (status, time.time(), run_id))
 
-    def save(self, run_id: str, result: Result, cell: str = "local") -> None:
+    def save(self, run_id: str, result: Result, cell: str = LOCAL_CELL) -> None:
         """Write one result atomically (replacing the same key within the same run)."""
         row = (
             run_id, result.case, result.variant, result.nproc, result.device, cell, result.outcome.value,

@@ -19,6 +19,8 @@ from harness.store import ResultStore
 
 from .fakeindex import FakeRelease, build_index, fake_torch
 
+pytest_plugins = ["pytester"]
+
 # fakelib's bug: present in 1.0-1.2, fixed in 1.3 and 1.4, back in 1.5.
 BUGGY = {"1.0": True, "1.1": True, "1.2": True, "1.3": False, "1.4": False, "1.5": True}
 SCRIPT = """
@@ -103,3 +105,17 @@ def test_cli_all_cells_store_report_compare(project: Path, capsys: pytest.Captur
     assert "fixed in 1.3 (last reproduced: 1.2)" in capsys.readouterr().out
     assert main([*common, "compare", "--db", str(db)]) == 0  # the two runs agree: nothing changed
     assert "0 change(s)" in capsys.readouterr().out
+
+
+def test_pytest_items_per_cell_with_xdist(project: Path, pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess(
+        str(project / "cases"), "-p", "harness.pytest_plugin", "-p", "xdist", "-n", "2",
+        "--matrix", str(project / "matrix.yaml"),
+        "--bugmatrix-envs", str(project / "envs"), "--cell", "fakelib-1.2", "--cell", "fakelib-1.3",
+        "--cell", "fakelib-1.6", "-v",
+    )
+    result.stdout.fnmatch_lines(["*PASSED*bug?fakelib-1.2-2?*"])  # xdist: status, then the item
+    result.stdout.fnmatch_lines(["*PASSED*bug?fakelib-1.3-1?*"])
+    result.stdout.fnmatch_lines(["*FAILED*bug?fakelib-1.6-1?*"])
+    result.stdout.fnmatch_lines(["*observed infra*"])
+    result.assert_outcomes(passed=4, failed=2)
