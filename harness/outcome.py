@@ -40,6 +40,7 @@ class Outcome(str, Enum):
     SKIP = "skip"
     TIMEOUT = "timeout"
     INFRA = "infra"
+    FLAKY = "flaky"  # repeats of the same launch disagreed (see `--repeat`)
 
 
 class RankState(str, Enum):

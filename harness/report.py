@@ -18,6 +18,7 @@ STYLE = {
     Outcome.SKIP: "dim",
     Outcome.TIMEOUT: "bold yellow",
     Outcome.INFRA: "yellow",
+    Outcome.FLAKY: "bold cyan",
 }
 
 

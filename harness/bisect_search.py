@@ -1,0 +1,117 @@
+"""The search behind `bugmatrix bisect`: find where an outcome changes in an ordered list of candidates.
+
+Like `git bisect` with terms: the oldest candidate shows the *old* outcome, the newest the *new* one, and the search
+finds the first candidate showing the new outcome (and the last showing the old). Either direction works: old
+`reproduced` / new `fixed` finds the fix; old `fixed` / new `reproduced` finds the regression.
+
+- Both endpoints are probed first; the search refuses when they do not show two different decisive outcomes
+  (`reproduced`/`fixed`).
+- A probe whose outcome is not decisive (skip, error, infra, timeout, flaky) is *skipped*, like exit 125 in
+  `git bisect run`: the nearest untested candidate to the midpoint is tried instead. When every candidate in the
+  remaining range is skipped, the answer is the range itself (`ambiguous`).
+- With `parallel` > 1, the next levels of the bisection tree are probed at once (speculation) and then walked
+  exactly as a sequential bisection would walk them, so parallelism never changes the answer, only the wall time.
+  Sequentially, N candidates take at most 2 + ceil(log2(N - 1)) probes when nothing is skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from harness.outcome import Outcome
+
+T = TypeVar("T")
+DECISIVE = (Outcome.REPRODUCED, Outcome.FIXED)
+Prober = Callable[[list[T]], list[Outcome]]  # probes several candidates (possibly at once), outcomes in order
+
+
+class BisectRefused(Exception):
+    """The endpoints do not show two different decisive outcomes; the message says what they showed."""
+
+
+@dataclass
+class SearchResult(Generic[T]):
+    """The boundary: `last_old` shows the old outcome, `first_new` the new one (adjacent unless ambiguous)."""
+
+    old: Outcome
+    new: Outcome
+    last_old: T
+    first_new: T
+    probes: list[tuple[T, Outcome]] = field(default_factory=list)
+    skipped: list[T] = field(default_factory=list)
+    ambiguous: list[T] = field(default_factory=list)  # untestable candidates between last_old and first_new
+
+
+def search(candidates: Sequence[T], probe: Prober[T], parallel: int = 1) -> SearchResult[T]:
+    """Bisect `candidates` (oldest first) for the first one showing the newest candidate's outcome."""
+    if len(candidates) < 2:
+        raise BisectRefused(f"need at least two candidates, got {len(candidates)}")
+    seen: dict[int, Outcome] = {}
+    order: list[int] = []
+
+    def run(indices: list[int]) -> None:
+        todo = [i for i in dict.fromkeys(indices) if i not in seen]
+        if todo:
+            for i, outcome in zip(todo, probe([candidates[i] for i in todo]), strict=True):
+                seen[i] = outcome
+                order.append(i)
+
+    lo, hi = 0, len(candidates) - 1
+    run([lo, hi])
+    old, new = seen[lo], seen[hi]
+    if old not in DECISIVE or new not in DECISIVE or old == new:
+        raise BisectRefused(
+            f"the endpoints do not differ: {candidates[lo]} is {old.value}, {candidates[hi]} is {new.value}"
+            + ("" if old in DECISIVE and new in DECISIVE else " (an endpoint must be reproduced or fixed)")
+        )
+    levels = max(1, (max(1, parallel) + 1).bit_length() - 1)  # 2**levels - 1 probes per round
+    while _next_probe(lo, hi, seen) is not None:
+        run(_speculate(lo, hi, seen, old, levels))
+        lo, hi = _walk(lo, hi, seen, old)
+    ambiguous = [candidates[i] for i in range(lo + 1, hi)]
+    return SearchResult(
+        old=old, new=new, last_old=candidates[lo], first_new=candidates[hi],
+        probes=[(candidates[i], seen[i]) for i in order],
+        skipped=[candidates[i] for i in order if seen[i] not in DECISIVE], ambiguous=ambiguous,
+    )
+
+
+def _next_probe(lo: int, hi: int, seen: dict[int, Outcome]) -> int | None:
+    """The candidate a sequential bisection probes next in (lo, hi): the midpoint, or the nearest to it that was
+    not skipped; None when the range is exhausted."""
+    if hi - lo <= 1:
+        return None
+    mid = (lo + hi) // 2
+    for offset in range(hi - lo):
+        for i in (mid - offset, mid + offset + 1) if offset else (mid,):
+            if lo < i < hi and seen.get(i) not in _SKIPPED:
+                return i
+    return None
+
+
+_SKIPPED = (Outcome.SKIP, Outcome.ERROR, Outcome.INFRA, Outcome.TIMEOUT, Outcome.FLAKY)
+
+
+def _walk(lo: int, hi: int, seen: dict[int, Outcome], old: Outcome) -> tuple[int, int]:
+    """Narrow (lo, hi) exactly as a sequential bisection would, as far as the probed candidates allow."""
+    while (pick := _next_probe(lo, hi, seen)) is not None and pick in seen:
+        lo, hi = (pick, hi) if seen[pick] == old else (lo, pick)
+    return lo, hi
+
+
+def _speculate(lo: int, hi: int, seen: dict[int, Outcome], old: Outcome, levels: int) -> list[int]:
+    """The unprobed candidates of the next `levels` levels of the bisection tree from (lo, hi)."""
+    frontier, picks = [(lo, hi)], []
+    for _ in range(levels):
+        nxt = []
+        for a, b in frontier:
+            a, b = _walk(a, b, seen, old)
+            pick = _next_probe(a, b, seen)
+            if pick is None:
+                continue
+            picks.append(pick)
+            nxt += [(a, pick), (pick, b)]
+        frontier = nxt
+    return picks

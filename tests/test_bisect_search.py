@@ -1,0 +1,75 @@
+"""The bisection search: probe bounds, both directions, skipped candidates, refusal, parallel == sequential."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from harness.bisect_search import BisectRefused, search
+from harness.outcome import Outcome
+
+R, F, S, E = Outcome.REPRODUCED, Outcome.FIXED, Outcome.SKIP, Outcome.ERROR
+VERSIONS = [f"1.{i}.0" for i in range(16)]
+
+
+def prober(truth: dict[str, Outcome], log: list[str]):
+    def probe(batch: list[str]) -> list[Outcome]:
+        log.extend(batch)
+        return [truth[v] for v in batch]
+
+    return probe
+
+
+@pytest.mark.parametrize("change_at", range(1, 16))
+@pytest.mark.parametrize(("old", "new"), [(R, F), (F, R)], ids=["find-the-fix", "find-the-regression"])
+def test_finds_the_change_within_log2_plus_2_probes(change_at: int, old: Outcome, new: Outcome) -> None:
+    truth = {v: (old if i < change_at else new) for i, v in enumerate(VERSIONS)}
+    log: list[str] = []
+    result = search(VERSIONS, prober(truth, log))
+    assert (result.last_old, result.first_new) == (VERSIONS[change_at - 1], VERSIONS[change_at])
+    assert (result.old, result.new) == (old, new)
+    assert len(log) == len(set(log)) <= math.ceil(math.log2(len(VERSIONS))) + 2
+    assert [v for v, _ in result.probes] == log
+
+
+def test_skipped_and_broken_candidates_are_stepped_over() -> None:
+    truth = {v: (R if i < 9 else F) for i, v in enumerate(VERSIONS)}
+    for broken in ("1.7.0", "1.8.0", "1.10.0"):
+        truth[broken] = E if broken != "1.8.0" else S
+    result = search(VERSIONS, prober(truth, []))
+    # 1.8.0 is untestable and lies between the last reproduced (1.6.0... or earlier) and the first fixed
+    assert result.first_new == "1.9.0"
+    assert result.last_old == "1.6.0" and result.ambiguous == ["1.7.0", "1.8.0"]
+    assert set(result.skipped) <= {"1.7.0", "1.8.0", "1.10.0"} and result.skipped
+
+
+def test_an_untestable_neighbour_that_is_not_on_the_boundary_is_harmless() -> None:
+    truth = {v: (R if i < 5 else F) for i, v in enumerate(VERSIONS)}
+    truth["1.7.0"] = Outcome.INFRA
+    result = search(VERSIONS, prober(truth, []))
+    assert (result.last_old, result.first_new, result.ambiguous) == ("1.4.0", "1.5.0", [])
+
+
+@pytest.mark.parametrize(("first", "last"), [(R, R), (F, F), (S, F), (R, E)])
+def test_endpoints_that_do_not_differ_are_refused(first: Outcome, last: Outcome) -> None:
+    truth = {v: R for v in VERSIONS} | {VERSIONS[0]: first, VERSIONS[-1]: last}
+    log: list[str] = []
+    with pytest.raises(BisectRefused, match="the endpoints do not differ"):
+        search(VERSIONS, prober(truth, log))
+    assert log == [VERSIONS[0], VERSIONS[-1]]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_parallel_probes_never_change_the_answer(seed: int) -> None:
+    rng = random.Random(seed)
+    n = rng.randint(2, 40)
+    candidates = [f"c{i}" for i in range(n)]
+    truth = {c: rng.choice([R, F, F, R, S]) for c in candidates}  # non-monotonic, with skips
+    truth[candidates[0]], truth[candidates[-1]] = R, F
+    sequential = search(candidates, prober(truth, []), parallel=1)
+    for parallel in (2, 3, 7):
+        fast = search(candidates, prober(truth, []), parallel=parallel)
+        assert (fast.last_old, fast.first_new, fast.ambiguous) == (
+            sequential.last_old, sequential.first_new, sequential.ambiguous)
