@@ -13,13 +13,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from harness import matrix_report
+from harness.bisect import BisectError, CaseProber, git_candidates, git_checkout, release_candidates, resolve_ref
+from harness.bisect_search import BisectRefused, SearchResult, search
 from harness.cases import Case, discover, select
 from harness.compare import compare
 from harness.environment import ProbeError, machine_name, probe
 from harness.envs import DEFAULT_ROOT, EnvCache, clean_cache, disk_usage
 from harness.matrix import DEFAULT_MATRIX, MatrixError, load_matrix, resolve_cell
 from harness.matrix_report import build_report
-from harness.matrix_run import plan_cells, run_cells
+from harness.matrix_run import CellEnvironments, plan_cells, run_cells
 from harness.outcome import Outcome
 from harness.report import case_row, cases_table, results_table, to_json, versions_line
 from harness.result import Result
@@ -103,6 +105,27 @@ def _parser() -> argparse.ArgumentParser:
     p_compare.add_argument("--markdown", action="store_true", help="Markdown output (for a step summary)")
     p_compare.add_argument("--json", action="store_true", help="machine-readable output")
     p_compare.set_defaults(func=cmd_compare)
+
+    p_bisect = sub.add_parser("bisect", help="find the release (and commit) where a case's outcome changes")
+    p_bisect.add_argument("case", help="case id (or a unique part of it)")
+    p_bisect.add_argument("--package", required=True, help="the package to move, e.g. torchrec")
+    p_bisect.add_argument("--variant", default="bug")
+    p_bisect.add_argument("--nproc", type=int, help="world size (default: the case's largest)")
+    p_bisect.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: cuda if present")
+    p_bisect.add_argument("--old", "--good", dest="old", help="oldest version (default: the oldest allowed)")
+    p_bisect.add_argument("--new", "--bad", dest="new", help="newest version (default: the newest allowed)")
+    p_bisect.add_argument("--pre", action="store_true", help="include pre-releases")
+    p_bisect.add_argument("--repeat", type=int, default=1, help="run each probe K times; disagreement is flaky")
+    p_bisect.add_argument("--git", help="source repository (URL or local clone) for the commit-level bisection")
+    p_bisect.add_argument("--old-ref", help="bisect commits from this ref (skips the release level)")
+    p_bisect.add_argument("--new-ref", help="... to this ref")
+    p_bisect.add_argument("--no-commits", action="store_true", help="stop at the release level")
+    p_bisect.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1, help="cores for parallel probes")
+    p_bisect.add_argument("--matrix", type=Path, default=DEFAULT_MATRIX)
+    p_bisect.add_argument("--envs", type=Path, default=DEFAULT_ROOT)
+    p_bisect.add_argument("--db", type=Path, default=DEFAULT_DB)
+    p_bisect.add_argument("--json", action="store_true", help="machine-readable output")
+    p_bisect.set_defaults(func=cmd_bisect)
 
     p_merge = sub.add_parser("merge", help="fold results stores (e.g. nightly shards) into one, without duplicates")
     p_merge.add_argument("sources", nargs="+", type=Path)
@@ -394,3 +417,84 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def _v(outcome: Outcome | None) -> str:
     return outcome.value if outcome else "-"
+
+
+def cmd_bisect(args: argparse.Namespace) -> int:
+    """Release-level, then commit-level bisection; 0 when a boundary was found, 1 when refused or ambiguous."""
+    err = Console(stderr=True)
+    cases, _ = discover(args.cases_dir)
+    matches = [c for c in cases if c.id == args.case] or select(cases, [args.case])
+    if len(matches) != 1:
+        err.print(f"[red]case {args.case!r} matches {len(matches)} cases[/] ({', '.join(c.id for c in matches)})")
+        return 2
+    case = matches[0]
+    if args.variant not in case.spec.variants:
+        err.print(f"[red]{case.id} has no variant {args.variant!r}[/] ({', '.join(case.spec.variants)})")
+        return 2
+    device = args.device or default_devices()[0]
+    store = ResultStore(args.db)
+    run_id = store.begin_run(" ".join(sys.argv), machine_name())
+    try:
+        matrix = load_matrix(args.matrix)
+        source = args.git or case.spec.sources.get(args.package) or matrix.source(args.package)
+        prober = CaseProber(
+            matrix, CellEnvironments(matrix, EnvCache(args.envs)), case, args.variant,
+            args.nproc or max(case.spec.nproc), device, args.package, args.repeat, args.jobs,
+            source, store, run_id, on_probe=lambda c, o, why: err.print(f"  probe {c}: {o.value}  {why[:100]}"),
+        )
+        levels = []
+        if not (args.old_ref and args.new_ref):
+            versions = release_candidates(matrix, case, args.package, device, args.old, args.new, args.pre)
+            err.print(f"bisecting {case.id}::{args.variant} over {len(versions)} {args.package} releases "
+                      f"{versions[0]} … {versions[-1]}")
+            levels.append(("release", search(versions, prober, parallel=max(1, args.jobs // prober.nproc))))
+        if args.old_ref and args.new_ref:
+            refs = (args.old_ref, args.new_ref)
+        elif source and not args.no_commits and not levels[-1][1].ambiguous:
+            refs = (str(levels[-1][1].last_old), str(levels[-1][1].first_new))
+        else:
+            refs = None
+        if refs and source:
+            repo = git_checkout(source, args.package)
+            if all(resolve_ref(repo, r) for r in refs):
+                commits = git_candidates(repo, *refs)
+                err.print(f"bisecting {len(commits)} first-parent commits of {args.package} {refs[0]} … {refs[1]}")
+                levels.append(("commit", search(commits, prober, parallel=max(1, args.jobs // prober.nproc))))
+            else:
+                err.print(f"[yellow]no tags for {refs[0]} / {refs[1]} in {source}: stopping at the release level[/]")
+        elif refs:
+            err.print("[yellow]no source repository known for the commit level (use --git)[/]")
+    except (BisectError, BisectRefused, MatrixError) as exc:
+        store.end_run(run_id, "complete")
+        err.print(f"[red]bisect refused:[/] {exc}", soft_wrap=True)
+        return 1
+    except BaseException:
+        store.end_run(run_id, "interrupted")
+        raise
+    store.end_run(run_id)
+    summary = bisect_summary(case.id, args.variant, args.package, levels)
+    if args.json:
+        print(to_json({"run_id": run_id, "summary": summary, "levels": [
+            {"level": level, "old": r.old.value, "new": r.new.value, "last_old": str(r.last_old),
+             "first_new": str(r.first_new), "ambiguous": [str(a) for a in r.ambiguous],
+             "first_new_subject": getattr(r.first_new, "subject", None),
+             "probes": [{"candidate": str(c), "outcome": o.value} for c, o in r.probes]} for level, r in levels]}))
+    else:
+        for level, r in levels:
+            Console().print(f"{level} level: {len(r.probes)} probes: "
+                            + ", ".join(f"{c}={o.value}" for c, o in r.probes), soft_wrap=True)
+        Console().print(summary, soft_wrap=True)
+    return 1 if any(r.ambiguous for _, r in levels) else 0
+
+
+def bisect_summary(case: str, variant: str, package: str, levels: list[tuple[str, SearchResult]]) -> str:
+    """One line fit for an upstream issue comment."""
+    parts = []
+    for level, r in levels:
+        where = f"{r.last_old} ({r.old.value}) → {r.first_new} ({r.new.value})"
+        if level == "commit":
+            where += f" — first {r.new.value} commit {r.first_new.sha} \"{r.first_new.subject}\""
+        if r.ambiguous:
+            where += f"; untestable in between: {', '.join(map(str, r.ambiguous))}"
+        parts.append(f"{level}s {where} [{len(r.probes)} probes]")
+    return f"bugmatrix bisect {case}::{variant} over {package}: " + "; ".join(parts)

@@ -168,6 +168,7 @@ class Cell:
     pins: dict[str, Pin]
     as_of: datetime | None = None
     group: str | None = None
+    sources: dict[str, str] = field(default_factory=dict)  # per-cell git source overrides (bisect --git)
 
     def pinned(self, package: str) -> bool:
         return package in self.pins
@@ -340,7 +341,7 @@ def resolve_cell(matrix: Matrix, cell: Cell) -> ResolvedCell:
     for package, pin in sorted(cell.pins.items()):
         dist = matrix.distribution(package, cell.device)
         if isinstance(pin, GitPin):
-            url = matrix.source(package)
+            url = cell.sources.get(package) or matrix.source(package)
             if url is None:
                 raise MatrixError(f"{matrix.path}: cell {cell.name}: {package} is pinned to git but has no `sources`")
             versions[package] = f"git:{pin.git}"

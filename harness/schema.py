@@ -96,6 +96,7 @@ class CaseSpec(_Strict):
     fixed_by: list[Annotated[str, Field(pattern=r"^https?://")]] = Field(default_factory=list)
     packages: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]] = Field(min_length=1)
     sources: dict[str, str] = Field(default_factory=dict)
+    supports: dict[str, str] = Field(default_factory=dict)  # package -> versions the script can run on
     script: str = "repro.py"
     nproc: list[Annotated[int, Field(gt=0, le=64)]] = Field(default_factory=lambda: [1])
     devices: list[Device] = Field(default_factory=lambda: ["cpu"])
@@ -108,6 +109,16 @@ class CaseSpec(_Strict):
     @classmethod
     def _regex(cls, value: str) -> str:
         return _check_regex(value)
+
+    @field_validator("supports")
+    @classmethod
+    def _specifiers(cls, value: dict[str, str]) -> dict[str, str]:
+        for package, spec in value.items():
+            try:
+                SpecifierSet(spec)
+            except InvalidSpecifier:
+                raise ValueError(f"{package}: {spec!r} is not a version specifier") from None
+        return value
 
     def signature_of(self, variant: str) -> str:
         """The failure-signature regex that applies to `variant`."""

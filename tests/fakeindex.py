@@ -106,3 +106,64 @@ def fake_torch(version: str, uploaded: str) -> FakeRelease:
         "torch/distributed/__init__.py": "",
         "torch/distributed/run.py": FAKE_TORCHRUN,
     })
+
+
+# A stdlib-only in-tree PEP 517 backend, so a fake git repository builds without any index.
+FAKE_BACKEND = '''
+import base64, hashlib, os, zipfile
+
+NAME, VERSION = "fakelib", "2.0.dev0"
+
+
+def get_requires_for_build_wheel(config_settings=None):
+    return []
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    dist_info = f"{NAME}-{VERSION}.dist-info"
+    files = {f"{NAME}/__init__.py": open(os.path.join(NAME, "__init__.py"), "rb").read(),
+             f"{dist_info}/METADATA": f"Metadata-Version: 2.1\\nName: {NAME}\\nVersion: {VERSION}\\n"
+                                        f"Requires-Dist: torch\\n".encode(),
+             f"{dist_info}/WHEEL": b"Wheel-Version: 1.0\\nGenerator: fake\\nRoot-Is-Purelib: true\\n"
+                                     b"Tag: py3-none-any\\n"}
+    record = []
+    for path, data in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record.append(f"{path},sha256={digest},{len(data)}")
+    files[f"{dist_info}/RECORD"] = ("\\n".join(record + [f"{dist_info}/RECORD,,"]) + "\\n").encode()
+    name = f"{NAME}-{VERSION}-py3-none-any.whl"
+    with zipfile.ZipFile(os.path.join(wheel_directory, name), "w") as zf:
+        for path, data in files.items():
+            zf.writestr(path, data)
+    return name
+'''
+
+
+def make_git_repo(path: Path, buggy: list[bool], tags: dict[int, str]) -> list[str]:
+    """A git repository of a pure-Python `fakelib`, one commit per entry of `buggy`; returns the SHAs."""
+    import subprocess
+
+    def git(*args: str) -> str:
+        env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+               "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin", "HOME": str(path)}
+        return subprocess.run(["git", "-C", str(path), *args], check=True, capture_output=True, text=True,
+                              env=env).stdout.strip()
+
+    path.mkdir(parents=True)
+    git("init", "-q", "-b", "main")
+    (path / "backend.py").write_text(FAKE_BACKEND)
+    (path / "pyproject.toml").write_text(
+        '[build-system]\nrequires = []\nbuild-backend = "backend"\nbackend-path = ["."]\n\n'
+        '[project]\nname = "fakelib"\nversion = "2.0.dev0"\ndependencies = ["torch"]\n'
+    )
+    (path / "fakelib").mkdir()
+    shas = []
+    for i, bug in enumerate(buggy):
+        (path / "fakelib" / "__init__.py").write_text(f"BUGGY = {bug}\n__version__ = '2.0.dev0'\nCOMMIT = {i}\n")
+        git("add", "-A")
+        git("commit", "-q", "-m", f"change {i}" + (" (fixes the bug)" if i and buggy[i - 1] and not bug else ""),
+            "--date", f"2024-02-{i + 1:02d}T00:00:00Z")
+        shas.append(git("rev-parse", "HEAD"))
+        if i in tags:
+            git("tag", tags[i])
+    return shas

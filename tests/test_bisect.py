@@ -1,0 +1,97 @@
+"""`bugmatrix bisect` end to end on fake packages: releases from an index, and commits from a local git repo."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.cli import main
+from harness.store import ResultStore
+
+from .fakeindex import FakeRelease, build_index, fake_torch, make_git_repo
+
+SCRIPT = """
+import sys
+import fakelib
+if fakelib.BUGGY:
+    print("RuntimeError: FAKE-SIG")
+    sys.exit(1)
+"""
+N = 16
+
+
+def project(root: Path, buggy: list[bool], broken: set[int] = frozenset(), git_url: str | None = None) -> Path:
+    releases = [fake_torch("2.5.0", "2024-01-01T00:00:00Z")]
+    for i, bug in enumerate(buggy):
+        body = "import no_such_native_ext\n" if i in broken else f"BUGGY = {bug}\n"
+        releases.append(FakeRelease("fakelib", f"1.{i}.0", f"2024-02-{i + 1:02d}T00:00:00Z", module=body,
+                                    requires=["torch"]))  # as every real library under test does
+    index = build_index(root / "index", releases)
+    (root / "matrix.yaml").write_text(yaml.safe_dump({"indexes": {"local": index}, "defaults": {"index": "local"}}))
+    case = root / "cases" / "fakelib-1-bug"
+    case.mkdir(parents=True)
+    (case / "repro.py").write_text(SCRIPT)
+    spec = {"title": "t", "upstream": ["https://example.invalid/1"], "packages": ["torch", "fakelib"],
+            "nproc": [1], "timeout": 60, "signature": "FAKE-SIG", "supports": {"fakelib": ">=1.0"},
+            "variants": {"bug": {"expect": [{"outcome": "fixed"}]}}}
+    if git_url:
+        spec["sources"] = {"fakelib": git_url}
+    (case / "case.yaml").write_text(yaml.safe_dump(spec))
+    return root
+
+
+def bisect(root: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, dict, str]:
+    capsys.readouterr()
+    code = main(["--cases-dir", str(root / "cases"), "bisect", "fakelib-1-bug", "--package", "fakelib",
+                 "--device", "cpu", "--matrix", str(root / "matrix.yaml"), "--envs", str(root / "envs"),
+                 "--db", str(root / "r.db"), "-j", "1", "--json", *extra])
+    captured = capsys.readouterr()
+    return code, json.loads(captured.out) if captured.out.strip() else {}, captured.err
+
+
+@pytest.mark.parametrize(("change_at", "fix"), [(11, True), (4, False)], ids=["finds-the-fix", "finds-the-break"])
+def test_release_level_in_log2_plus_2_probes(tmp_path: Path, capsys, change_at: int, fix: bool) -> None:
+    buggy = [(i < change_at) == fix for i in range(N)]
+    root = project(tmp_path, buggy)
+    code, out, err = bisect(root, capsys)
+    assert code == 0, out
+    [level] = out["levels"]
+    assert (level["last_old"], level["first_new"]) == (f"1.{change_at - 1}.0", f"1.{change_at}.0")
+    assert level["new"] == ("fixed" if fix else "reproduced")
+    assert len(level["probes"]) <= math.ceil(math.log2(N)) + 2
+    assert f"1.{change_at - 1}.0 ({level['old']}) → 1.{change_at}.0 ({level['new']})" in out["summary"]
+    cells = {cell for _, cell, _ in ResultStore(root / "r.db").results(out["run_id"])}
+    assert len(cells) == len(level["probes"])  # every probe is recorded
+
+
+def test_broken_releases_are_stepped_over(tmp_path: Path, capsys) -> None:
+    buggy = [i < 9 for i in range(N)]
+    root = project(tmp_path, buggy, broken={7, 12})
+    code, out, err = bisect(root, capsys)
+    [level] = out["levels"]
+    assert code == 0 and (level["last_old"], level["first_new"]) == ("1.8.0", "1.9.0")
+    assert {p["outcome"] for p in level["probes"]} <= {"reproduced", "fixed", "infra"}
+
+
+def test_endpoints_that_agree_are_refused(tmp_path: Path, capsys) -> None:
+    root = project(tmp_path, [i < 9 for i in range(N)])
+    code, out, err = bisect(root, capsys, "--old", "1.10.0", "--new", "1.15.0")
+    assert code == 1 and out == {}
+    assert "the endpoints do not differ: 1.10.0 is fixed, 1.15.0 is fixed" in err
+
+
+def test_commit_level_names_the_commit(tmp_path: Path, capsys) -> None:
+    buggy = [True] * 6 + [False] * 4  # fixed by the 7th commit
+    shas = make_git_repo(tmp_path / "repo", buggy, tags={0: "v1.0.0", 9: "v2.0.0"})
+    root = project(tmp_path / "p", [True, False], git_url=str(tmp_path / "repo"))
+    code, out, err = bisect(root, capsys, "--old-ref", "v1.0.0", "--new-ref", "v2.0.0")
+    assert code == 0, out
+    [level] = out["levels"]
+    assert level["level"] == "commit"
+    assert (level["last_old"], level["first_new"]) == (shas[5][:12], shas[6][:12])
+    assert level["first_new_subject"] == "change 6 (fixes the bug)"
+    assert shas[6] in out["summary"]
