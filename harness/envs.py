@@ -70,7 +70,7 @@ class EnvCache:
     """Environments under one root folder (see the module docstring for the contract)."""
 
     def __init__(self, root: Path = DEFAULT_ROOT) -> None:
-        self.root = Path(root)
+        self.root = Path(root).absolute()  # launches run in the case's folder: interpreters need absolute paths
         self.root.mkdir(parents=True, exist_ok=True)
         self._failed: dict[str, EnvStatus] = {}
 

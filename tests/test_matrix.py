@@ -115,6 +115,7 @@ def test_time_travel_builds_the_environment_of_the_day(tmp_path: Path, index: st
     installed = cache.environment(status.key)
     assert installed.get("fakedep").version == "1.0"  # not 9.0, uploaded a year later
     assert installed.get("fakegemm-cpu").version == "1.0.0"
+    assert Path(status.python or "").is_absolute()
     again = cache.build(resolved)
     assert again.ok and again.reused
     assert [e["cell"] for e in cache.list()] == ["fakerec-1.0.0-cpu"]
@@ -134,3 +135,8 @@ def test_a_cell_that_cannot_import_or_resolve_is_infra_not_fatal(tmp_path: Path,
     assert not unresolvable.ok and unresolvable.error.startswith("uv failed")
     assert cache.list() == []  # nothing half-built is left looking finished
     assert [p.name for p in (tmp_path / "envs").iterdir() if not p.name.startswith(".")] == []
+
+
+def test_a_relative_environments_folder_still_launches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert EnvCache(Path("envs")).root == tmp_path / "envs"  # launches run in the case's folder, not here

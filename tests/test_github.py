@@ -1,0 +1,304 @@
+"""GitHub Actions: the nightly's job matrix (from matrix.yaml, no network), and the workflows' security rules."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+import harness.index
+import harness.matrix
+from harness.github import MAX_JOBS, job_matrix, split_list
+from harness.matrix import MatrixError, load_matrix
+
+from .fakeindex import FakeRelease, build_index
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKFLOWS = ROOT / ".github" / "workflows"
+WORKFLOW_FILES = [WORKFLOWS / "ci.yml", WORKFLOWS / "nightly.yml"]
+GPU = ["self-hosted", "linux", "x64", "gpu"]
+SHA = re.compile(r"^[^@\s]+@[0-9a-f]{40}$")
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory: pytest.TempPathFactory) -> str:
+    releases = [FakeRelease("fakerec", "1.0.0"), FakeRelease("fakerec", "1.1.0")]
+    return build_index(tmp_path_factory.mktemp("index"), releases)
+
+
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """job_matrix only reads the expanded cells: any index lookup or connection fails the test."""
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("job_matrix must not resolve pins or touch the network")
+
+    monkeypatch.setattr(harness.matrix, "matching", refuse)
+    monkeypatch.setattr(harness.index, "matching", refuse)
+    monkeypatch.setattr(harness.matrix, "resolve_cell", refuse)
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+
+
+def write_matrix(tmp_path: Path, index: str, **extra: object) -> Path:
+    doc: dict[str, Any] = {
+        "indexes": {"local": index},
+        "defaults": {"index": "local", "python": "3.11", "device": "cpu"},
+        "runners": {"cpu": "ubuntu-latest", "cuda": GPU},
+        "cells": [{"name": "default", "pins": {"fakerec": "1.1.0"}},
+                  {"name": "default-cuda", "device": "cuda", "pins": {"fakerec": "1.1.0"}}],
+        "groups": [{"name": "fakerec-{fakerec}-{device}", "axes": {"fakerec": ["1.0.0", "1.1.0"]},
+                    "devices": ["cpu", "cuda"], "exclude": [{"fakerec": "1.0.0", "device": "cuda"}]}],
+    }
+    doc.update(extra)
+    path = tmp_path / "matrix.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def entry(cell: str, device: str = "cpu", **more: object) -> dict[str, object]:
+    return {"cell": cell, "device": device, "runs-on": GPU if device == "cuda" else "ubuntu-latest", "slug": cell,
+            **more}
+
+
+def test_one_job_per_cell_on_its_devices_runner(tmp_path: Path, index: str) -> None:
+    got = job_matrix(load_matrix(write_matrix(tmp_path, index)))
+    assert got == {"include": [
+        entry("default"), entry("default-cuda", "cuda"), entry("fakerec-1.0.0-cpu"), entry("fakerec-1.1.0-cpu"),
+        entry("fakerec-1.1.0-cuda", "cuda"),
+    ]}
+    line = json.dumps(got)  # what `bugmatrix matrix --github` prints: one line, for $GITHUB_OUTPUT
+    assert "\n" not in line and json.loads(line) == got
+
+
+def test_cells_by_name_or_glob_in_matrix_order(tmp_path: Path, index: str) -> None:
+    matrix = load_matrix(write_matrix(tmp_path, index))
+    assert job_matrix(matrix, cells=["fakerec-1.1.0-cuda", "default"]) == {
+        "include": [entry("default"), entry("fakerec-1.1.0-cuda", "cuda")]}
+    assert [e["cell"] for e in job_matrix(matrix, cells="fakerec-*-cpu, default-cuda")["include"]] == [
+        "default-cuda", "fakerec-1.0.0-cpu", "fakerec-1.1.0-cpu"]
+    # empty (a dispatch input left blank, a scheduled run) -> every cell
+    assert job_matrix(matrix, cells="") == job_matrix(matrix, cells=None) == job_matrix(matrix)
+
+
+def test_cases_are_passed_through_as_one_string(tmp_path: Path, index: str) -> None:
+    matrix = load_matrix(write_matrix(tmp_path, index))
+    got = job_matrix(matrix, cells=["default"], cases=["torchrec-3006", "lightning"])
+    assert got == {"include": [entry("default", cases="torchrec-3006 lightning")]}
+    assert job_matrix(matrix, cells="default", cases="torchrec-3006,lightning") == got
+    assert "cases" not in job_matrix(matrix, cells="default", cases="  ")["include"][0]
+
+
+@pytest.mark.parametrize("bad", ["--all-cells", "tor*", "a;rm -rf /", "$(id)"])
+def test_a_case_substring_is_never_an_option_or_a_glob(tmp_path: Path, index: str, bad: str) -> None:
+    with pytest.raises(ValueError, match="is not a case-id substring"):
+        job_matrix(load_matrix(write_matrix(tmp_path, index)), cases=[bad])
+
+
+def test_an_unknown_cell_is_an_error_naming_the_cells(tmp_path: Path, index: str) -> None:
+    path = write_matrix(tmp_path, index)
+    with pytest.raises(MatrixError) as info:
+        job_matrix(load_matrix(path), cells=["default", "torchrec-9.*"])
+    assert str(info.value) == (
+        f"{path}: no cell named 'torchrec-9.*' (have: default, default-cuda, fakerec-1.0.0-cpu, fakerec-1.1.0-cpu, "
+        "fakerec-1.1.0-cuda)"
+    )
+
+
+def test_a_device_without_a_runner_is_an_error(tmp_path: Path, index: str) -> None:
+    path = write_matrix(tmp_path, index, runners={"cpu": "ubuntu-24.04"})
+    matrix = load_matrix(path)
+    assert job_matrix(matrix, cells="default")["include"][0]["runs-on"] == "ubuntu-24.04"
+    with pytest.raises(MatrixError, match=r"no runner label for device 'cuda' \(needed by cell default-cuda\)"):
+        job_matrix(matrix)
+
+
+def test_too_many_cells_for_one_github_matrix(tmp_path: Path, index: str) -> None:
+    cells = [{"name": f"c{i}", "pins": {"fakerec": "1.0.0"}} for i in range(MAX_JOBS + 1)]
+    matrix = load_matrix(write_matrix(tmp_path, index, cells=cells, groups=[]))
+    with pytest.raises(MatrixError, match="at most 256 jobs"):
+        job_matrix(matrix)
+    assert len(job_matrix(matrix, cells="c1*")["include"]) == 1 + 10 + 100
+
+
+def test_a_cell_name_unfit_for_an_artifact_gets_a_slug(tmp_path: Path, index: str) -> None:
+    groups = [{"name": "rec{fakerec}", "axes": {"fakerec": ["==1.0.*"]}}]
+    matrix = load_matrix(write_matrix(tmp_path, index, groups=groups))
+    assert job_matrix(matrix, cells="rec*")["include"] == [
+        {"cell": "rec==1.0.*", "device": "cpu", "runs-on": "ubuntu-latest", "slug": "rec__1.0._"}]
+
+
+def test_split_list() -> None:
+    assert split_list(None) == split_list("") == split_list(" , ") == []
+    assert split_list("a, b  c,d") == ["a", "b", "c", "d"]
+    assert split_list(["a b", "c"]) == ["a", "b", "c"]
+
+
+def test_the_projects_matrix_yaml(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("BUGMATRIX_INDEX_URL", raising=False)
+    matrix = load_matrix(ROOT / "matrix.yaml")
+    include = job_matrix(matrix)["include"]
+    assert [e["cell"] for e in include] == [c.name for c in matrix.cells]
+    for e in include:
+        assert e["runs-on"] == matrix.spec.runners[e["device"]]
+        assert e["slug"] == e["cell"]
+
+
+def test_bugmatrix_matrix_github_prints_one_line(
+    tmp_path: Path, index: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from harness.cli import main
+
+    path = write_matrix(tmp_path, index)
+    try:
+        code = main(["matrix", "--matrix", str(path), "--github", "--cells", "default", "--cases", "lightning"])
+    except SystemExit:
+        pytest.skip("`bugmatrix matrix --github` is not wired into harness/cli.py yet")
+    out = capsys.readouterr().out
+    assert code == 0 and out.count("\n") == 1
+    assert json.loads(out) == {"include": [entry("default", cases="lightning")]}
+
+
+# --- the workflow files ---------------------------------------------------------------------------------------
+
+
+def load_workflow(path: Path) -> dict[str, Any]:
+    doc = yaml.safe_load(path.read_text())
+    assert isinstance(doc, dict), f"{path.name}: not a mapping"
+    if True in doc:  # YAML 1.1 reads the key `on` as a boolean
+        doc["on"] = doc.pop(True)
+    return doc
+
+
+def steps(doc: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    return [(name, step) for name, job in doc["jobs"].items() for step in job.get("steps", [])]
+
+
+@pytest.fixture(params=WORKFLOW_FILES, ids=lambda p: p.name)
+def workflow(request: pytest.FixtureRequest) -> tuple[Path, dict[str, Any]]:
+    return request.param, load_workflow(request.param)
+
+
+def test_workflows_parse(workflow: tuple[Path, dict[str, Any]]) -> None:
+    path, doc = workflow
+    assert doc["name"] and doc["on"] and doc["jobs"], path.name
+    for name, job in doc["jobs"].items():
+        assert job.get("steps") or job.get("uses"), f"{path.name}: job {name} does nothing"
+
+
+def test_every_action_is_pinned_to_a_commit_sha(workflow: tuple[Path, dict[str, Any]]) -> None:
+    path, doc = workflow
+    uses = [(n, s["uses"]) for n, s in steps(doc) if "uses" in s]
+    uses += [(n, j["uses"]) for n, j in doc["jobs"].items() if "uses" in j]  # reusable workflows
+    assert uses
+    for job, ref in uses:
+        if ref.startswith("./"):
+            continue
+        assert SHA.match(ref), f"{path.name}: job {job}: {ref} is not pinned to a full commit SHA"
+    # and every pin says which release it is, for the humans (and Dependabot) that update it
+    lines = [line for line in path.read_text().splitlines() if re.match(r"^\s*(-\s+)?uses:", line)]
+    assert len(lines) == len(uses)
+    for line in lines:
+        assert re.search(r"@[0-9a-f]{40} # v\d+\.\d+\.\d+$", line), f"{path.name}: {line.strip()}: no # vX.Y.Z"
+
+
+def test_every_job_has_a_timeout(workflow: tuple[Path, dict[str, Any]]) -> None:
+    path, doc = workflow
+    for name, job in doc["jobs"].items():
+        assert isinstance(job.get("timeout-minutes"), int) and 0 < job["timeout-minutes"] <= 360, (
+            f"{path.name}: job {name} has no timeout-minutes")
+
+
+def test_top_level_permissions_are_read_only(workflow: tuple[Path, dict[str, Any]]) -> None:
+    path, doc = workflow
+    perms = doc.get("permissions")
+    assert perms == {"contents": "read"}, f"{path.name}: top-level permissions {perms!r}"
+    for name, job in doc["jobs"].items():
+        assert job.get("permissions", {}) != "write-all", f"{path.name}: job {name}"
+
+
+def test_no_pull_request_target(workflow: tuple[Path, dict[str, Any]]) -> None:
+    path, doc = workflow
+    assert "pull_request_target" not in doc["on"]
+    assert "workflow_run" not in doc["on"]
+    assert "pull_request_target" not in path.read_text()
+
+
+def test_a_concurrency_group(workflow: tuple[Path, dict[str, Any]]) -> None:
+    path, doc = workflow
+    assert doc.get("concurrency", {}).get("group"), f"{path.name}: no concurrency group"
+
+
+def test_no_expression_is_interpolated_into_a_script(workflow: tuple[Path, dict[str, Any]]) -> None:
+    """Inputs, cell names, event data reach `run:` scripts through `env:`, never as ${{ }} text (injection)."""
+    path, doc = workflow
+    for name, step in steps(doc):
+        if "run" in step:
+            assert "${{" not in step["run"], f"{path.name}: job {name}: step {step.get('name')!r}"
+
+
+def test_checkout_does_not_keep_the_token(workflow: tuple[Path, dict[str, Any]]) -> None:
+    path, doc = workflow
+    for name, step in steps(doc):
+        if step.get("uses", "").startswith("actions/checkout@"):
+            assert step.get("with", {}).get("persist-credentials") is False, f"{path.name}: job {name}"
+
+
+def test_ci_runs_lint_tests_and_one_real_case_with_a_uv_cache() -> None:
+    doc = load_workflow(WORKFLOWS / "ci.yml")
+    assert set(doc["on"]) == {"push", "pull_request"}
+    assert doc["concurrency"]["cancel-in-progress"] == "${{ github.event_name == 'pull_request' }}"
+    scripts = "\n".join(s["run"] for _, s in steps(doc) if "run" in s)
+    assert "ruff check ." in scripts
+    assert "uv run pytest -n auto tests" in scripts
+    assert "uv run bugmatrix run lightning --nproc 1 --variant bug --device cpu" in scripts
+    for name, job in doc["jobs"].items():
+        uv = [s for s in job["steps"] if s.get("uses", "").startswith("astral-sh/setup-uv@")]
+        assert uv and uv[0]["with"]["enable-cache"] is True, f"ci.yml: job {name} has no uv cache"
+
+
+def test_nightly_plans_runs_every_cell_and_aggregates() -> None:
+    doc = load_workflow(WORKFLOWS / "nightly.yml")
+    assert set(doc["on"]) == {"schedule", "workflow_dispatch"}
+    inputs = doc["on"]["workflow_dispatch"]["inputs"]
+    assert set(inputs) == {"cells", "cases", "open_issues"}
+    assert inputs["open_issues"]["type"] == "boolean" and inputs["open_issues"]["default"] is False
+    jobs = doc["jobs"]
+    plan_script = "\n".join(s.get("run", "") for s in jobs["plan"]["steps"])
+    assert 'bugmatrix matrix --github --cells "$CELLS" --cases "$CASES"' in plan_script
+    assert "matrix" in jobs["plan"]["outputs"]
+
+    cell = jobs["cell"]
+    assert cell["strategy"]["fail-fast"] is False
+    assert cell["strategy"]["matrix"] == "${{ fromJSON(needs.plan.outputs.matrix) }}"
+    assert cell["runs-on"] == "${{ matrix.runs-on }}"
+    cell_script = "\n".join(s.get("run", "") for s in cell["steps"])
+    assert 'bugmatrix env build "$CELL"' in cell_script and '--cell "$CELL"' in cell_script
+    assert "|| rc=$?" in cell_script  # the exit code is recorded, a failing cell never stops the others
+    uploads = [s for s in cell["steps"] if s.get("uses", "").startswith("actions/upload-artifact@")]
+    assert uploads[0]["with"]["name"] == "results-${{ matrix.slug }}"
+
+    aggregate = jobs["aggregate"]
+    assert "cell" in aggregate["needs"] and aggregate["if"].startswith("${{ always()")
+    agg_script = "\n".join(s.get("run", "") for s in aggregate["steps"])
+    for command in ("bugmatrix merge", "bugmatrix report", "--format markdown", "$GITHUB_STEP_SUMMARY",
+                    "--format html", "gh run download", "bugmatrix compare", "--against previous/nightly.db"):
+        assert command in agg_script, command
+    names = [s.get("with", {}).get("name") for s in aggregate["steps"] if "upload-artifact" in s.get("uses", "")]
+    assert "bugmatrix-results" in names and "bugmatrix-report" in names
+
+
+def test_nightly_write_permissions_only_where_needed() -> None:
+    jobs = load_workflow(WORKFLOWS / "nightly.yml")["jobs"]
+    writes = {name: {k for k, v in job.get("permissions", {}).items() if v == "write"} for name, job in jobs.items()}
+    assert writes == {"plan": set(), "cell": set(), "aggregate": set(), "issues": {"issues"},
+                      "pages": {"pages", "id-token"}}
+    for name, job in jobs.items():
+        assert "permissions" in job, f"nightly.yml: job {name} has no explicit permissions"
+    assert "inputs.open_issues" in jobs["issues"]["if"]
+    assert "vars.BUGMATRIX_PAGES == 'true'" in jobs["pages"]["if"]
