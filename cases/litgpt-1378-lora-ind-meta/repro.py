@@ -24,10 +24,9 @@ import warnings
 
 import torch
 import torch.distributed as dist
+from litgpt.lora import GPT, Block, Config, LoRAQKVLinear, mark_only_lora_as_trainable
 from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
 from torch.distributed.fsdp.wrap import ModuleWrapPolicy
-
-from litgpt.lora import GPT, Block, Config, LoRAQKVLinear, mark_only_lora_as_trainable
 
 SIGNATURE = "Cannot copy out of meta tensor"
 # FSDP warns (at length) that a Block mixes frozen and LoRA parameters; irrelevant here.

@@ -1,0 +1,107 @@
+"""TorchRec #3006: EmbeddingCollection(device="meta") breaks DistributedModelParallel.
+
+ShardedEmbeddingCollection.__init__ skips copying the unsharded weights only when
+`module.device != torch.device("meta")` is False. EmbeddingCollection stores the
+`device` argument as given, and the string "meta" never equals torch.device("meta"),
+so DMP tries to load_state_dict() out of meta tensors:
+    Cannot copy out of meta tensor; no data!
+
+    python repro.py [--device cpu|cuda] [--device-object]
+    torchrun --standalone --nproc_per_node=2 repro.py [--device cpu|cuda] [--device-object]
+
+Exit code: 0 = DMP wraps the meta-device EmbeddingCollection, 1 = bug reproduced,
+125 = cannot test here.
+"""
+
+import argparse
+import os
+import socket
+import sys
+
+import torch
+import torch.distributed as dist
+from torchrec.distributed.embedding import EmbeddingCollectionSharder
+from torchrec.distributed.model_parallel import DistributedModelParallel
+from torchrec.distributed.sharding_plan import construct_module_sharding_plan, row_wise
+from torchrec.distributed.types import ShardingPlan
+from torchrec.modules.embedding_configs import EmbeddingConfig
+from torchrec.modules.embedding_modules import EmbeddingCollection
+
+SIGNATURE = "Cannot copy out of meta tensor"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument(
+        "--device",
+        choices=["cpu", "cuda"],
+        default="cuda" if torch.cuda.is_available() else "cpu",
+    )
+    parser.add_argument(
+        "--device-object",
+        action="store_true",
+        help='workaround: pass device=torch.device("meta") instead of the string "meta"',
+    )
+    args = parser.parse_args()
+
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("SKIP: --device cuda requested but CUDA is not available")
+        sys.exit(125)
+
+    if "RANK" not in os.environ:  # plain `python repro.py`: a world of one
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        os.environ.update(
+            MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0", WORLD_SIZE="1",
+            LOCAL_RANK="0",
+        )
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if args.device == "cuda":
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+        backend = "nccl"
+    else:
+        device = torch.device("cpu")
+        backend = "gloo"
+    dist.init_process_group(backend=backend)
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+
+    tables = [
+        EmbeddingConfig(name="t1", embedding_dim=8, num_embeddings=100, feature_names=["f1"])
+    ]
+    meta = torch.device("meta") if args.device_object else "meta"
+    ec = EmbeddingCollection(tables=tables, device=meta)
+    print(f"[rank {rank}] EmbeddingCollection(device={meta!r}); weight on "
+          f"{ec.embeddings['t1'].weight.device}")
+
+    # Pin the plan (t1 row-wise: a shard on every rank) so the planner plays no part.
+    sharder = EmbeddingCollectionSharder()
+    module_plan = construct_module_sharding_plan(
+        ec,
+        per_param_sharding={"t1": row_wise()},
+        sharder=sharder,
+        local_size=world_size,
+        world_size=world_size,
+        device_type=device.type,
+    )
+    plan = ShardingPlan(plan={"": module_plan})
+
+    try:
+        model = DistributedModelParallel(ec, device=device, plan=plan, sharders=[sharder])
+    except (RuntimeError, NotImplementedError) as e:
+        if SIGNATURE not in str(e):
+            raise
+        print(f"[rank {rank}] REPRODUCED: DistributedModelParallel failed: "
+              f"{type(e).__name__}: {SIGNATURE}; no data!")
+        sys.exit(1)
+
+    shapes = {k: tuple(v.size()) for k, v in model.state_dict().items()}
+    print(f"[rank {rank}] FIXED: DistributedModelParallel wrapped the meta EmbeddingCollection; "
+          f"state_dict {shapes}")
+    dist.destroy_process_group()
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()
