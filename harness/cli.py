@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -19,6 +20,7 @@ from harness.cases import Case, discover, select
 from harness.compare import compare
 from harness.environment import ProbeError, machine_name, probe
 from harness.envs import DEFAULT_ROOT, EnvCache, clean_cache, disk_usage
+from harness.github import job_matrix
 from harness.matrix import DEFAULT_MATRIX, MatrixError, load_matrix, resolve_cell
 from harness.matrix_report import build_report
 from harness.matrix_run import CellEnvironments, plan_cells, run_cells
@@ -80,6 +82,12 @@ def _parser() -> argparse.ArgumentParser:
     p_matrix = sub.add_parser("matrix", help="show the cells of the matrix")
     p_matrix.add_argument("--matrix", type=Path, default=DEFAULT_MATRIX)
     p_matrix.add_argument("--json", action="store_true", help="machine-readable output")
+    p_matrix.add_argument("--github", action="store_true",
+                          help="print the nightly workflow's GitHub Actions job matrix (one line of JSON)")
+    p_matrix.add_argument("--cells", default="", help="with --github: only these cells (names or globs, "
+                          "separated by commas or spaces; default: all)")
+    p_matrix.add_argument("--cases", default="", help="with --github: only the cases whose id contains one of "
+                          "these substrings (separated by commas or spaces; default: all)")
     p_matrix.set_defaults(func=cmd_matrix)
 
     p_env = sub.add_parser("env", help="manage the cells' environments")
@@ -274,6 +282,13 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     except MatrixError as exc:
         Console(stderr=True).print(f"[red]invalid matrix[/] {exc}", soft_wrap=True)
         return 2
+    if args.github:
+        try:
+            print(json.dumps(job_matrix(matrix, cells=args.cells, cases=args.cases)))
+        except (MatrixError, ValueError) as exc:
+            Console(stderr=True).print(f"[red]cannot plan the GitHub job matrix[/] {exc}", soft_wrap=True)
+            return 2
+        return 0
     rows = [{"name": c.name, "device": c.device, "python": c.python, "group": c.group,
              "pins": {k: (v if isinstance(v, str) else f"git:{v.git}") for k, v in c.pins.items()}}
             for c in matrix.cells]

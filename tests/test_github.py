@@ -13,6 +13,7 @@ import yaml
 
 import harness.index
 import harness.matrix
+from harness.cli import main  # imported before any test patches what it imports
 from harness.github import MAX_JOBS, job_matrix, split_list
 from harness.matrix import MatrixError, load_matrix
 
@@ -40,7 +41,6 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(harness.matrix, "matching", refuse)
     monkeypatch.setattr(harness.index, "matching", refuse)
-    monkeypatch.setattr(harness.matrix, "resolve_cell", refuse)
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket, "create_connection", refuse)
 
@@ -152,8 +152,6 @@ def test_the_projects_matrix_yaml(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_bugmatrix_matrix_github_prints_one_line(
     tmp_path: Path, index: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from harness.cli import main
-
     path = write_matrix(tmp_path, index)
     try:
         code = main(["matrix", "--matrix", str(path), "--github", "--cells", "default", "--cases", "lightning"])
