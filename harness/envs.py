@@ -54,16 +54,15 @@ class EnvStatus:
 
 
 def uv_binary() -> str:
-    """The uv executable: $BUGMATRIX_UV, else uv on PATH, else the one installed beside this interpreter."""
-    found = os.environ.get("BUGMATRIX_UV") or shutil.which("uv")
-    if found:
-        return found
+    """The uv executable: $BUGMATRIX_UV, else the locked one installed with bugmatrix, else uv on PATH."""
+    if os.environ.get("BUGMATRIX_UV"):
+        return os.environ["BUGMATRIX_UV"]
     try:
-        from uv import find_uv_bin  # type: ignore[import-not-found]
+        from uv import find_uv_bin
 
         return str(find_uv_bin())
-    except ImportError:
-        return "uv"
+    except (ImportError, FileNotFoundError):
+        return shutil.which("uv") or "uv"
 
 
 class EnvCache:
