@@ -142,6 +142,12 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _progress(label: str, console: Console, transient: bool = False, disable: bool = False) -> Progress:
+    """The live progress display every long command shows: label, bar, done/total, elapsed, current item."""
+    return Progress(TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    TextColumn("{task.description}"), console=console, transient=transient, disable=disable)
+
+
 def _size(text: str) -> int:
     units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
     number, unit = text.upper().rstrip("B")[:-1], text.upper().rstrip("B")[-1:]
@@ -186,10 +192,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         job for job in plan(cases, args.device or default_devices())
         if (not args.variant or job.variant in args.variant) and (not args.nproc or job.nproc in args.nproc)
     ]
-    with Progress(
-        TextColumn("[bold]running"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        TextColumn("{task.description}"), console=err, transient=True, disable=args.json,
-    ) as progress:
+    with _progress("running", err, transient=True, disable=args.json) as progress:
         task = progress.add_task("", total=len(jobs))
 
         def record(result: Result) -> None:
@@ -240,10 +243,7 @@ def _run_matrix(args: argparse.Namespace, cases: list[Case], errors: list[CaseEr
     store = None if args.no_store else ResultStore(args.db)
     run_id = store.begin_run(" ".join(sys.argv), machine_name()) if store else ""
     total = sum(len(cj.jobs) for cj in planned)
-    with Progress(
-        TextColumn("[bold]matrix"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        TextColumn("{task.description}"), console=err, transient=True, disable=args.json,
-    ) as progress:
+    with _progress("matrix", err, transient=True, disable=args.json) as progress:
         task = progress.add_task(f"{len(planned)} cells", total=total)
 
         def record(cell: str, result: Result) -> None:
@@ -337,8 +337,7 @@ def cmd_env(args: argparse.Namespace) -> int:
             console.print(clean_cache() or "uv cache: nothing to clean")
         return 0
     failed = 0
-    with Progress(TextColumn("[bold]building"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.description}"), console=console) as progress:
+    with _progress("building", console) as progress:
         task = progress.add_task("", total=len(cells))
         for cell in cells:
             progress.update(task, description=cell.name)

@@ -24,12 +24,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from harness.index import PYPI, IndexLookupError, matching
+from harness.yamlfile import load_model
 
 Device = Literal["cpu", "cuda"]
 PackageName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
@@ -204,23 +204,7 @@ class Matrix:
 
 def load_matrix(path: Path = DEFAULT_MATRIX) -> Matrix:
     """Read, validate and expand matrix.yaml; any problem is a one-line `MatrixError` naming file and field."""
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise MatrixError(f"{path}: cannot read: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark else "document"
-        raise MatrixError(f"{path}: {where}: invalid YAML") from None
-    if not isinstance(data, dict):
-        raise MatrixError(f"{path}: (top level): must be a mapping of fields")
-    try:
-        spec = MatrixSpec.model_validate(data)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"] if not str(p).startswith(("function-", "str", "GitPin")))
-        msg = str(err["msg"]).removeprefix("Value error, ")
-        raise MatrixError(f"{path}: {where or '(top level)'}: {msg}".replace("\n", " ")) from None
+    spec = load_model(path, MatrixSpec, MatrixError)
     return Matrix(path=path, spec=spec, cells=expand(spec, path))
 
 

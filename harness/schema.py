@@ -9,11 +9,11 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from harness.outcome import Outcome
+from harness.yamlfile import load_model
 
 EXPECTABLE = (Outcome.REPRODUCED, Outcome.FIXED, Outcome.SKIP, Outcome.ERROR)
 Device = Literal["cpu", "cuda"]
@@ -133,28 +133,6 @@ def _check_regex(value: str) -> str:
     return value
 
 
-def _field_path(loc: tuple[Any, ...]) -> str:
-    return ".".join(str(part) for part in loc if not str(part).startswith(("function-after", "str", "list[")))
-
-
 def load_spec(path: Path) -> CaseSpec:
     """Read and validate one `case.yaml`, raising `CaseError("<path>: <field>: <problem>")` on any problem."""
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise CaseError(f"{path}: cannot read: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark else "document"
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise CaseError(f"{path}: {where}: {problem}") from None
-    if not isinstance(data, dict):
-        raise CaseError(f"{path}: (top level): must be a mapping of fields, got {type(data).__name__}")
-    try:
-        return CaseSpec.model_validate(data)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        field = _field_path(err["loc"]) or "(top level)"
-        message = str(err["msg"]).removeprefix("Value error, ")
-        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        raise CaseError(f"{path}: {field}: {message}{more}".replace("\n", " ")) from None
+    return load_model(path, CaseSpec, CaseError)

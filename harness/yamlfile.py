@@ -1,0 +1,44 @@
+"""Loading a YAML file into a pydantic model, with every problem reported as one line: `<file>: <field>: <problem>`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+M = TypeVar("M", bound=BaseModel)
+# Parts of pydantic's error locations that name validators or union members, not fields.
+_NOT_FIELDS = ("function-", "str", "list[", "GitPin")
+
+
+def load_model(path: Path, model: type[M], error: type[Exception]) -> M:
+    """Parse `path` as YAML and validate it as `model`; raise `error("<path>: <field>: <problem>")` otherwise."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise error(f"{path}: cannot read: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark else "document"
+        raise error(f"{path}: {where}: {getattr(exc, 'problem', None) or 'invalid YAML'}") from None
+    if not isinstance(data, dict):
+        raise error(f"{path}: (top level): must be a mapping of fields, got {type(data).__name__}")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise error(f"{path}: {one_line(exc)}") from None
+
+
+def one_line(exc: ValidationError) -> str:
+    """`<field>: <problem>` for the first error, with a count of the others."""
+    err = exc.errors()[0]
+    field = _field_path(err["loc"]) or "(top level)"
+    message = str(err["msg"]).removeprefix("Value error, ")
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"{field}: {message}{more}".replace("\n", " ")
+
+
+def _field_path(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(part) for part in loc if not str(part).startswith(_NOT_FIELDS))
