@@ -29,7 +29,7 @@ from harness.report import case_row, cases_table, results_table, to_json, versio
 from harness.result import Result
 from harness.run import default_devices, plan, run_jobs, run_ok
 from harness.schema import CaseError
-from harness.store import DEFAULT_DB, LOCAL_CELL, ResultStore, StoreError
+from harness.store import DEFAULT_DB, LOCAL_CELL, ResultStore, StoreError, recording
 
 # `cases/` in the current directory, else the one beside this package (a checkout of bugmatrix).
 DEFAULT_CASES = Path("cases") if Path("cases").is_dir() else Path(__file__).resolve().parent.parent / "cases"
@@ -187,12 +187,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         err.print(f"[red]cannot use the environment[/] {exc}", soft_wrap=True)
         return 2
     store = None if args.no_store else ResultStore(args.db)
-    run_id = store.begin_run(" ".join(sys.argv), machine_name()) if store else ""
     jobs = [
         job for job in plan(cases, args.device or default_devices())
         if (not args.variant or job.variant in args.variant) and (not args.nproc or job.nproc in args.nproc)
     ]
-    with _progress("running", err, transient=True, disable=args.json) as progress:
+    with (
+        recording(store, " ".join(sys.argv), machine_name()) as run_id,
+        _progress("running", err, transient=True, disable=args.json) as progress,
+    ):
         task = progress.add_task("", total=len(jobs))
 
         def record(result: Result) -> None:
@@ -200,14 +202,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 store.save(run_id, result, cell=LOCAL_CELL)
             progress.update(task, advance=1, description=f"{result.item_id}: {result.outcome.value}")
 
-        try:
-            results = run_jobs(jobs, env, cores=args.jobs, on_result=record)
-        except BaseException:
-            if store:
-                store.end_run(run_id, "interrupted")
-            raise
-    if store:
-        store.end_run(run_id)
+        results = run_jobs(jobs, env, cores=args.jobs, on_result=record)
     ok = run_ok(results) and not errors
     if args.json:
         payload = {"ok": ok, "run_id": run_id, "python": env.python, "errors": [str(e) for e in errors]}
@@ -241,9 +236,11 @@ def _run_matrix(args: argparse.Namespace, cases: list[Case], errors: list[CaseEr
         cj.jobs = [j for j in cj.jobs if (not args.variant or j.variant in args.variant)
                    and (not args.nproc or j.nproc in args.nproc)]
     store = None if args.no_store else ResultStore(args.db)
-    run_id = store.begin_run(" ".join(sys.argv), machine_name()) if store else ""
     total = sum(len(cj.jobs) for cj in planned)
-    with _progress("matrix", err, transient=True, disable=args.json) as progress:
+    with (
+        recording(store, " ".join(sys.argv), machine_name()) as run_id,
+        _progress("matrix", err, transient=True, disable=args.json) as progress,
+    ):
         task = progress.add_task(f"{len(planned)} cells", total=total)
 
         def record(cell: str, result: Result) -> None:
@@ -251,15 +248,8 @@ def _run_matrix(args: argparse.Namespace, cases: list[Case], errors: list[CaseEr
                 store.save(run_id, result, cell=cell)
             progress.update(task, advance=1, description=f"{cell}: {result.item_id}: {result.outcome.value}")
 
-        try:
-            results = run_cells(planned, matrix, EnvCache(args.envs), cores=args.jobs,
-                                disk_budget=args.disk_budget, on_result=record)
-        except BaseException:
-            if store:
-                store.end_run(run_id, "interrupted")
-            raise
-    if store:
-        store.end_run(run_id)
+        results = run_cells(planned, matrix, EnvCache(args.envs), cores=args.jobs,
+                            disk_budget=args.disk_budget, on_result=record)
     ok = run_ok([r for _, r in results]) and not errors
     if args.json:
         payload = {"ok": ok, "run_id": run_id, "errors": [str(e) for e in errors]}
@@ -447,45 +437,12 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         return 2
     device = args.device or default_devices()[0]
     store = ResultStore(args.db)
-    run_id = store.begin_run(" ".join(sys.argv), machine_name())
-    try:
-        matrix = load_matrix(args.matrix)
-        source = args.git or case.spec.sources.get(args.package) or matrix.source(args.package)
-        prober = CaseProber(
-            matrix, CellEnvironments(matrix, EnvCache(args.envs)), case, args.variant,
-            args.nproc or max(case.spec.nproc), device, args.package, args.repeat, args.jobs,
-            source, store, run_id, on_probe=lambda c, o, why: err.print(f"  probe {c}: {o.value}  {why[:100]}"),
-        )
-        levels = []
-        if not (args.old_ref and args.new_ref):
-            versions = release_candidates(matrix, case, args.package, device, args.old, args.new, args.pre)
-            err.print(f"bisecting {case.id}::{args.variant} over {len(versions)} {args.package} releases "
-                      f"{versions[0]} … {versions[-1]}")
-            levels.append(("release", search(versions, prober, parallel=max(1, args.jobs // prober.nproc))))
-        if args.old_ref and args.new_ref:
-            refs = (args.old_ref, args.new_ref)
-        elif source and not args.no_commits and not levels[-1][1].ambiguous:
-            refs = (str(levels[-1][1].last_old), str(levels[-1][1].first_new))
-        else:
-            refs = None
-        if refs and source:
-            repo = git_checkout(source, args.package)
-            if all(resolve_ref(repo, r) for r in refs):
-                commits = git_candidates(repo, *refs)
-                err.print(f"bisecting {len(commits)} first-parent commits of {args.package} {refs[0]} … {refs[1]}")
-                levels.append(("commit", search(commits, prober, parallel=max(1, args.jobs // prober.nproc))))
-            else:
-                err.print(f"[yellow]no tags for {refs[0]} / {refs[1]} in {source}: stopping at the release level[/]")
-        elif refs:
-            err.print("[yellow]no source repository known for the commit level (use --git)[/]")
-    except (BisectError, BisectRefused, MatrixError) as exc:
-        store.end_run(run_id, "complete")
-        err.print(f"[red]bisect refused:[/] {exc}", soft_wrap=True)
-        return 1
-    except BaseException:
-        store.end_run(run_id, "interrupted")
-        raise
-    store.end_run(run_id)
+    with recording(store, " ".join(sys.argv), machine_name()) as run_id:
+        try:
+            levels = _bisect_levels(args, case, device, store, run_id, err)
+        except (BisectError, BisectRefused, MatrixError) as exc:  # a refusal is a complete, recorded run
+            err.print(f"[red]bisect refused:[/] {exc}", soft_wrap=True)
+            return 1
     summary = bisect_summary(case.id, args.variant, args.package, levels)
     if args.json:
         print(to_json({"run_id": run_id, "summary": summary, "levels": [
@@ -499,6 +456,41 @@ def cmd_bisect(args: argparse.Namespace) -> int:
                             + ", ".join(f"{c}={o.value}" for c, o in r.probes), soft_wrap=True)
         Console().print(summary, soft_wrap=True)
     return 1 if any(r.ambiguous for _, r in levels) else 0
+
+
+def _bisect_levels(args: argparse.Namespace, case: Case, device: str, store: ResultStore, run_id: str,
+                   err: Console) -> list[tuple[str, SearchResult]]:
+    """The release level (unless refs are given), then the commit level when a source repository is known."""
+    matrix = load_matrix(args.matrix)
+    source = args.git or case.spec.sources.get(args.package) or matrix.source(args.package)
+    prober = CaseProber(
+        matrix, CellEnvironments(matrix, EnvCache(args.envs)), case, args.variant,
+        args.nproc or max(case.spec.nproc), device, args.package, args.repeat, args.jobs,
+        source, store, run_id, on_probe=lambda c, o, why: err.print(f"  probe {c}: {o.value}  {why[:100]}"),
+    )
+    levels = []
+    if not (args.old_ref and args.new_ref):
+        versions = release_candidates(matrix, case, args.package, device, args.old, args.new, args.pre)
+        err.print(f"bisecting {case.id}::{args.variant} over {len(versions)} {args.package} releases "
+                  f"{versions[0]} … {versions[-1]}")
+        levels.append(("release", search(versions, prober, parallel=max(1, args.jobs // prober.nproc))))
+    if args.old_ref and args.new_ref:
+        refs = (args.old_ref, args.new_ref)
+    elif source and not args.no_commits and not levels[-1][1].ambiguous:
+        refs = (str(levels[-1][1].last_old), str(levels[-1][1].first_new))
+    else:
+        refs = None
+    if refs and source:
+        repo = git_checkout(source, args.package)
+        if all(resolve_ref(repo, r) for r in refs):
+            commits = git_candidates(repo, *refs)
+            err.print(f"bisecting {len(commits)} first-parent commits of {args.package} {refs[0]} … {refs[1]}")
+            levels.append(("commit", search(commits, prober, parallel=max(1, args.jobs // prober.nproc))))
+        else:
+            err.print(f"[yellow]no tags for {refs[0]} / {refs[1]} in {source}: stopping at the release level[/]")
+    elif refs:
+        err.print("[yellow]no source repository known for the commit level (use --git)[/]")
+    return levels
 
 
 def bisect_summary(case: str, variant: str, package: str, levels: list[tuple[str, SearchResult]]) -> str:

@@ -205,6 +205,22 @@ class ResultStore:
         return added
 
 
+@contextmanager
+def recording(store: ResultStore | None, command: str, machine: str) -> Iterator[str]:
+    """A run for the duration of the block: begun on entry (yields its id; "" without a store), marked
+    `complete` when the block ends normally and `interrupted` when anything (Ctrl-C included) escapes it."""
+    if store is None:
+        yield ""
+        return
+    run_id = store.begin_run(command, machine)
+    try:
+        yield run_id
+    except BaseException:
+        store.end_run(run_id, "interrupted")
+        raise
+    store.end_run(run_id)
+
+
 def _to_result(row: tuple) -> Result:
     values = dict(zip(_RESULT_COLUMNS, row, strict=True))
     return Result(
