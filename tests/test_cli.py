@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from harness.cli import main
+from harness.store import ResultStore
 
 from .conftest import MakeCase
 from .test_launch import leftovers
@@ -34,7 +35,8 @@ def test_run_exit_code_follows_expectations(make_case: MakeCase, tmp_path: Path,
         variants={"bug": {"expect": [{"outcome": "fixed"}]}, "wrong": {"expect": [{"outcome": "reproduced"}]}},
     )
     cases = str(tmp_path / "cases")
-    assert main(["--cases-dir", cases, "run", "--json", "--device", "cpu"]) == 1
+    db = str(tmp_path / "r.db")
+    assert main(["--cases-dir", cases, "run", "--json", "--device", "cpu", "--db", db]) == 1
     out = json.loads(capsys.readouterr().out)
     by_variant = {r["variant"]: r for r in out["results"]}
     assert by_variant["bug"]["outcome"] == "fixed" and by_variant["bug"]["expected"] == "fixed"
@@ -46,13 +48,15 @@ def test_run_exit_code_follows_expectations(make_case: MakeCase, tmp_path: Path,
     (tmp_path / "cases" / "fake-1-case" / "case.yaml").write_text(
         (tmp_path / "cases" / "fake-1-case" / "case.yaml").read_text().replace("outcome: reproduced", "outcome: fixed")
     )
-    assert main(["--cases-dir", cases, "run", "fake-1", "--device", "cpu"]) == 0
+    assert main(["--cases-dir", cases, "run", "fake-1", "--device", "cpu", "--db", db]) == 0
+    assert [r.status for r in ResultStore(tmp_path / "r.db").runs()] == ["complete", "complete"]
 
 
 def test_ctrl_c_kills_the_launch_in_flight(make_case: MakeCase, tmp_path: Path) -> None:
     make_case("import time\ntime.sleep(3600)\n", nproc=[2], timeout=600)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "harness", "--cases-dir", str(tmp_path / "cases"), "run", "--device", "cpu"],
+        [sys.executable, "-m", "harness", "--cases-dir", str(tmp_path / "cases"), "run", "--device", "cpu",
+         "--db", str(tmp_path / "r.db")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )
     deadline = time.monotonic() + 60
@@ -67,5 +71,6 @@ def test_ctrl_c_kills_the_launch_in_flight(make_case: MakeCase, tmp_path: Path) 
     finally:
         proc.kill()
     assert proc.returncode == 130
+    assert [r.status for r in ResultStore(tmp_path / "r.db").runs()] == ["interrupted"]
     time.sleep(0.5)
     assert leftovers(str(tmp_path)) == []
