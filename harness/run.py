@@ -141,11 +141,13 @@ def run_ok(results: list[Result]) -> bool:
 
 
 class _CoreBudget:
-    """A counting semaphore that takes several units at once."""
+    """Cores handed out first come, first served: a job needing 2 cores is not overtaken forever by 1-core jobs."""
 
     def __init__(self, cores: int) -> None:
         self._free = max(1, cores)
         self._cond = threading.Condition()
+        self._next_ticket = 0
+        self._serving = 0
 
     def take(self, n: int) -> _Held:
         return _Held(self, n)
@@ -156,9 +158,14 @@ class _Held:
         self.budget, self.n = budget, n
 
     def __enter__(self) -> None:
-        with self.budget._cond:
-            self.budget._cond.wait_for(lambda: self.budget._free >= self.n)
-            self.budget._free -= self.n
+        b = self.budget
+        with b._cond:
+            ticket = b._next_ticket
+            b._next_ticket += 1
+            b._cond.wait_for(lambda: b._serving == ticket and b._free >= self.n)
+            b._free -= self.n
+            b._serving += 1
+            b._cond.notify_all()
 
     def __exit__(self, *exc: object) -> None:
         with self.budget._cond:
