@@ -7,7 +7,10 @@ Contract:
 - `build` is idempotent and safe across processes: a per-key file lock makes concurrent builders wait for the first
   one; the venv is built in a temporary folder and renamed into place, so an interrupted build leaves nothing that
   looks finished. It installs with `uv pip install` from uv's shared cache (hardlinks, so a second environment with
-  the same torch costs almost no disk), with `--exclude-newer as_of` (time travel) and the cell's overrides.
+  the same torch costs almost no disk), with `--exclude-newer as_of` (time travel) and the cell's overrides;
+  offline first (a warm cache resolves and links without any network round trip), online on a cache miss. An
+  offline resolution reads the index pages as uv cached them: for an unpinned dependency released after that
+  page was cached and before `as_of`, it picks what the cache knew (the exact versions are recorded either way).
 - After installing, an import smoke check imports every pinned package. A cell whose resolution, download or import
   fails yields `EnvStatus(ok=False, error=<uv's or the importer's message>)`; the caller records it as `infra`.
   Failures are remembered for the process only; a later run tries again.
@@ -65,6 +68,21 @@ def uv_binary() -> str:
         return shutil.which("uv") or "uv"
 
 
+def install_command(cell: ResolvedCell, python: Path, overrides: Path, offline: bool = False) -> list[str]:
+    """The `uv pip install` that puts `cell`'s requirements into the environment of `python`: uv's shared cache,
+    hardlinks, the cell's index, its time-travel cutoff and its overrides (written to `overrides`)."""
+    command = [uv_binary(), "pip", "install", "--quiet", "--python", str(python), "--index-url",
+               cell.cell.index_url, "--link-mode", "hardlink"]
+    if cell.as_of:
+        command += ["--exclude-newer", exclude_newer(cell.as_of)]
+    if offline:
+        command.append("--offline")
+    if cell.overrides:
+        overrides.write_text("\n".join(cell.overrides) + "\n")
+        command += ["--override", str(overrides)]
+    return command + cell.requirements
+
+
 class EnvCache:
     """Environments under one root folder (see the module docstring for the contract)."""
 
@@ -114,22 +132,17 @@ class EnvCache:
         staging = holder / "env"
         try:
             uv = uv_binary()
-            steps = [[uv, "venv", "--quiet", "--python", cell.cell.python, str(staging)]]
-            install = [uv, "pip", "install", "--quiet", "--python", str(staging / "bin" / "python"),
-                       "--index-url", cell.cell.index_url, "--link-mode", "hardlink"]
-            if cell.as_of:
-                install += ["--exclude-newer", exclude_newer(cell.as_of)]
-            if offline:
-                install.append("--offline")
-            if cell.overrides:
-                overrides = holder / "overrides.txt"
-                overrides.write_text("\n".join(cell.overrides) + "\n")
-                install += ["--override", str(overrides)]
-            steps.append(install + cell.requirements)
-            for step in steps:
-                error = _run(step, BUILD_TIMEOUT_S)
-                if error:
-                    return f"uv failed: {error}"
+            error = _run([uv, "venv", "--quiet", "--python", cell.cell.python, str(staging)], BUILD_TIMEOUT_S)
+            if error:
+                return f"uv failed: {error}"
+            overrides = holder / "overrides.txt"
+            # Offline first: everything a warm cache holds resolves and links in well under a second; a miss
+            # (a package or an index page not cached yet) falls back to the network.
+            error = _run(install_command(cell, staging / "bin" / "python", overrides, offline=True), BUILD_TIMEOUT_S)
+            if error and not offline:
+                error = _run(install_command(cell, staging / "bin" / "python", overrides), BUILD_TIMEOUT_S)
+            if error:
+                return f"uv failed: {error}"
             smoke = "; ".join(f"import {name}" for name in cell.imports) or "pass"
             error = _run([str(staging / "bin" / "python"), "-c", smoke], SMOKE_TIMEOUT_S)
             if error:
