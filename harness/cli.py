@@ -21,7 +21,7 @@ from harness.compare import compare
 from harness.environment import ProbeError, machine_name, probe
 from harness.envs import DEFAULT_ROOT, EnvCache, clean_cache, disk_usage
 from harness.github import job_matrix
-from harness.matrix import DEFAULT_MATRIX, MatrixError, load_matrix, resolve_cell
+from harness.matrix import DEFAULT_MATRIX, MatrixError, load_matrix, made_at, resolve_cell
 from harness.matrix_report import build_report
 from harness.matrix_run import CellEnvironments, plan_cells, run_cells
 from harness.outcome import Outcome
@@ -367,10 +367,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     cases, _ = discover(args.cases_dir)
     packages = {c.id: list(c.spec.packages) for c in cases}
     try:
-        order = [c.name for c in load_matrix(args.matrix).cells] if args.matrix.is_file() else []
+        matrix = load_matrix(args.matrix) if args.matrix.is_file() else None
     except MatrixError:
-        order = []
-    report = build_report(results, packages, order)
+        matrix = None
+    order = [c.name for c in matrix.cells] if matrix else []
+    dater = (lambda p, v, c: made_at(matrix, p, v, c)) if matrix else None
+    report = build_report(results, packages, order, dater)
     if args.format == "table":
         Console(file=args.output.open("w") if args.output else None).print(matrix_report.to_table(report))
         return 0

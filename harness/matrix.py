@@ -358,6 +358,19 @@ def resolve_cell(matrix: Matrix, cell: Cell) -> ResolvedCell:
     return ResolvedCell(cell, versions, requirements, overrides, imports, as_of)
 
 
+def made_at(matrix: Matrix, package: str, version: str, commit: str | None) -> datetime | None:
+    """When a release was uploaded (from the default index) or a commit was made (from a local clone), or None."""
+    if commit:
+        url = matrix.source(package)
+        return _commit_date(url, commit) if url else None
+    index = os.environ.get("BUGMATRIX_INDEX_URL") or matrix.spec.indexes.get(matrix.spec.defaults.index, PYPI)
+    try:
+        found = matching(package, f"=={version}", index)
+    except (IndexLookupError, ValueError):
+        return None
+    return found[-1].uploaded if found else None
+
+
 def _git_url(url: str) -> str:
     if "://" in url:
         return url

@@ -13,7 +13,7 @@ from harness.compare import Change
 from harness.outcome import Outcome
 from harness.report import STYLE
 from harness.result import Result
-from harness.transitions import Axis, axes, cell_status
+from harness.transitions import Axis, Dater, axes, cell_status
 
 SYMBOL = {"reproduced": "R", "fixed": "F", "unknown": "?"}
 COLOUR = {"reproduced": "#d7301f", "fixed": "#2b8c3e", "unknown": "#bdbdbd", "infra": "#f0ad4e",
@@ -44,7 +44,7 @@ class MatrixReport:
 
 
 def build_report(results: list[tuple[str, Result]], case_packages: dict[str, list[str]],
-                 cell_order: list[str] | None = None) -> MatrixReport:
+                 cell_order: list[str] | None = None, dater: Dater | None = None) -> MatrixReport:
     """Assemble the report; each case's primary package is its first non-torch package (torch if none)."""
     seen_cells = list(dict.fromkeys(c for c, _ in results))
     order = [c for c in (cell_order or []) if c in seen_cells] + [c for c in seen_cells if c not in (cell_order or [])]
@@ -53,7 +53,7 @@ def build_report(results: list[tuple[str, Result]], case_packages: dict[str, lis
     for case in {r.case for _, r in results}:
         packages = case_packages.get(case, [])
         primary[case] = next((p for p in packages if p != "torch"), "torch")
-    return MatrixReport(results, order, rows, axes(results), primary)
+    return MatrixReport(results, order, rows, axes(results, dater=dater), primary)
 
 
 def to_table(report: MatrixReport) -> Table:

@@ -10,7 +10,9 @@ agree or are `mixed`.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
@@ -78,14 +80,22 @@ class Axis:
         rep = self.reproduced_in
         parts.append(f"reproduces in {_span(rep)}" if rep else "never reproduced")
         for kind, before, after in self.changes():
-            parts.append(f"{kind} in {after} (last {'reproduced' if kind == 'fixed' else 'fixed'}: {before})")
+            last = "reproduced" if kind == "fixed" else "fixed"
+            parts.append(f"{kind} in {_short(after)} (last {last}: {_short(before)})")
         if self.unknown_in:
-            parts.append(f"could not say: {', '.join(self.unknown_in)}")
+            parts.append(f"could not say: {', '.join(map(_short, self.unknown_in))}")
         return "; ".join(parts)
 
 
 def _span(versions: list[str]) -> str:
-    return versions[0] if len(versions) == 1 else f"{versions[0]} … {versions[-1]} ({len(versions)} versions)"
+    first, last = _short(versions[0]), _short(versions[-1])
+    return first if len(versions) == 1 else f"{first} … {last} ({len(versions)} versions)"
+
+
+def _short(version: str) -> str:
+    """`0.4.0.dev0 @ 47806045a376` rather than the full 40-digit commit."""
+    release, _, commit = version.partition(" @ ")
+    return f"{release} @ {commit[:12]}" if commit else release
 
 
 def _sort_key(text: str) -> tuple[Version, int, str]:
@@ -96,8 +106,15 @@ def _sort_key(text: str) -> tuple[Version, int, str]:
         return (Version("0"), 1, text)
 
 
-def axes(results: list[tuple[str, Result]], packages: dict[str, list[str]] | None = None) -> list[Axis]:
-    """Every case x variant x device x package axis with at least one point (optionally only `packages[case]`)."""
+Dater = Callable[[str, str, str | None], datetime | None]  # (package, version, commit) -> when it was made
+
+
+def axes(
+    results: list[tuple[str, Result]], packages: dict[str, list[str]] | None = None, dater: Dater | None = None
+) -> list[Axis]:
+    """Every case x variant x device x package axis with at least one point (optionally only `packages[case]`).
+    Points sort by version; on an axis that mixes releases and git installs (whose version strings say little
+    about history), by the date `dater` gives (release upload, commit date) where it can tell."""
     grouped: dict[tuple[str, str, str], dict[str, list[Result]]] = defaultdict(lambda: defaultdict(list))
     for cell, result in results:
         grouped[(result.case, result.variant, result.device)][cell].append(result)
@@ -116,12 +133,25 @@ def axes(results: list[tuple[str, Result]], packages: dict[str, list[str]] | Non
                 if version is not None:
                     at[version].append((cell, cell_status(rs)))
             points = []
-            for version in sorted(at, key=_sort_key):
+            for version in _ordered(package, list(at), dater):
                 statuses = {s for _, s in at[version]}
                 status = statuses.pop() if len(statuses) == 1 else MIXED
                 points.append(Point(version, status, sorted(c for c, _ in at[version])))
             out.append(Axis(case, variant, device, package, points))
     return out
+
+
+def _ordered(package: str, versions: list[str], dater: Dater | None) -> list[str]:
+    by_version = sorted(versions, key=_sort_key)
+    if dater is None or not any(" @ " in v for v in versions):
+        return by_version
+    dates = {}
+    for v in versions:
+        version, _, commit = v.partition(" @ ")
+        dates[v] = dater(package, version, commit or None)
+    if any(d is None for d in dates.values()):
+        return by_version
+    return sorted(versions, key=lambda v: (dates[v], _sort_key(v)))
 
 
 def _version_of(results: list[Result], package: str) -> str | None:
