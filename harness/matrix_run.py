@@ -22,7 +22,7 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from harness.cases import Case
-from harness.environment import Environment, ProbeError
+from harness.environment import Environment, ProbeError, cuda_available
 from harness.envs import EnvCache, clean_cache, disk_usage, uv_binary
 from harness.matrix import Cell, Matrix, MatrixError, ResolvedCell, resolve_cell
 from harness.outcome import Outcome
@@ -147,11 +147,11 @@ def run_cells(
 
     def one(item: tuple[Cell, Job]) -> tuple[str, Result]:
         cell, job = item
-        resolved, env, problem = envs.get(cell)
-        if env is None:
-            result = infra_result(job, problem, resolved)
+        if cell.device == "cuda" and not cuda_available():  # no environment is built for a device that is absent
+            result = skip_result(job, "needs a CUDA device; this machine has none")
         else:
-            result = execute(job, env)
+            resolved, env, problem = envs.get(cell)
+            result = infra_result(job, problem, resolved) if env is None else execute(job, env)
         with lock:
             remaining[cell.name] -= 1
             if remaining[cell.name] == 0:
@@ -161,6 +161,12 @@ def run_cells(
         return cell.name, result
 
     return run_scheduled(work, one, cost=lambda item: item[1].nproc, cores=cores)
+
+
+def skip_result(job: Job, reason: str) -> Result:
+    """The result of a job that cannot run on this machine: `skip`, not launched, no verdict on the bug."""
+    return Result(case=job.case.id, variant=job.variant, nproc=job.nproc, device=job.device, outcome=Outcome.SKIP,
+                  expected=None, reason=reason, started_at=time.time(), launched=False)
 
 
 def infra_result(job: Job, problem: str, resolved: ResolvedCell | None) -> Result:

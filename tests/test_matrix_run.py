@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -10,11 +11,13 @@ import yaml
 from harness.cases import load_case
 from harness.cli import main
 from harness.compare import compare
+from harness.environment import cuda_available
 from harness.envs import EnvCache
 from harness.matrix import load_matrix
 from harness.matrix_report import build_report, to_html, to_markdown
-from harness.matrix_run import plan_cells, run_cells
+from harness.matrix_run import CellJobs, plan_cells, run_cells
 from harness.outcome import Outcome
+from harness.run import Job
 from harness.store import ResultStore
 
 from .fakeindex import FakeRelease, build_index, fake_torch
@@ -119,3 +122,17 @@ def test_pytest_items_per_cell_with_xdist(project: Path, pytester: pytest.Pytest
     result.stdout.fnmatch_lines(["*FAILED*bug?fakelib-1.6-1?*"])
     result.stdout.fnmatch_lines(["*observed infra*"])
     result.assert_outcomes(passed=4, failed=2)
+
+
+def test_cuda_cells_skip_without_building_on_a_cpu_machine(project: Path, tmp_path: Path) -> None:
+    if cuda_available():
+        pytest.skip("this machine has a CUDA device")
+    case = load_case(project / "cases" / "fakelib-1-bug" / "case.yaml")
+    case = replace(case, spec=case.spec.model_copy(update={"devices": ["cpu", "cuda"]}))
+    matrix = load_matrix(project / "matrix.yaml")
+    gpu = replace(matrix.cell("fakelib-1.3"), name="fakelib-1.3-cuda", device="cuda")
+    cache = EnvCache(tmp_path / "envs")
+    results = run_cells([CellJobs(gpu, [Job(case, "bug", 1, "cuda")])], matrix, cache)
+    [(cell, result)] = results
+    assert (cell, result.outcome, result.launched) == ("fakelib-1.3-cuda", Outcome.SKIP, False)
+    assert cache.list() == []  # nothing was built for it
