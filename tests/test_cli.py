@@ -67,10 +67,10 @@ def test_ctrl_c_kills_the_launch_in_flight(make_case: MakeCase, tmp_path: Path) 
     time.sleep(1.0)  # the ranks are inside the script's sleep
     proc.send_signal(signal.SIGINT)
     try:
-        proc.wait(timeout=30)
+        _, err = proc.communicate(timeout=90)
     finally:
         proc.kill()
-    assert proc.returncode == 130
+    assert proc.returncode == 130, err.decode()[-3000:]
     assert [r.status for r in ResultStore(tmp_path / "r.db").runs()] == ["interrupted"]
     time.sleep(0.5)
     assert leftovers(str(tmp_path)) == []
