@@ -39,6 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of `bugmatrix` and `python -m harness`; returns the process exit code."""
     parser = _parser()
     args = parser.parse_args(argv)
+    # Ctrl-C and SIGTERM both end in the same cleanup. SIGINT is installed explicitly: a parent that ignores it
+    # (pytest-xdist workers, some CI runners) would otherwise pass the ignore on and Ctrl-C would do nothing.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     try:
         return int(args.func(args))
