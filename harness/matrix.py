@@ -29,6 +29,7 @@ from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from harness.index import PYPI, IndexLookupError, matching
+from harness.schema import check_specifier
 from harness.yamlfile import load_model
 
 Device = Literal["cpu", "cuda"]
@@ -91,10 +92,7 @@ class Coupling(_Strict):
             if self.lead not in row:
                 raise ValueError(f"rows.{i}: has no specifier for the lead package {self.lead}")
             for package, spec in row.items():
-                try:
-                    SpecifierSet(spec)
-                except InvalidSpecifier:
-                    raise ValueError(f"rows.{i}.{package}: {spec!r} is not a version specifier") from None
+                check_specifier(f"rows.{i}.{package}", spec)
         return self
 
 

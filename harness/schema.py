@@ -20,6 +20,14 @@ Device = Literal["cpu", "cuda"]
 RESERVED_KEYS = ("nproc", "device")
 
 
+def check_specifier(where: str, spec: str) -> None:
+    """Raise `ValueError("<where>: '<spec>' is not a version specifier ...")` unless `spec` parses (PEP 440)."""
+    try:
+        SpecifierSet(spec)
+    except InvalidSpecifier:
+        raise ValueError(f"{where}: {spec!r} is not a version specifier like '>=1.3,<1.6'") from None
+
+
 class CaseError(Exception):
     """A case folder or its metadata is invalid; the message names the file and the field."""
 
@@ -58,10 +66,7 @@ class Rule(_Strict):
                 if cond not in ("cpu", "cuda"):
                     raise ValueError("device: must be 'cpu' or 'cuda'")
             elif isinstance(cond, str):
-                try:
-                    SpecifierSet(cond)
-                except InvalidSpecifier:
-                    raise ValueError(f"{key}: {cond!r} is not a version specifier like '>=1.3,<1.6'") from None
+                check_specifier(key, cond)
             elif not isinstance(cond, GitCondition):
                 raise ValueError(f"{key}: must be a version specifier or {{git: [sha, ...]}}")
         return when
@@ -114,10 +119,7 @@ class CaseSpec(_Strict):
     @classmethod
     def _specifiers(cls, value: dict[str, str]) -> dict[str, str]:
         for package, spec in value.items():
-            try:
-                SpecifierSet(spec)
-            except InvalidSpecifier:
-                raise ValueError(f"{package}: {spec!r} is not a version specifier") from None
+            check_specifier(package, spec)
         return value
 
     def signature_of(self, variant: str) -> str:
