@@ -168,9 +168,6 @@ class Cell:
     group: str | None = None
     sources: dict[str, str] = field(default_factory=dict)  # per-cell git source overrides (bisect --git)
 
-    def pinned(self, package: str) -> bool:
-        return package in self.pins
-
 
 @dataclass(frozen=True)
 class Matrix:

@@ -79,8 +79,8 @@ class CellEnvironments:
         self._locks: dict[str, threading.Lock] = {}
         self._done: dict[str, tuple[ResolvedCell | None, Environment | None, str]] = {}
         self._guard = threading.Lock()
-        self.finished_keys: set[str] = set()
-        self.in_use: set[str] = set()
+        self._cells_of: dict[str, set[str]] = {}  # environment key -> the cells that use it
+        self._finished: set[str] = set()  # cells whose jobs are all done
 
     def get(self, cell: Cell) -> tuple[ResolvedCell | None, Environment | None, str]:
         """(resolved cell, environment, "") when usable, else (resolved or None, None, why not)."""
@@ -97,7 +97,7 @@ class CellEnvironments:
         except MatrixError as exc:
             return None, None, f"cannot resolve the cell: {exc}"
         with self._guard:
-            self.in_use.add(resolved.key)
+            self._cells_of.setdefault(resolved.key, set()).add(cell.name)
         if self.disk_budget is not None and not self.cache.exists(resolved.key):
             self._fit_budget()
         status = self.cache.build(resolved)
@@ -109,14 +109,16 @@ class CellEnvironments:
             return resolved, None, f"environment does not start: {exc}"
 
     def cell_finished(self, cell: Cell) -> None:
-        resolved = self._done.get(cell.name, (None, None, ""))[0]
-        if resolved is not None:
-            with self._guard:
-                self.finished_keys.add(resolved.key)
+        with self._guard:
+            self._finished.add(cell.name)
+
+    def evictable(self) -> set[str]:
+        """Environments every one of whose cells has finished (a key shared by a running cell is kept)."""
+        with self._guard:
+            return {key for key, cells in self._cells_of.items() if cells <= self._finished}
 
     def _fit_budget(self) -> None:
-        with self._guard:
-            evictable = self.finished_keys - {k for k in self.in_use if k not in self.finished_keys}
+        evictable = self.evictable()
         if self._usage() <= (self.disk_budget or 0):
             return
         for key in sorted(evictable):

@@ -13,9 +13,9 @@ from harness.cli import main
 from harness.compare import compare
 from harness.environment import cuda_available
 from harness.envs import EnvCache
-from harness.matrix import load_matrix
+from harness.matrix import load_matrix, resolve_cell
 from harness.matrix_report import build_report, to_html, to_markdown
-from harness.matrix_run import CellJobs, plan_cells, run_cells
+from harness.matrix_run import CellEnvironments, CellJobs, plan_cells, run_cells
 from harness.outcome import Outcome
 from harness.run import Job
 from harness.store import ResultStore
@@ -136,3 +136,15 @@ def test_cuda_cells_skip_without_building_on_a_cpu_machine(project: Path, tmp_pa
     [(cell, result)] = results
     assert (cell, result.outcome, result.launched) == ("fakelib-1.3-cuda", Outcome.SKIP, False)
     assert cache.list() == []  # nothing was built for it
+
+
+def test_an_environment_shared_by_a_running_cell_is_not_evictable(project: Path, tmp_path: Path) -> None:
+    matrix = load_matrix(project / "matrix.yaml")
+    envs = CellEnvironments(matrix, EnvCache(tmp_path / "envs"))
+    first = matrix.cell("fakelib-1.3")
+    twin = replace(first, name="fakelib-1.3-twin")  # the same pins: one shared environment
+    assert envs.get(first)[1] is not None and envs.get(twin)[1] is not None
+    envs.cell_finished(first)
+    assert envs.evictable() == set()
+    envs.cell_finished(twin)
+    assert envs.evictable() == {resolve_cell(matrix, first).key}
