@@ -4,7 +4,8 @@
     results = run_cells(cell_jobs, matrix, cache, ...) # environments built lazily (one per key), jobs by cores
 
 A case runs in a cell when the cell pins every package the case needs (torch excepted: every cell has torch)
-and the case declares the cell's device. A cell whose pins cannot be resolved, or whose environment cannot be
+and the case declares the cell's device; a case that needs torch alone runs in the cells that pin torch alone
+(the torch axis), not in every cell. A cell whose pins cannot be resolved, or whose environment cannot be
 built or imported, gives every one of its jobs the outcome `infra` with the resolver's or importer's message;
 the other cells go on. With a disk budget, environments whose cells are finished are evicted, and uv's cache of
 big packages cleaned, before a new environment is built while usage is over the budget.
@@ -33,9 +34,17 @@ ALWAYS_PRESENT = {"torch"}
 
 
 def case_runs_in(case: Case, cell: Cell) -> bool:
-    """True when `cell` pins every package `case` needs (torch is in every cell) and `case` declares its device."""
+    """True when `cell` pins every package `case` needs (torch is in every cell) and `case` declares its device.
+
+    A torch-only case runs only in torch-only cells: elsewhere torch is whatever the other pins drag in, and the
+    same torch version would be run once per cell that happens to resolve to it.
+    """
+    if cell.device not in case.spec.devices:
+        return False
     needed = set(case.spec.packages) - ALWAYS_PRESENT
-    return needed <= set(cell.pins) and cell.device in case.spec.devices
+    if not needed:
+        return set(cell.pins) <= ALWAYS_PRESENT
+    return needed <= set(cell.pins)
 
 
 @dataclass

@@ -20,6 +20,7 @@ from harness.outcome import Outcome
 from harness.run import Job
 from harness.store import ResultStore
 
+from .conftest import MakeCase
 from .fakeindex import FakeRelease, build_index, fake_torch
 
 pytest_plugins = ["pytester"]
@@ -148,3 +149,21 @@ def test_an_environment_shared_by_a_running_cell_is_not_evictable(project: Path,
     assert envs.evictable() == set()
     envs.cell_finished(twin)
     assert envs.evictable() == {resolve_cell(matrix, first).key}
+
+
+def test_cases_run_in_cells_that_pin_their_packages(make_case: MakeCase, tmp_path: Path) -> None:
+    (tmp_path / "matrix.yaml").write_text(yaml.safe_dump({
+        "cells": [{"name": "default", "pins": {"torch": "2.5.0", "fakelib": "1.0"}},
+                  {"name": "default-cuda", "device": "cuda", "pins": {"torch": "2.5.0", "fakelib": "1.0"}}],
+        "groups": [{"name": "torch-{torch}", "axes": {"torch": ["2.4.0", "2.5.0"]}},
+                   {"name": "fakelib-{fakelib}", "axes": {"fakelib": ["1.0", "1.1"]}}],
+    }))
+    matrix = load_matrix(tmp_path / "matrix.yaml")
+    torch_only = make_case("", case_id="torch-1-a", devices=["cpu"])
+    fakelib = make_case("", case_id="fakelib-2-b", packages=["torch", "fakelib"], devices=["cpu", "cuda"])
+    cells = {cj.cell.name: {j.case.id for j in cj.jobs} for cj in plan_cells([torch_only, fakelib], matrix)}
+    assert cells == {
+        "torch-2.4.0": {"torch-1-a"}, "torch-2.5.0": {"torch-1-a"},   # torch-only cases: the torch axis only
+        "default": {"fakelib-2-b"}, "default-cuda": {"fakelib-2-b"},  # ... not every cell that has some torch
+        "fakelib-1.0": {"fakelib-2-b"}, "fakelib-1.1": {"fakelib-2-b"},
+    }
