@@ -27,8 +27,7 @@ from harness.index import releases
 from harness.matrix import Cell, GitPin, Matrix, MatrixError, apply_couplings
 from harness.matrix_run import CellEnvironments, infra_result
 from harness.outcome import Outcome
-from harness.result import Result
-from harness.run import Job, execute, run_scheduled
+from harness.run import Job, execute_repeated, run_scheduled
 from harness.store import ResultStore
 
 GIT_ROOT = Path(os.environ.get("BUGMATRIX_GIT", ".bugmatrix/git"))
@@ -177,19 +176,12 @@ class CaseProber:
             if env is None:
                 results = [infra_result(job, problem, resolved)]
             else:
-                results = [execute(job, env) for _ in range(self.repeat)]
-        outcome = combine_repeats(results)
+                results = [execute_repeated(job, env, self.repeat)]
+        [result] = results
         if self.store:
-            for result in results:
-                self.store.save(self.run_id, result, cell=cell_name)
+            self.store.save(self.run_id, result, cell=cell_name)
         with self._lock:
-            self.log.append((str(candidate), outcome, results[-1].reason))
+            self.log.append((str(candidate), result.outcome, result.reason))
             if self.on_probe:
-                self.on_probe(str(candidate), outcome, results[-1].reason)
-        return outcome
-
-
-def combine_repeats(results: list[Result]) -> Outcome:
-    """One outcome for repeats of the same launch: theirs when all agree, else `flaky`."""
-    outcomes = {r.outcome for r in results}
-    return outcomes.pop() if len(outcomes) == 1 else Outcome.FLAKY
+                self.on_probe(str(candidate), result.outcome, result.reason)
+        return result.outcome

@@ -18,7 +18,7 @@ from harness.bisect import BisectError, CaseProber, git_candidates, git_checkout
 from harness.bisect_search import BisectRefused, SearchResult, search
 from harness.cases import Case, discover, select
 from harness.compare import compare
-from harness.environment import ProbeError, machine_name, probe
+from harness.environment import Environment, ProbeError, machine_name, probe
 from harness.envs import DEFAULT_ROOT, EnvCache, clean_cache, disk_usage
 from harness.github import job_matrix
 from harness.matrix import DEFAULT_MATRIX, MatrixError, load_matrix, made_at, resolve_cell
@@ -27,7 +27,8 @@ from harness.matrix_run import CellEnvironments, plan_cells, run_cells
 from harness.outcome import Outcome
 from harness.report import case_row, cases_table, results_table, to_json, versions_line
 from harness.result import Result
-from harness.run import default_devices, plan, run_jobs, run_ok
+from harness.resume import SETTLED, fingerprint, local_pins
+from harness.run import Job, default_devices, plan, run_jobs, run_ok
 from harness.schema import CaseError
 from harness.store import DEFAULT_DB, LOCAL_CELL, ResultStore, StoreError, recording
 
@@ -80,6 +81,10 @@ def _parser() -> argparse.ArgumentParser:
                        "stacks to stay under it")
     p_run.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"results store (default {DEFAULT_DB})")
     p_run.add_argument("--no-store", action="store_true", help="do not record the results")
+    p_run.add_argument("--repeat", type=_positive, default=1, metavar="K",
+                       help="launch each job K times; if they disagree the result is `flaky`, with the tally")
+    p_run.add_argument("--redo", action="store_true", help="launch again what the store already holds for the "
+                       "same case files and pins (by default a re-run resumes: it reuses those results)")
     p_run.add_argument("--json", action="store_true", help="machine-readable output")
     p_run.set_defaults(func=cmd_run)
     p_matrix = sub.add_parser("matrix", help="show the cells of the matrix")
@@ -126,7 +131,7 @@ def _parser() -> argparse.ArgumentParser:
     p_bisect.add_argument("--old", "--good", dest="old", help="oldest version (default: the oldest allowed)")
     p_bisect.add_argument("--new", "--bad", dest="new", help="newest version (default: the newest allowed)")
     p_bisect.add_argument("--pre", action="store_true", help="include pre-releases")
-    p_bisect.add_argument("--repeat", type=int, default=1, help="run each probe K times; disagreement is flaky")
+    p_bisect.add_argument("--repeat", type=_positive, default=1, help="run each probe K times; disagreement is flaky")
     p_bisect.add_argument("--git", help="source repository (URL or local clone) for the commit-level bisection")
     p_bisect.add_argument("--old-ref", help="bisect commits from this ref (skips the release level)")
     p_bisect.add_argument("--new-ref", help="... to this ref")
@@ -149,6 +154,16 @@ def _progress(label: str, console: Console, transient: bool = False, disable: bo
     """The live progress display every long command shows: label, bar, done/total, elapsed, current item."""
     return Progress(TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     TextColumn("{task.description}"), console=console, transient=transient, disable=disable)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
+    return value
 
 
 def _size(text: str) -> int:
@@ -194,6 +209,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         job for job in plan(cases, args.device or default_devices())
         if (not args.variant or job.variant in args.variant) and (not args.nproc or job.nproc in args.nproc)
     ]
+    reused: list[Result] = []
+
+    def recorded(job: Job) -> Result | None:
+        earlier = None
+        if store and not args.redo:
+            earlier = store.standing(LOCAL_CELL, _local_fingerprint(job, env, args.repeat), SETTLED)
+        if earlier is not None:
+            reused.append(earlier)
+        return earlier
+
     with (
         recording(store, " ".join(sys.argv), machine_name()) as run_id,
         _progress("running", err, transient=True, disable=args.json) as progress,
@@ -201,20 +226,23 @@ def cmd_run(args: argparse.Namespace) -> int:
         task = progress.add_task("", total=len(jobs))
 
         def record(result: Result) -> None:
+            result.fingerprint = _local_fingerprint(_job_of(result, jobs), env, args.repeat)
             if store:
                 store.save(run_id, result, cell=LOCAL_CELL)
             progress.update(task, advance=1, description=f"{result.item_id}: {result.outcome.value}")
 
-        results = run_jobs(jobs, env, cores=args.jobs, on_result=record)
+        results = run_jobs(jobs, env, cores=args.jobs, on_result=record, repeat=args.repeat, recorded=recorded)
     ok = run_ok(results) and not errors
     if args.json:
-        payload = {"ok": ok, "run_id": run_id, "python": env.python, "errors": [str(e) for e in errors]}
+        payload = {"ok": ok, "run_id": run_id, "python": env.python, "errors": [str(e) for e in errors],
+                   "reused": [r.item_id for r in reused]}
         print(to_json({**payload, "results": [r.model_dump(mode="json") for r in results]}))
     else:
         console = Console()
         console.print(results_table(results))
         if store:
             console.print(f"recorded as run {run_id} in {args.db}")
+        _say_reused(console, reused)
         console.print(f"environment: {env.python} (Python {env.python_version}): {versions_line(results)}")
         mismatched = [r for r in results if r.launched and not r.ok]
         console.print(
@@ -251,11 +279,20 @@ def _run_matrix(args: argparse.Namespace, cases: list[Case], errors: list[CaseEr
                 store.save(run_id, result, cell=cell)
             progress.update(task, advance=1, description=f"{cell}: {result.item_id}: {result.outcome.value}")
 
-        results = run_cells(planned, matrix, EnvCache(args.envs), cores=args.jobs,
-                            disk_budget=args.disk_budget, on_result=record)
+        def recorded(cell: str, fingerprint: str) -> Result | None:
+            earlier = store.standing(cell, fingerprint, SETTLED) if store and not args.redo else None
+            if earlier is not None:
+                reused.append(earlier)
+                progress.update(task, advance=1, description=f"{cell}: {earlier.item_id}: recorded")
+            return earlier
+
+        reused: list[Result] = []
+        results = run_cells(planned, matrix, EnvCache(args.envs), cores=args.jobs, disk_budget=args.disk_budget,
+                            on_result=record, repeat=args.repeat, recorded=recorded)
     ok = run_ok([r for _, r in results]) and not errors
     if args.json:
-        payload = {"ok": ok, "run_id": run_id, "errors": [str(e) for e in errors]}
+        payload = {"ok": ok, "run_id": run_id, "errors": [str(e) for e in errors],
+                   "reused": [r.item_id for r in reused]}
         rows = [{"cell": cell, **r.model_dump(mode="json")} for cell, r in results]
         print(to_json({**payload, "results": rows}))
     else:
@@ -263,9 +300,24 @@ def _run_matrix(args: argparse.Namespace, cases: list[Case], errors: list[CaseEr
         console.print(results_table([r for _, r in results], cells=[c for c, _ in results]))
         if store:
             console.print(f"recorded as run {run_id} in {args.db}; `bugmatrix report` shows the matrix")
+        _say_reused(console, reused)
         bad = [r for _, r in results if not r.ok and (r.launched or r.outcome is Outcome.INFRA)]
         console.print(f"[{'green' if ok else 'red'}]{len(results) - len(bad)} as expected, {len(bad)} not[/]")
     return 0 if ok else 1
+
+
+def _local_fingerprint(job: Job, env: Environment, repeat: int) -> str:
+    return fingerprint(job, local_pins(env.python, env.versions_of(job.case.spec.packages)), repeat)
+
+
+def _job_of(result: Result, jobs: list[Job]) -> Job:
+    return next(j for j in jobs if j.id == result.item_id)
+
+
+def _say_reused(console: Console, reused: list[Result]) -> None:
+    if reused:
+        console.print(f"{len(reused)} result(s) reused from earlier runs with the same case files and pins "
+                      "(not launched again; `--redo` launches them)")
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
@@ -416,9 +468,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     else:
         console = Console()
         console.print(f"comparing {names[0]} -> {names[1]}: {len(changes)} change(s)")
-        marks = {"regressed": "[bold red]+[/]", "fixed": "[green]-[/]", "changed": "[yellow]x[/]"}
+        marks = {"regressed": "[bold red]+[/]", "fixed": "[green]-[/]", "flaky": "[magenta]~[/]",
+                 "changed": "[yellow]x[/]"}
         for c in changes:
-            note = " [bold red](unexpected)[/]" if c.unexpected else ""
+            note = " [bold red](unexpected)[/]" if c.unexpected else f" ({c.tally})" if c.tally else ""
             console.print(f"{marks[c.kind]} {c.kind:9} {c.item}: {_v(c.before)} -> {_v(c.after)}{note}",
                           soft_wrap=True)
     return 1 if unexpected else 0

@@ -2,8 +2,10 @@
 
 Results are matched on (case, variant, world size, device, cell). A *regression* is a result that was `fixed` and
 is now `reproduced` (the bug came back); a *fix* the reverse. A change into or out of error/infra/timeout/skip is
-a *changed error*: the harness could not say, so it is neither. A regression is *unexpected* when the newer
-result's expected outcome is not `reproduced` (the case's metadata does not allow it); only those fail `compare`.
+a *changed error*: the harness could not say, so it is neither. A result that became `flaky` (its repeats
+disagreed, `--repeat K`) is *flaky*, listed with its tally and never counted as a regression: the bug did not
+clearly come back, the case needs attention. A regression is *unexpected* when the newer result's expected
+outcome is not `reproduced` (the case's metadata does not allow it); only those fail `compare`.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from harness.outcome import Outcome
 from harness.result import Result
 
 Key = tuple[str, str, int, str, str]
-FIX, REGRESSION, CHANGED = "fixed", "regressed", "changed"
+FIX, REGRESSION, FLAKY, CHANGED = "fixed", "regressed", "flaky", "changed"
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,7 @@ class Change:
     after: Outcome | None
     expected: Outcome | None
     versions: dict[str, str]
+    tally: str = ""  # for a flaky result: how often each outcome came up
 
     @property
     def unexpected(self) -> bool:
@@ -58,9 +61,11 @@ def compare(old: list[tuple[str, Result]], new: list[tuple[str, Result]]) -> lis
             kind = REGRESSION
         elif prev.outcome is Outcome.REPRODUCED and r.outcome is Outcome.FIXED:
             kind = FIX
+        elif r.outcome is Outcome.FLAKY:
+            kind = FLAKY
         else:
             kind = CHANGED
         changes.append(Change(kind, r.case, r.variant, r.nproc, r.device, cell, prev.outcome, r.outcome,
-                              r.expected, r.versions))
-    order = {REGRESSION: 0, FIX: 1, CHANGED: 2}
+                              r.expected, r.versions, r.tally))
+    order = {REGRESSION: 0, FIX: 1, FLAKY: 2, CHANGED: 3}
     return sorted(changes, key=lambda c: (order[c.kind], c.item))

@@ -216,6 +216,9 @@ def expand(spec: MatrixSpec, path: Path = DEFAULT_MATRIX) -> list[Cell]:
                 name = g.name.format(**{k: _pin_text(v) for k, v in combo.items()}, device=device or "")
             except (KeyError, IndexError) as exc:
                 raise MatrixError(f"{path}: groups.{i}.name: unknown placeholder {exc}") from None
+            except (ValueError, AttributeError, TypeError) as exc:  # "{", "{torch.x}", "{torch!z}" ...
+                raise MatrixError(f"{path}: groups.{i}.name: not a name template like 'torch-{{torch}}': "
+                                  f"{exc}") from None
             raw.append((f"groups.{i}", name, {"pins": {**g.pins, **combo}, "device": device, "python": g.python,
                                               "index": g.index, "as_of": g.as_of, "group": g.name}))
     cells: list[Cell] = []

@@ -95,8 +95,9 @@ def _changes_markdown(changes: list[Change]) -> list[str]:
     lines = ["| change | cell | case | before | after | expected |", "|---|---|---|---|---|---|"]
     for c in changes:
         flag = "**unexpected regression**" if c.unexpected else c.kind
+        after = f"{_v(c.after)} ({c.tally})" if c.tally else _v(c.after)
         lines.append(f"| {flag} | {c.cell} | {c.case}::{c.variant}[{c.device}-{c.nproc}] | "
-                     f"{_v(c.before)} | {_v(c.after)} | {_v(c.expected)} |")
+                     f"{_v(c.before)} | {after} | {_v(c.expected)} |")
     return lines + [""]
 
 

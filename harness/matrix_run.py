@@ -28,7 +28,8 @@ from harness.envs import EnvCache, clean_cache, disk_usage, uv_binary
 from harness.matrix import Cell, Matrix, MatrixError, ResolvedCell, resolve_cell
 from harness.outcome import Outcome
 from harness.result import Result
-from harness.run import Job, execute, run_scheduled
+from harness.resume import fingerprint
+from harness.run import Job, execute_repeated, run_scheduled
 
 ALWAYS_PRESENT = {"torch"}
 
@@ -87,9 +88,22 @@ class CellEnvironments:
         self.matrix, self.cache, self.disk_budget = matrix, cache, disk_budget
         self._locks: dict[str, threading.Lock] = {}
         self._done: dict[str, tuple[ResolvedCell | None, Environment | None, str]] = {}
+        self._resolved: dict[str, tuple[ResolvedCell | None, str]] = {}
         self._guard = threading.Lock()
         self._cells_of: dict[str, set[str]] = {}  # environment key -> the cells that use it
         self._finished: set[str] = set()  # cells whose jobs are all done
+
+    def resolve(self, cell: Cell) -> tuple[ResolvedCell | None, str]:
+        """(resolved cell, "") or (None, why it cannot be resolved); resolved once per cell, nothing built."""
+        with self._guard:
+            lock = self._locks.setdefault("resolve:" + cell.name, threading.Lock())
+        with lock:
+            if cell.name not in self._resolved:
+                try:
+                    self._resolved[cell.name] = (resolve_cell(self.matrix, cell), "")
+                except MatrixError as exc:
+                    self._resolved[cell.name] = (None, f"cannot resolve the cell: {exc}")
+            return self._resolved[cell.name]
 
     def get(self, cell: Cell) -> tuple[ResolvedCell | None, Environment | None, str]:
         """(resolved cell, environment, "") when usable, else (resolved or None, None, why not)."""
@@ -101,10 +115,9 @@ class CellEnvironments:
             return self._done[cell.name]
 
     def _make(self, cell: Cell) -> tuple[ResolvedCell | None, Environment | None, str]:
-        try:
-            resolved = resolve_cell(self.matrix, cell)
-        except MatrixError as exc:
-            return None, None, f"cannot resolve the cell: {exc}"
+        resolved, problem = self.resolve(cell)
+        if resolved is None:
+            return None, None, problem
         with self._guard:
             self._cells_of.setdefault(resolved.key, set()).add(cell.name)
         if self.disk_budget is not None and not self.cache.exists(resolved.key):
@@ -148,26 +161,39 @@ def run_cells(
     cores: int = 1,
     disk_budget: int | None = None,
     on_result: Callable[[str, Result], None] | None = None,
-    skip: Callable[[str, Job], bool] | None = None,
+    repeat: int = 1,
+    recorded: Callable[[str, str], Result | None] | None = None,
 ) -> list[tuple[str, Result]]:
-    """Run every planned job in its cell's environment; `(cell name, result)` in plan order."""
-    work = [(cj.cell, job) for cj in planned for job in cj.jobs if not (skip and skip(cj.cell.name, job))]
+    """Run every planned job in its cell's environment (each `repeat` times); `(cell name, result)` in plan order.
+
+    `recorded(cell name, fingerprint)` may return an earlier result that still stands (see `harness/resume.py`):
+    it is used as is, nothing is built or launched for it, and `on_result` is not called for it.
+    """
+    work = [(cj.cell, job) for cj in planned for job in cj.jobs]
     remaining = {cj.cell.name: sum(1 for cell, _ in work if cell.name == cj.cell.name) for cj in planned}
     envs = CellEnvironments(matrix, cache, disk_budget)
     lock = threading.Lock()
 
     def one(item: tuple[Cell, Job]) -> tuple[str, Result]:
         cell, job = item
+        earlier = None
         if cell.device == "cuda" and not cuda_available():  # no environment is built for a device that is absent
             result = skip_result(job, "needs a CUDA device; this machine has none")
         else:
-            resolved, env, problem = envs.get(cell)
-            result = infra_result(job, problem, resolved) if env is None else execute(job, env)
+            resolved, _ = envs.resolve(cell)
+            fprint = fingerprint(job, resolved.key, repeat) if resolved else ""
+            earlier = recorded(cell.name, fprint) if recorded and fprint else None
+            if earlier is not None:
+                result = earlier
+            else:
+                resolved, env, problem = envs.get(cell)
+                result = infra_result(job, problem, resolved) if env is None else execute_repeated(job, env, repeat)
+                result = result.model_copy(update={"fingerprint": fprint})
         with lock:
             remaining[cell.name] -= 1
             if remaining[cell.name] == 0:
                 envs.cell_finished(cell)
-        if on_result:
+        if on_result and earlier is None:
             on_result(cell.name, result)
         return cell.name, result
 

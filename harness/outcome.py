@@ -22,6 +22,9 @@ Per launch (`combine`), in order:
   5. any rank skip ....................................... skip
   6. every rank fixed .................................... fixed
 `fixed` therefore requires every one of the launched ranks to have exited 0 on its own.
+
+Repeats (`--repeat K`): K launches of the same job that all agree give that outcome; any disagreement (including
+one error or timeout among them) gives `flaky`, with how often each outcome came up.
 """
 
 from __future__ import annotations
@@ -87,3 +90,9 @@ def combine(ranks: list[RankStatus], *, timed_out: bool) -> tuple[Outcome, str]:
         return Outcome.FIXED, "every rank exited 0"
     terminated = by_state[RankState.TERMINATED][0]
     return Outcome.ERROR, f"rank {terminated.rank} was terminated before reaching a verdict"
+
+
+def combine_repeats(outcomes: list[Outcome]) -> Outcome:
+    """One outcome for repeats of the same launch: theirs when all agree, else `flaky`."""
+    distinct = set(outcomes)
+    return distinct.pop() if len(distinct) == 1 else Outcome.FLAKY

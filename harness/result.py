@@ -27,6 +27,21 @@ class Result(BaseModel):
     stacks: str = ""
     started_at: float = 0.0
     launched: bool = True
+    tallies: dict[str, int] = Field(default_factory=dict)  # outcome -> count, when the job was repeated
+    fingerprint: str = ""  # what the result depends on: case files, variant, world size, device, pins, repeats
+
+    @property
+    def repeats(self) -> int:
+        """How many launches this result stands for."""
+        return sum(self.tallies.values()) or 1
+
+    @property
+    def tally(self) -> str:
+        """'reproduced 3/5, fixed 2/5' for a repeated job (most frequent first), else ''."""
+        if not self.tallies:
+            return ""
+        n = self.repeats
+        return ", ".join(f"{o} {c}/{n}" for o, c in sorted(self.tallies.items(), key=lambda kv: (-kv[1], kv[0])))
 
     @property
     def item_id(self) -> str:

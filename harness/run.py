@@ -4,6 +4,7 @@ Each step takes the previous step's output, so each can be tested alone:
     jobs = plan(cases, devices)                   # case x variant x world size x device
     reason = unrunnable(job, env)                 # missing package or device -> a skip, never a launch
     result = execute(job, env)                    # torchrun launch, classification, expectation
+    result = execute_repeated(job, env, K)        # K launches; disagreement -> flaky, with the tally
     results = run_jobs(jobs, env, cores=N)        # all of it, scheduled by cores (a 2-rank job takes 2)
 """
 
@@ -21,7 +22,7 @@ from harness.classify import classify
 from harness.environment import Environment, cuda_available
 from harness.expectations import expected_outcome
 from harness.launch import abort_all, allow_launches, launch
-from harness.outcome import Outcome
+from harness.outcome import Outcome, combine_repeats
 from harness.result import Result, excerpt
 
 T = TypeVar("T")
@@ -98,16 +99,54 @@ def execute(job: Job, env: Environment) -> Result:
     )
 
 
+def execute_repeated(job: Job, env: Environment, repeat: int = 1) -> Result:
+    """`execute` `repeat` times: the common outcome when all agree, else `flaky` with the tally in its reason.
+
+    The evidence (logs, stacks, ranks) is the last launch's, or for a flaky job the last launch that disagreed
+    with the first. A job that cannot run here is not repeated.
+    """
+    first = execute(job, env)
+    results = [first]
+    while first.launched and len(results) < repeat:
+        results.append(execute(job, env))
+    if repeat <= 1 or not first.launched:
+        return first
+    tallies: dict[str, int] = {}
+    for r in results:
+        tallies[r.outcome.value] = tallies.get(r.outcome.value, 0) + 1
+    outcome = combine_repeats([r.outcome for r in results])
+    if outcome is Outcome.FLAKY:
+        odd = [r for r in results if r.outcome is not first.outcome][-1]
+        shown = first.model_copy(update={"tallies": tallies})
+        reason = f"flaky: {shown.tally}; e.g. {odd.outcome.value}: {odd.reason}"
+        evidence = odd
+    else:
+        reason, evidence = results[-1].reason, results[-1]
+    return evidence.model_copy(update={
+        "outcome": outcome, "reason": reason, "tallies": tallies, "started_at": first.started_at,
+        "duration_s": round(sum(r.duration_s for r in results), 2),
+    })
+
+
 def run_jobs(
     jobs: list[Job],
     env: Environment,
     cores: int = 1,
     on_result: Callable[[Result], None] | None = None,
+    repeat: int = 1,
+    recorded: Callable[[Job], Result | None] | None = None,
 ) -> list[Result]:
-    """Execute `jobs` in `env`, at most `cores` ranks at a time; results in job order."""
+    """Execute `jobs` in `env` (each `repeat` times), at most `cores` ranks at a time; results in job order.
+
+    `recorded(job)` may return an earlier result that still stands (a resumed run): it is used as is, nothing is
+    launched and `on_result` is not called for it.
+    """
 
     def one(job: Job) -> Result:
-        result = execute(job, env)
+        earlier = recorded(job) if recorded else None
+        if earlier is not None:
+            return earlier
+        result = execute_repeated(job, env, repeat)
         if on_result:
             on_result(result)
         return result

@@ -12,7 +12,10 @@ Contract:
 - `merge(sources)` copies runs and results from other store files (shards from other machines). It is idempotent:
   merging the same shard twice, or two shards that share rows, adds no duplicates.
 - Readers get `Result` objects back exactly as they were saved (outcome, expected, reason, versions, per-rank
-  status, duration, log excerpt, stacks), with the run's metadata alongside.
+  status, duration, log excerpt, stacks, repeat tallies, fingerprint), with the run's metadata alongside.
+- `standing(cell, fingerprint, outcomes)` finds the newest result with that fingerprint (see `harness/resume.py`)
+  among those outcomes, from any run: what a resumed run reuses instead of launching again.
+- A store written by an older bugmatrix is upgraded in place when opened (new columns get their empty values).
 Nothing is ever deleted implicitly.
 """
 
@@ -33,7 +36,7 @@ from harness.outcome import Outcome, RankStatus
 from harness.result import Result
 
 DEFAULT_DB = Path(os.environ.get("BUGMATRIX_DB", ".bugmatrix/results.db"))
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 LOCAL_CELL = "local"  # the cell recorded for runs in the current (or --python) environment, outside the matrix
 
 _SCHEMA = """
@@ -64,13 +67,19 @@ CREATE TABLE IF NOT EXISTS results (
     stacks TEXT NOT NULL,
     started_at REAL NOT NULL,
     launched INTEGER NOT NULL,
+    tallies TEXT NOT NULL DEFAULT '{}',
+    fingerprint TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (run_id, case_id, variant, nproc, device, cell)
 );
 CREATE INDEX IF NOT EXISTS results_case ON results (case_id, variant, cell);
 """
+_ADDED_COLUMNS = {  # schema version 2: column -> definition, added to stores written by version 1
+    "tallies": "TEXT NOT NULL DEFAULT '{}'",
+    "fingerprint": "TEXT NOT NULL DEFAULT ''",
+}
 _RESULT_COLUMNS = (
     "run_id", "case_id", "variant", "nproc", "device", "cell", "outcome", "expected", "reason", "versions",
-    "python", "ranks", "duration_s", "log_excerpt", "stacks", "started_at", "launched",
+    "python", "ranks", "duration_s", "log_excerpt", "stacks", "started_at", "launched", "tallies", "fingerprint",
 )
 
 
@@ -108,6 +117,7 @@ class ResultStore:
                 db.execute("PRAGMA busy_timeout=60000")
                 db.execute("PRAGMA journal_mode=WAL")  # persistent: readers and writers stop blocking each other
                 db.executescript(_SCHEMA)  # idempotent, each statement atomic
+                _upgrade(db)
                 db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
             finally:
                 db.close()
@@ -152,9 +162,11 @@ class ResultStore:
             result.expected.value if result.expected else None, result.reason, json.dumps(result.versions),
             result.python, json.dumps([r.model_dump(mode="json") for r in result.ranks]), result.duration_s,
             result.log_excerpt, result.stacks, result.started_at, int(result.launched),
+            json.dumps(result.tallies, sort_keys=True), result.fingerprint,
         )
         with self._connect() as db:
-            db.execute(f"INSERT OR REPLACE INTO results VALUES ({', '.join('?' * len(row))})", row)
+            db.execute(f"INSERT OR REPLACE INTO results ({', '.join(_RESULT_COLUMNS)}) "
+                       f"VALUES ({', '.join('?' * len(row))})", row)
 
     def runs(self) -> list[Run]:
         """Every run, oldest first."""
@@ -182,6 +194,19 @@ class ResultStore:
             if key not in newest or r.started_at >= newest[key][1].started_at:
                 newest[key] = (cell, r)
         return [newest[k] for k in sorted(newest)]
+
+    def standing(self, cell: str, fingerprint: str, outcomes: tuple[Outcome, ...]) -> Result | None:
+        """The newest result in `cell` with `fingerprint` whose outcome is one of `outcomes`, from any run."""
+        if not fingerprint:
+            return None
+        marks = ", ".join("?" * len(outcomes))
+        with self._connect() as db:
+            row = db.execute(
+                f"SELECT {', '.join(_RESULT_COLUMNS)} FROM results WHERE cell = ? AND fingerprint = ? "
+                f"AND outcome IN ({marks}) ORDER BY started_at DESC LIMIT 1",
+                (cell, fingerprint, *(o.value for o in outcomes)),
+            ).fetchone()
+        return _to_result(row) if row else None
 
     def merge(self, sources: list[Path]) -> int:
         """Copy runs and results from other store files; return how many results were new (idempotent)."""
@@ -221,6 +246,22 @@ def recording(store: ResultStore | None, command: str, machine: str) -> Iterator
     store.end_run(run_id)
 
 
+def _upgrade(db: sqlite3.Connection) -> None:
+    """Add the columns a store from an older bugmatrix lacks; a no-op on a current store."""
+    db.execute("BEGIN IMMEDIATE")  # two processes opening an old store at once: one upgrades, the other sees it
+    try:
+        have = {row[1] for row in db.execute("PRAGMA table_info(results)")}
+        for column, definition in _ADDED_COLUMNS.items():
+            if column not in have:
+                db.execute(f"ALTER TABLE results ADD COLUMN {column} {definition}")
+        db.execute("CREATE INDEX IF NOT EXISTS results_fingerprint ON results (fingerprint, cell)")
+        db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+
+
 def _to_result(row: tuple) -> Result:
     values = dict(zip(_RESULT_COLUMNS, row, strict=True))
     return Result(
@@ -230,4 +271,5 @@ def _to_result(row: tuple) -> Result:
         ranks=[RankStatus.model_validate(r) for r in json.loads(values["ranks"])],
         duration_s=values["duration_s"], log_excerpt=values["log_excerpt"], stacks=values["stacks"],
         started_at=values["started_at"], launched=bool(values["launched"]),
+        tallies=json.loads(values["tallies"]), fingerprint=values["fingerprint"],
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -101,13 +102,17 @@ def test_cli_all_cells_store_report_compare(project: Path, capsys: pytest.Captur
     argv = [*common, "run", "--all-cells", "--matrix", str(project / "matrix.yaml"), "--envs", str(envs),
             "--db", str(db), "--nproc", "1", "-j", "2"]
     assert main(argv) == 1  # the 1.5 regression mismatches, and 1.6 could not be built
-    assert main(argv) == 1
+    assert main([*argv, "--redo"]) == 1
     store = ResultStore(db)
     assert len(store.runs()) == 2 and len(store.results()) == 14
     capsys.readouterr()
+    assert main([*argv, "--json"]) == 1  # resumes: only the cell that could not be built is tried again
+    assert len(json.loads(capsys.readouterr().out)["reused"]) == 6 and len(store.results()) == 15
+    capsys.readouterr()
     assert main([*common, "report", "--db", str(db), "--format", "markdown"]) == 0
     assert "fixed in 1.3 (last reproduced: 1.2)" in capsys.readouterr().out
-    assert main([*common, "compare", "--db", str(db)]) == 0  # the two runs agree: nothing changed
+    assert main([*common, "compare", "--db", str(db), *[r.run_id for r in store.runs()[:2]]]) == 0
+    # the two runs agree: nothing changed
     assert "0 change(s)" in capsys.readouterr().out
 
 
@@ -167,3 +172,42 @@ def test_cases_run_in_cells_that_pin_their_packages(make_case: MakeCase, tmp_pat
         "default": {"fakelib-2-b"}, "default-cuda": {"fakelib-2-b"},  # ... not every cell that has some torch
         "fakelib-1.0": {"fakelib-2-b"}, "fakelib-1.1": {"fakelib-2-b"},
     }
+
+
+def test_infra_faults_are_recorded_with_their_reason_never_fixed(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """No network, a version that does not exist, a pairing that imports but aborts: the run goes on."""
+    aborts = "def __getattr__(name):\n    import os\n    os.abort()\n"  # imports fine; aborts when used
+    index = build_index(tmp_path / "index", [
+        fake_torch("2.5.0", "2024-01-01T00:00:00Z"),
+        FakeRelease("fakelib", "1.3", "2024-02-01T00:00:00Z", module="BUGGY = False\n"),
+        FakeRelease("fakelib", "1.7", "2024-02-02T00:00:00Z", module=aborts),
+    ])
+    (tmp_path / "matrix.yaml").write_text(yaml.safe_dump({
+        "indexes": {"local": index, "unreachable": "http://127.0.0.1:9/simple"},
+        "defaults": {"index": "local"},
+        "cells": [
+            {"name": "good", "pins": {"torch": "2.5.0", "fakelib": "1.3"}},
+            {"name": "offline", "pins": {"torch": "2.5.0", "fakelib": "1.3"}, "index": "unreachable"},
+            {"name": "no-such-version", "pins": {"torch": "2.5.0", "fakelib": "9.9"}},
+            {"name": "aborts", "pins": {"torch": "2.5.0", "fakelib": "1.7"}},
+        ],
+    }))
+    case = tmp_path / "cases" / "fakelib-1-bug"
+    case.mkdir(parents=True)
+    (case / "repro.py").write_text(SCRIPT)
+    (case / "case.yaml").write_text(yaml.safe_dump({
+        "title": "fakelib bug", "upstream": ["https://example.invalid/1"], "packages": ["torch", "fakelib"],
+        "timeout": 60, "signature": "FAKE-SIG", "variants": {"bug": {"expect": [{"outcome": "fixed"}]}},
+    }))
+    monkeypatch.setenv("UV_OFFLINE", "1")  # and uv may not fetch anything either
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "empty-uv-cache"))
+    matrix = load_matrix(tmp_path / "matrix.yaml")
+    results = dict(run_cells(plan_cells([load_case(case / "case.yaml")], matrix), matrix,
+                             EnvCache(tmp_path / "envs"), cores=2))
+    assert results["good"].outcome is Outcome.FIXED, results["good"].reason  # the fault-free cell still ran
+    offline, missing, aborted = results["offline"], results["no-such-version"], results["aborts"]
+    assert offline.outcome is Outcome.INFRA and "127.0.0.1:9" in offline.reason, offline.reason
+    assert missing.outcome is Outcome.INFRA and "no release of fakelib matches ==9.9" in missing.reason
+    assert aborted.outcome is Outcome.ERROR and "died without a verdict" in aborted.reason, aborted.reason
+    assert not any(r.ok for r in (offline, missing, aborted))
