@@ -1,0 +1,101 @@
+"""Interrupting a matrix run (SIGINT or SIGTERM): a consistent store, no processes left, and a re-run that resumes."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.outcome import Outcome
+from harness.store import ResultStore
+
+from .fakeindex import FakeRelease, build_index, fake_torch
+from .test_launch import leftovers
+
+VERSIONS = ["1.0", "1.1", "1.2", "1.3"]
+SCRIPT = """
+import sys, time
+import fakelib
+time.sleep(2)                      # long enough for the test to interrupt a launch in flight
+if fakelib.BUGGY:
+    print("RuntimeError: FAKE-SIG")
+    sys.exit(1)
+"""
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    releases = [fake_torch("2.5.0", "2024-01-01T00:00:00Z")]
+    releases += [FakeRelease("fakelib", v, f"2024-02-0{i + 1}T00:00:00Z", module=f"BUGGY = {v < '1.2'}\n")
+                 for i, v in enumerate(VERSIONS)]
+    index = build_index(tmp_path / "index", releases)
+    (tmp_path / "matrix.yaml").write_text(yaml.safe_dump({
+        "indexes": {"local": index}, "defaults": {"index": "local"},
+        "groups": [{"name": "fakelib-{fakelib}", "axes": {"fakelib": VERSIONS}, "pins": {"torch": "2.5.0"}}],
+    }))
+    case = tmp_path / "cases" / "fakelib-1-slow"
+    case.mkdir(parents=True)
+    (case / "repro.py").write_text(SCRIPT)
+    (case / "case.yaml").write_text(yaml.safe_dump({
+        "title": "slow fake bug", "upstream": ["https://example.invalid/1"], "packages": ["torch", "fakelib"],
+        "nproc": [1, 2], "timeout": 60, "signature": "FAKE-SIG",
+        "variants": {"bug": {"expect": [{"when": {"fakelib": "<1.2"}, "outcome": "reproduced"},
+                                        {"outcome": "fixed"}]}},
+    }))
+    return tmp_path
+
+
+def bugmatrix(project: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "harness", "--cases-dir", str(project / "cases"), *args,
+            "--matrix", str(project / "matrix.yaml"), "--envs", str(project / "envs")]
+
+
+def saved(db: Path) -> int:
+    try:
+        return len(ResultStore(db).results())
+    except Exception:  # the store is being created by the run
+        return 0
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_interrupted_matrix_run_keeps_what_finished_and_resumes(project: Path, signum: signal.Signals) -> None:
+    db = project / "results.db"
+    subprocess.run(bugmatrix(project, "env", "build"), check=True, capture_output=True)
+    run = subprocess.Popen([*bugmatrix(project, "run", "--all-cells", "--db", str(db), "-j", "2")],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while saved(db) < 2 and time.monotonic() < deadline and run.poll() is None:
+        time.sleep(0.2)
+    assert run.poll() is None, "the run ended before it could be interrupted"
+    run.send_signal(signum)  # mid-run: launches are in flight
+    _, err = run.communicate(timeout=60)
+    assert run.returncode == 130, err.decode()
+    assert leftovers(str(project)) == []  # the launches in flight were killed, whole trees
+
+    store = ResultStore(db)
+    [first] = store.runs()
+    assert first.status == "interrupted"
+    kept = store.results(first.run_id)
+    assert 2 <= len(kept) < 8  # what finished is kept ...
+    for _, cell, result in kept:  # ... and only whole verdicts: no row from a killed launch
+        assert result.outcome in (Outcome.REPRODUCED, Outcome.FIXED) and result.ok, (cell, result.reason)
+        assert result.fingerprint and len(result.ranks) == result.nproc
+
+    again = subprocess.run([*bugmatrix(project, "run", "--all-cells", "--db", str(db), "--json")],
+                           capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    payload = json.loads(again.stdout)
+    assert len(payload["results"]) == 8 and all(r["outcome"] == r["expected"] for r in payload["results"])
+    assert len(payload["reused"]) == len(kept)  # resumed: what was recorded was not launched again
+    second = store.runs()[-1]
+    assert second.status == "complete" and len(store.results(second.run_id)) == 8 - len(kept)
+
+    redo = subprocess.run([*bugmatrix(project, "run", "--all-cells", "--db", str(db), "--json", "--redo",
+                                      "--nproc", "1")], capture_output=True, text=True, timeout=300)
+    assert json.loads(redo.stdout)["reused"] == [] and len(store.results(store.runs()[-1].run_id)) == 4
