@@ -230,8 +230,9 @@ def exclude_newer(as_of: datetime) -> str:
 def _run(command: list[str], timeout: float) -> str | None:
     """None on success, else the last lines of the command's output (or why it could not run)."""
     try:
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False,
-                              stdin=subprocess.DEVNULL)
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # the smoke check's
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False,  # imports
+                              stdin=subprocess.DEVNULL, env=env)  # leave bytecode for every later launch
     except subprocess.TimeoutExpired:
         return f"timed out after {timeout:.0f}s: {' '.join(command[:4])} ..."
     except OSError as exc:

@@ -1,0 +1,221 @@
+"""Verdicts that survive hangs, crashes, parallel launches and flakiness (issue: hardening).
+
+Every case here is a small fake script under a real torchrun with real gloo: what is under test is the harness's
+launching, killing and classifying, not a library.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.compare import compare
+from harness.environment import Environment
+from harness.outcome import Outcome, RankState
+from harness.result import Result
+from harness.run import Job, execute_repeated, plan, run_jobs
+
+from .conftest import MakeCase
+from .test_launch import leftovers, run_one
+
+pytest_plugins = ["pytester"]
+
+HANGS = """
+import sys, time, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+print("READY", rank, flush=True)
+if sys.argv[-1] == "collective":
+    if rank == 0:
+        dist.all_reduce(torch.ones(1))      # rank 0 reduces ...
+    else:
+        dist.recv(torch.ones(1), src=0)     # ... while rank 1 waits for a message never sent: a deadlock
+else:
+    if rank == 0:
+        dist.all_reduce(torch.ones(1), async_op=True)  # pending work that rank 1 never joins
+        dist.destroy_process_group()        # gloo waits for it: stuck in destroy_process_group
+    else:
+        time.sleep(3600)
+"""
+# Where each rank hangs: the script line it is stuck on (rank 0, rank 1).
+HANG_AT = {"collective": ("dist.all_reduce(torch.ones(1))  ", "dist.recv("),
+           "destroy": ("dist.destroy_process_group()", "time.sleep(3600)")}
+
+
+def line_of(snippet: str) -> int:
+    return next(i for i, line in enumerate(HANGS.splitlines(), 1) if snippet in line)
+
+
+def test_twenty_hangs_end_as_timeouts_with_every_stack_and_leave_no_process(
+    make_case: MakeCase, env: Environment, tmp_path: Path
+) -> None:
+    timeout = 20  # generous: up to 6 ranks import torch at once on a 2-core machine
+    case = make_case(HANGS, nproc=[2], timeout=timeout, variants={
+        mode: {"args": [mode], "expect": [{"outcome": "fixed"}]} for mode in HANG_AT
+    })
+    jobs = [Job(case, mode, 2, "cpu") for mode in HANG_AT for _ in range(10)]
+    started = time.monotonic()
+    results = run_jobs(jobs, env, cores=6)
+    wall = time.monotonic() - started
+    assert len(results) == 20
+    hung = 0
+    for job, result in zip(jobs, results, strict=True):
+        assert result.outcome is Outcome.TIMEOUT, (result.reason, result.log_excerpt)
+        assert result.duration_s < timeout + 10, result.duration_s  # the limit plus a small grace
+        if result.log_excerpt.count("READY") < 2:
+            continue  # a rank was still importing torch when the limit hit (an overloaded machine)
+        hung += 1
+        for rank, snippet in enumerate(HANG_AT[job.variant]):  # every rank's stack, showing where it hangs
+            assert f"--- rank {rank} ---" in result.stacks, result.stacks
+            rank_stacks = result.stacks.split(f"--- rank {rank} ---")[1].split("--- rank")[0]
+            assert f'repro.py", line {line_of(snippet)} in <module>' in rank_stacks, (job.variant, rank, rank_stacks)
+    assert hung >= 10, f"only {hung} of 20 launches reached their hang within {timeout} s"
+    assert wall < 20 * (timeout + 10)
+    assert leftovers(str(tmp_path)) == []  # nothing from 40 hung ranks and 20 torchruns is left
+
+
+# A rank that exits 0 on its own; torchrun may SIGTERM it first when its peer dies early (collateral).
+EXITED_0 = {RankState.FIXED, RankState.TERMINATED}
+
+
+@pytest.mark.parametrize(
+    ("script", "outcome", "states"),
+    [
+        pytest.param("""
+            import os, sys
+            if os.environ["RANK"] == "1":
+                raise ValueError("rank 1 fails some other way")
+            """, Outcome.ERROR, {0: EXITED_0, 1: {RankState.ERROR}}, id="one-exits-0-other-raises"),
+        pytest.param("""
+            import os, sys
+            if os.environ["RANK"] == "1":
+                print("RuntimeError: FAKE-BUG-SIGNATURE on rank 1")
+                sys.exit(1)
+            """, Outcome.REPRODUCED, {0: EXITED_0, 1: {RankState.REPRODUCED}}, id="one-exits-0-other-reproduces"),
+        pytest.param("""
+            import os, signal
+            if os.environ["RANK"] == "0":
+                os.kill(os.getpid(), signal.SIGABRT)   # as an ABI mismatch does
+            """, Outcome.ERROR, {0: {RankState.ERROR}, 1: EXITED_0}, id="sigabrt"),
+        pytest.param("""
+            print("FAKE-BUG-SIGNATURE")            # the signature, but exit 0 on every rank
+            """, Outcome.ERROR, {0: {RankState.ERROR}, 1: {RankState.ERROR}}, id="signature-but-exit-0"),
+    ],
+)
+def test_two_rank_crashes_get_the_documented_outcome(
+    make_case: MakeCase, env: Environment, script: str, outcome: Outcome, states: dict[int, set[RankState]]
+) -> None:
+    result = run_one(make_case, env, script, nproc=[2])
+    assert result.outcome is outcome, (result.reason, result.log_excerpt)
+    for rank in result.ranks:
+        assert rank.state in states[rank.rank], (rank, result.log_excerpt)
+
+
+INTERLEAVED = """
+import os, sys, time
+rank = int(os.environ["RANK"])
+text = sys.argv[-1] if sys.argv[-1] != "halves" else ("FAKE-BUG-" if rank == 0 else "SIGNATURE")
+for ch in text:                  # one character at a time, on one line of torchrun's shared stdout
+    os.write(1, ch.encode())
+    time.sleep(0.01)
+os.write(1, b"\\n")
+sys.exit(1 if sys.argv[-1] != "halves" else 0)
+"""
+
+
+def test_output_interleaved_on_one_line_is_read_per_rank(make_case: MakeCase, env: Environment) -> None:
+    case = make_case(INTERLEAVED, nproc=[2], variants={
+        "whole": {"args": ["RuntimeError: FAKE-BUG-SIGNATURE"], "expect": [{"outcome": "reproduced"}]},
+        "halves": {"args": ["halves"], "expect": [{"outcome": "fixed"}]},
+    })
+    whole, halves = (execute_repeated(Job(case, v, 2, "cpu"), env) for v in ("whole", "halves"))
+    # Each rank printed the whole signature, interleaved character by character with its peer: still reproduced.
+    assert whole.outcome is Outcome.REPRODUCED, whole.reason
+    # No rank printed the signature; only the interleaving spells it. Both exited 0: fixed, not reproduced.
+    assert halves.outcome is Outcome.FIXED, halves.reason
+
+
+FLIP = """
+import pathlib, sys
+counter = pathlib.Path(sys.argv[-1])
+n = int(counter.read_text()) if counter.exists() else 0
+counter.write_text(str(n + 1))
+if n % 3 == 0:                    # launches 1, 4, 7, ...: the bug shows; the others: it does not
+    print("RuntimeError: FAKE-BUG-SIGNATURE")
+    sys.exit(1)
+"""
+
+
+def test_repeats_that_disagree_are_flaky_with_their_rate(make_case: MakeCase, env: Environment,
+                                                          tmp_path: Path) -> None:
+    case = make_case(FLIP, variants={
+        "bug": {"args": [str(tmp_path / "count")], "expect": [{"outcome": "reproduced"}]},
+    })
+    [job] = plan([case], ["cpu"])
+    flaky = execute_repeated(job, env, repeat=3)
+    assert flaky.outcome is Outcome.FLAKY and not flaky.ok
+    assert flaky.tallies == {"reproduced": 1, "fixed": 2} and flaky.repeats == 3
+    assert flaky.reason.startswith("flaky: fixed 2/3, reproduced 1/3"), flaky.reason
+    (tmp_path / "count").write_text("0")
+    steady = execute_repeated(job, env, repeat=1)
+    assert steady.outcome is Outcome.REPRODUCED and steady.tallies == {}
+
+
+PARALLEL_CASE = """
+title: fifty launches
+upstream: [https://example.invalid/1]
+packages: [torch]
+nproc: [2]
+devices: [cpu]
+timeout: 240
+signature: FAKE-SIG
+variants:
+{variants}
+"""
+PARALLEL_SCRIPT = """
+import sys, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+t = torch.ones(1)
+dist.all_reduce(t)
+assert t.item() == dist.get_world_size()   # both ranks met in the same process group, nobody else's
+print("FAKE-SIG: rank", dist.get_rank(), "saw", int(t.item()), "ranks")
+dist.barrier()
+dist.destroy_process_group()
+sys.exit(1)
+"""
+
+
+def test_fifty_two_rank_launches_under_four_xdist_workers(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest('pytest_plugins = ["harness.pytest_plugin"]')
+    folder = pytester.mkdir("cases") / "fake-50-parallel"
+    folder.mkdir()
+    variants = "\n".join(f"  v{i:02d}:\n    expect: [{{outcome: reproduced}}]" for i in range(50))
+    (folder / "case.yaml").write_text(PARALLEL_CASE.format(variants=variants))
+    (folder / "repro.py").write_text(textwrap.dedent(PARALLEL_SCRIPT))
+    db = pytester.path / "results.db"
+    result = pytester.runpytest_subprocess("cases", "-n", "4", "-p", "xdist", "--bugmatrix-db", str(db))
+    result.assert_outcomes(passed=50)  # every launch reproduced on both ranks: no rendezvous collided
+    with sqlite3.connect(db) as con:
+        rows = con.execute("SELECT variant, outcome, ranks FROM results").fetchall()
+        runs = con.execute("SELECT status FROM runs").fetchall()
+    assert sorted(v for v, _, _ in rows) == [f"v{i:02d}" for i in range(50)]  # none lost, none duplicated
+    assert {o for _, o, _ in rows} == {"reproduced"}
+    assert all(len(json.loads(r)) == 2 for _, _, r in rows)
+    assert runs == [("complete",)]
+
+
+def test_compare_lists_a_flaky_result_apart_from_regressions() -> None:
+    def result(outcome: Outcome, tallies: dict[str, int] | None = None) -> Result:
+        return Result(case="c", variant="bug", nproc=2, device="cpu", outcome=outcome, expected=Outcome.FIXED,
+                      reason="", tallies=tallies or {})
+
+    [flaky] = compare([("cell", result(Outcome.FIXED))],
+                      [("cell", result(Outcome.FLAKY, {"fixed": 2, "reproduced": 1}))])
+    assert (flaky.kind, flaky.unexpected, flaky.tally) == ("flaky", False, "fixed 2/3, reproduced 1/3")
+    [regression] = compare([("cell", result(Outcome.FIXED))], [("cell", result(Outcome.REPRODUCED))])
+    assert (regression.kind, regression.unexpected) == ("regressed", True)
