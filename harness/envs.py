@@ -7,10 +7,12 @@ Contract:
 - `build` is idempotent and safe across processes: a per-key file lock makes concurrent builders wait for the first
   one; the venv is built in a temporary folder and renamed into place, so an interrupted build leaves nothing that
   looks finished. It installs with `uv pip install` from uv's shared cache (hardlinks, so a second environment with
-  the same torch costs almost no disk), with `--exclude-newer as_of` (time travel) and the cell's overrides;
-  offline first (a warm cache resolves and links without any network round trip), online on a cache miss. An
-  offline resolution reads the index pages as uv cached them: for an unpinned dependency released after that
-  page was cached and before `as_of`, it picks what the cache knew (the exact versions are recorded either way).
+  the same torch costs almost no disk), with `--exclude-newer as_of` (time travel) and the cell's overrides.
+- The first build of a key resolves online (the index as of `as_of`, nothing else: an offline resolution would pick
+  whatever versions happen to be in uv's cache) and records the exact result (`uv pip freeze`) in
+  `<root>/.resolved/<key>.txt`. Every later build of that key, after an eviction or on another run, installs that
+  record with `--no-deps`: offline first (a warm cache links in well under a second), online on a cache miss; the
+  same versions either way. `prune` keeps the records; deleting one makes the next build resolve again.
 - After installing, an import smoke check imports every pinned package. A cell whose resolution, download or import
   fails yields `EnvStatus(ok=False, error=<uv's or the importer's message>)`; the caller records it as `infra`.
   Failures are remembered for the process only; a later run tries again.
@@ -135,12 +137,16 @@ class EnvCache:
             error = _run([uv, "venv", "--quiet", "--python", cell.cell.python, str(staging)], BUILD_TIMEOUT_S)
             if error:
                 return f"uv failed: {error}"
-            overrides = holder / "overrides.txt"
-            # Offline first: everything a warm cache holds resolves and links in well under a second; a miss
-            # (a package or an index page not cached yet) falls back to the network.
-            error = _run(install_command(cell, staging / "bin" / "python", overrides, offline=True), BUILD_TIMEOUT_S)
-            if error and not offline:
-                error = _run(install_command(cell, staging / "bin" / "python", overrides), BUILD_TIMEOUT_S)
+            python = staging / "bin" / "python"
+            record = self.resolution(cell.key)
+            if record.is_file():  # the versions this key resolved to the first time: offline first, same pins
+                frozen = [uv, "pip", "install", "--quiet", "--python", str(python), "--index-url",
+                          cell.cell.index_url, "--link-mode", "hardlink", "--no-deps", "-r", str(record)]
+                error = _run([*frozen, "--offline"], BUILD_TIMEOUT_S)
+                if error and not offline:
+                    error = _run(frozen, BUILD_TIMEOUT_S)
+            else:
+                error = _run(install_command(cell, python, holder / "overrides.txt", offline=offline), BUILD_TIMEOUT_S)
             if error:
                 return f"uv failed: {error}"
             smoke = "; ".join(f"import {name}" for name in cell.imports) or "pass"
@@ -152,6 +158,8 @@ class EnvCache:
                 "requirements": cell.requirements, "overrides": cell.overrides,
                 "as_of": cell.as_of.isoformat() if cell.as_of else None, "built_at": time.time(),
             }, indent=2))
+            if not record.is_file() and not offline:
+                self._record_resolution(record, python)
             target = self.path(cell.key)
             if target.exists():  # a stale, unfinished folder from an interrupted build
                 shutil.rmtree(target)
@@ -159,6 +167,20 @@ class EnvCache:
             return None
         finally:
             shutil.rmtree(holder, ignore_errors=True)
+
+    def resolution(self, key: str) -> Path:
+        """Where the exact versions that `key` resolved to are recorded (see the module docstring)."""
+        return self.root / ".resolved" / f"{key}.txt"
+
+    def _record_resolution(self, record: Path, python: Path) -> None:
+        frozen = subprocess.run([uv_binary(), "pip", "freeze", "--python", str(python)], capture_output=True,
+                                text=True, check=False)
+        if frozen.returncode != 0 or not frozen.stdout.strip():
+            return  # nothing recorded: the next build resolves again
+        record.parent.mkdir(parents=True, exist_ok=True)
+        partial = record.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(frozen.stdout)
+        partial.replace(record)
 
     def environment(self, key: str) -> Environment:
         """What the environment `key` has installed; raises `ProbeError` if it cannot be started."""
@@ -182,7 +204,7 @@ class EnvCache:
         """Delete every environment whose key is not in `keep`, and leftovers of interrupted builds."""
         removed = []
         for folder in self.root.iterdir():
-            if folder.is_dir() and folder.name not in keep:  # includes .<key>.building-* leftovers
+            if folder.is_dir() and folder.name not in keep and folder.name != ".resolved":  # .building-* too
                 shutil.rmtree(folder, ignore_errors=True)
                 removed.append(folder.name)
         return removed

@@ -140,3 +140,27 @@ def test_a_cell_that_cannot_import_or_resolve_is_infra_not_fatal(tmp_path: Path,
 def test_a_relative_environments_folder_still_launches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     assert EnvCache(Path("envs")).root == tmp_path / "envs"  # launches run in the case's folder, not here
+
+
+def test_a_rebuilt_environment_gets_the_versions_of_its_first_build(tmp_path: Path) -> None:
+    """An evicted environment comes back with the versions its key first resolved to, whatever the cache holds."""
+    releases = [FakeRelease("fakelib", "1.0", "2024-02-01T00:00:00Z", requires=["fakedep"]),
+                FakeRelease("fakedep", "1.0", "2024-01-01T00:00:00Z")]
+    index = build_index(tmp_path / "index", releases)
+    matrix = load_matrix(write_matrix(tmp_path, index, couplings=[], groups=[],
+                                      cells=[{"name": "c", "pins": {"fakelib": "1.0"}}]))
+    cache = EnvCache(tmp_path / "envs")
+    resolved = resolve_cell(matrix, matrix.cell("c"))
+    assert cache.build(resolved).ok
+    assert "fakedep==1.0" in cache.resolution(resolved.key).read_text()
+    # The index changes under the same cutoff (a late upload back-dated, a yanked page refreshed ...).
+    build_index(tmp_path / "index", [*releases, FakeRelease("fakedep", "1.5", "2024-01-15T00:00:00Z")])
+    cache.remove(resolved.key)
+    assert cache.prune(set()) == []  # the record survives a prune
+    again = EnvCache(tmp_path / "envs").build(resolved)
+    assert again.ok and not again.reused
+    assert EnvCache(tmp_path / "envs").environment(resolved.key).get("fakedep").version == "1.0"
+    cache.remove(resolved.key)
+    cache.resolution(resolved.key).unlink()  # no record: resolve afresh
+    assert cache.build(resolved).ok
+    assert cache.environment(resolved.key).get("fakedep").version == "1.5"
