@@ -40,10 +40,11 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of `bugmatrix` and `python -m harness`; returns the process exit code."""
     parser = _parser()
     args = parser.parse_args(argv)
-    # Ctrl-C and SIGTERM both end in the same cleanup. SIGINT is installed explicitly: a parent that ignores it
+    # Ctrl-C, SIGTERM and SIGHUP all end in the same cleanup. SIGINT is installed explicitly: a parent that ignores it
     # (pytest-xdist workers, some CI runners) would otherwise pass the ignore on and Ctrl-C would do nothing.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+    signal.signal(signal.SIGHUP, _sigterm_as_interrupt)  # a closed terminal or a killed job shell: same cleanup
     try:
         return int(args.func(args))
     except KeyboardInterrupt:
