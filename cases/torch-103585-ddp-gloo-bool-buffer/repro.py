@@ -1,0 +1,113 @@
+"""DistributedDataParallel on gloo fails for a module with a torch.bool buffer ("Invalid scalar type").
+
+Upstream: https://github.com/pytorch/pytorch/issues/103585 ("DDP+Gloo+torch.bool weight matrix";
+GPT-J / GPT-2 keep their causal mask as a bool buffer named `bias`), same root cause as
+https://github.com/pytorch/pytorch/issues/89197 (bool collectives on gloo).
+DDP's constructor broadcasts every parameter and buffer from rank 0 (`_sync_module_states` ->
+`dist._broadcast_coalesced`). ProcessGroupGloo dispatched on dtype with `GENERATE_ALL_TYPES`, which had no
+case for Bool, so the broadcast raised `RuntimeError: Invalid scalar type`.
+Fixed by https://github.com/pytorch/pytorch/pull/105354 "[C10d] Handle bool tensors in gloo. Fixes #103585."
+(merged 2023-07-18), first released in torch 2.1.0.
+
+What the script does: builds a Linear plus a lower-triangular mask buffer (bool, or uint8 for the
+workaround), made deliberately different on every rank but 0; wraps it in DDP (gloo on CPU, nccl on
+CUDA); checks that the buffer now equals rank 0's mask on every rank.
+
+Usage:
+    python repro.py [--device cpu|cuda] [--mask-dtype bool|uint8]
+    torchrun --standalone --nproc_per_node=2 repro.py [--device cpu|cuda] [--mask-dtype bool|uint8]
+
+Variants:
+    --mask-dtype bool    (default) the bug: DDP(...) raises RuntimeError: Invalid scalar type on gloo
+    --mask-dtype uint8   workaround from the thread: keep the mask as uint8 and compare with != 0
+
+Exit codes: 0 correct, 1 bug reproduced, 125 cannot test here.
+"""
+import argparse
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+SIGNATURE = "Invalid scalar type"
+
+
+class MaskedLinear(nn.Module):
+    def __init__(self, dtype: torch.dtype, rank: int):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        mask = torch.tril(torch.ones(4, 4)) if rank == 0 else torch.triu(torch.ones(4, 4))
+        self.register_buffer("mask", mask.to(dtype))
+
+    def forward(self, x):
+        w = self.lin.weight.masked_fill(self.mask == 0, 0.0)
+        return nn.functional.linear(x, w, self.lin.bias)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--device", choices=["cpu", "cuda"],
+                        default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--mask-dtype", choices=["bool", "uint8"], default="bool")
+    args = parser.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("SKIP: --device cuda but CUDA is not available")
+        return 125
+
+    if "RANK" not in os.environ:  # plain `python repro.py`: a world of one
+        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0",
+                          MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ.get("MASTER_PORT", "29518"))
+    rank = int(os.environ["RANK"])
+    world = int(os.environ["WORLD_SIZE"])
+    if args.device == "cuda":
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+        device = torch.device("cuda", torch.cuda.current_device())
+        device_ids = [device.index]
+    else:
+        device = torch.device("cpu")
+        device_ids = None
+    dist.init_process_group("nccl" if args.device == "cuda" else "gloo")
+    try:
+        dtype = torch.bool if args.mask_dtype == "bool" else torch.uint8
+        torch.manual_seed(0)
+        model = MaskedLinear(dtype, rank).to(device)
+        expected_mask = torch.tril(torch.ones(4, 4)).to(dtype)
+        print(f"[rank {rank}] torch {torch.__version__}, world {world}, backend "
+              f"{dist.get_backend()}, mask buffer dtype {model.mask.dtype}", flush=True)
+        try:
+            nn.parallel.DistributedDataParallel(model, device_ids=device_ids)  # broadcasts rank 0's buffers
+        except RuntimeError as e:
+            if SIGNATURE not in str(e):
+                raise
+            print(f"[rank {rank}] REPRODUCED: DistributedDataParallel(...) raised RuntimeError: "
+                  f"{str(e).splitlines()[0]}", flush=True)
+            verdict = 1
+        else:
+            # (no forward pass here: DDP.forward imports torch._dynamo, which needs `packaging`,
+            # absent from a bare torch 2.1 install; the bug is in the constructor's broadcast)
+            synced = torch.equal(model.mask.cpu(), expected_mask)
+            if synced:
+                print(f"[rank {rank}] FIXED: DDP wrapped the module; the {model.mask.dtype} buffer "
+                      f"was broadcast from rank 0", flush=True)
+                verdict = 0
+            else:
+                print(f"[rank {rank}] WRONG RESULT: the {model.mask.dtype} buffer differs from "
+                      f"rank 0's after DDP init", flush=True)
+                verdict = 2
+        try:
+            dist.barrier()
+        except RuntimeError as e:
+            # after the failed broadcast, gloo's barrier re-raises the same "Invalid scalar type"
+            # (it waits on the earlier, failed work item); skipping the barrier instead made
+            # destroy_process_group hang on torch 2.0.1
+            if verdict != 1 or SIGNATURE not in str(e):
+                raise
+    finally:
+        dist.destroy_process_group()
+    return verdict
+
+
+if __name__ == "__main__":
+    sys.exit(main())
