@@ -223,7 +223,14 @@ def clean_cache(packages: tuple[str, ...] = BIG_PACKAGES) -> str:
             names.add(wheel_dir.name.replace("_", "-"))
     if not names:
         return ""
-    proc = subprocess.run([uv, "cache", "clean", *sorted(names)], capture_output=True, text=True, check=False)
+    # --force: without it uv waits for every process using the cache to exit, and `uv run bugmatrix ...` (our own
+    # parent) holds it for as long as the run lasts: the disk budget deadlocked. Environments keep their hardlinks;
+    # a build linking from these very wheels at the same moment fails as `infra` and is retried by the next run.
+    try:
+        proc = subprocess.run([uv, "cache", "clean", "--force", *sorted(names)], capture_output=True, text=True,
+                              check=False, timeout=600)
+    except subprocess.TimeoutExpired:
+        return "uv cache clean: timed out after 600 s; nothing more was cleaned"
     return (proc.stdout + proc.stderr).strip()
 
 
