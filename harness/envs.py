@@ -17,7 +17,8 @@ Contract:
   fails yields `EnvStatus(ok=False, error=<uv's or the importer's message>)`; the caller records it as `infra`.
   Failures are remembered for the process only; a later run tries again.
 - `remove`/`prune` delete environments; `clean_cache` removes big packages (torch and its CUDA libraries) from uv's
-  cache. Nothing is deleted implicitly except by an explicit disk budget (see `harness/matrix_run.py`).
+  cache, holding bugmatrix's cache lock exclusively (`cache_in_use`), which every install holds shared: a clean
+  in one process never pulls wheels from under an install in another. Nothing is deleted implicitly except by an explicit disk budget (see `harness/matrix_run.py`).
 """
 
 from __future__ import annotations
@@ -139,14 +140,8 @@ class EnvCache:
                 return f"uv failed: {error}"
             python = staging / "bin" / "python"
             record = self.resolution(cell.key)
-            if record.is_file():  # the versions this key resolved to the first time: offline first, same pins
-                frozen = [uv, "pip", "install", "--quiet", "--python", str(python), "--index-url",
-                          cell.cell.index_url, "--link-mode", "hardlink", "--no-deps", "-r", str(record)]
-                error = _run([*frozen, "--offline"], BUILD_TIMEOUT_S)
-                if error and not offline:
-                    error = _run(frozen, BUILD_TIMEOUT_S)
-            else:
-                error = _run(install_command(cell, python, holder / "overrides.txt", offline=offline), BUILD_TIMEOUT_S)
+            with cache_in_use(shared=True):  # a disk-budget clean in any bugmatrix process waits for this install
+                error = self._install(cell, python, record, holder / "overrides.txt", offline)
             if error:
                 return f"uv failed: {error}"
             smoke = "; ".join(f"import {name}" for name in cell.imports) or "pass"
@@ -167,6 +162,18 @@ class EnvCache:
             return None
         finally:
             shutil.rmtree(holder, ignore_errors=True)
+
+    @staticmethod
+    def _install(cell: ResolvedCell, python: Path, record: Path, overrides: Path, offline: bool) -> str | None:
+        if not record.is_file():  # first build of this key: resolve (online, unless told otherwise)
+            return _run(install_command(cell, python, overrides, offline=offline), BUILD_TIMEOUT_S)
+        # the versions this key resolved to the first time: offline first, online on a cache miss, same pins
+        frozen = [uv_binary(), "pip", "install", "--quiet", "--python", str(python), "--index-url",
+                  cell.cell.index_url, "--link-mode", "hardlink", "--no-deps", "-r", str(record)]
+        error = _run([*frozen, "--offline"], BUILD_TIMEOUT_S)
+        if error and not offline:
+            error = _run(frozen, BUILD_TIMEOUT_S)
+        return error
 
     def resolution(self, key: str) -> Path:
         """Where the exact versions that `key` resolved to are recorded (see the module docstring)."""
@@ -210,6 +217,20 @@ class EnvCache:
         return removed
 
 
+@contextmanager
+def cache_in_use(shared: bool) -> Iterator[None]:
+    """An inter-process lock on uv's cache among bugmatrix processes: installs hold it shared, `clean_cache`
+    exclusively, so a disk-budget clean never deletes wheels under an install in progress (in any process)."""
+    lock_dir = Path(os.environ.get("BUGMATRIX_LOCKS", Path(tempfile.gettempdir()) / "bugmatrix-locks"))
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    with open(lock_dir / "uv-cache.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def clean_cache(packages: tuple[str, ...] = BIG_PACKAGES) -> str:
     """Remove `packages` (glob patterns allowed) from uv's cache; returns uv's message."""
     uv = uv_binary()
@@ -224,11 +245,12 @@ def clean_cache(packages: tuple[str, ...] = BIG_PACKAGES) -> str:
     if not names:
         return ""
     # --force: without it uv waits for every process using the cache to exit, and `uv run bugmatrix ...` (our own
-    # parent) holds it for as long as the run lasts: the disk budget deadlocked. Environments keep their hardlinks;
-    # a build linking from these very wheels at the same moment fails as `infra` and is retried by the next run.
+    # parent) holds it for as long as the run lasts: the disk budget deadlocked. Instead, bugmatrix's own lock keeps
+    # the clean away from installs in progress (environments already built keep their hardlinks).
     try:
-        proc = subprocess.run([uv, "cache", "clean", "--force", *sorted(names)], capture_output=True, text=True,
-                              check=False, timeout=600)
+        with cache_in_use(shared=False):
+            proc = subprocess.run([uv, "cache", "clean", "--force", *sorted(names)], capture_output=True, text=True,
+                                  check=False, timeout=600)
     except subprocess.TimeoutExpired:
         return "uv cache clean: timed out after 600 s; nothing more was cleaned"
     return (proc.stdout + proc.stderr).strip()
