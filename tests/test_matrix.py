@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from harness.envs import EnvCache
+from harness.envs import EnvCache, cache_in_use
 from harness.matrix import MatrixError, load_matrix, resolve_cell
 
 from .fakeindex import FakeRelease, build_index
@@ -164,3 +166,27 @@ def test_a_rebuilt_environment_gets_the_versions_of_its_first_build(tmp_path: Pa
     cache.resolution(resolved.key).unlink()  # no record: resolve afresh
     assert cache.build(resolved).ok
     assert cache.environment(resolved.key).get("fakedep").version == "1.5"
+
+
+def test_a_cache_clean_waits_for_installs_in_progress(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BUGMATRIX_LOCKS", str(tmp_path))
+    order: list[str] = []
+    installing = threading.Event()
+
+    def install() -> None:
+        with cache_in_use(shared=True), cache_in_use(shared=True):  # installs do not block each other
+            installing.set()
+            time.sleep(0.5)
+            order.append("install done")
+
+    def clean() -> None:
+        installing.wait()
+        with cache_in_use(shared=False):
+            order.append("clean")
+
+    threads = [threading.Thread(target=install), threading.Thread(target=clean)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=10)
+    assert order == ["install done", "clean"]
