@@ -121,10 +121,16 @@ def git_candidates(repo: Path, old_ref: str, new_ref: str) -> list[Commit]:
 
 
 def probe_cell(matrix: Matrix, case: Case, package: str, candidate: str | Commit, device: str,
-               source: str | None = None) -> Cell:
-    """The cell that pins `package` to `candidate`, with the packages coupled to it moved along."""
+               source: str | None = None, companions: dict[str, str | GitPin] | None = None) -> Cell:
+    """The cell that pins `package` to `candidate`, with the packages coupled to it moved along.
+
+    A commit has no version to look up in a pairing: its coupled packages are `companions` (the commit level
+    passes the pins of the release the commits lead to, e.g. torchrec 1.2.0's fbgemm 1.2 and torch 2.7).
+    """
     pin: str | GitPin = GitPin(git=candidate.sha) if isinstance(candidate, Commit) else candidate
     pins: dict[str, str | GitPin] = {package: pin}
+    if isinstance(pin, GitPin):
+        pins.update({k: v for k, v in (companions or {}).items() if k != package})
     needed = set(case.spec.packages)
     for coupling in matrix.spec.couplings:
         members = {p for row in coupling.rows for p in row}
@@ -156,6 +162,7 @@ class CaseProber:
     source: str | None = None
     store: ResultStore | None = None
     run_id: str = ""
+    companions: dict[str, str | GitPin] = field(default_factory=dict)  # coupled pins for commit candidates
     on_probe: Callable[[str, Outcome, str], None] | None = None
     log: list[tuple[str, Outcome, str]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -166,7 +173,8 @@ class CaseProber:
     def one(self, candidate: str | Commit) -> Outcome:
         job = Job(self.case, self.variant, self.nproc, self.device)
         try:
-            cell = probe_cell(self.matrix, self.case, self.package, candidate, self.device, self.source)
+            cell = probe_cell(self.matrix, self.case, self.package, candidate, self.device, self.source,
+                              self.companions)
         except MatrixError as exc:
             results = [infra_result(job, str(exc), None)]
             cell_name = f"bisect-{self.package}-{candidate}"

@@ -14,7 +14,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from harness import matrix_report
-from harness.bisect import BisectError, CaseProber, git_candidates, git_checkout, release_candidates, resolve_ref
+from harness.bisect import (
+    BisectError,
+    CaseProber,
+    git_candidates,
+    git_checkout,
+    probe_cell,
+    release_candidates,
+    resolve_ref,
+)
 from harness.bisect_search import BisectRefused, SearchResult, search
 from harness.cases import Case, discover, select
 from harness.compare import compare
@@ -537,6 +545,9 @@ def _bisect_levels(args: argparse.Namespace, case: Case, device: str, store: Res
         refs = (args.old_ref, args.new_ref)
     elif source and not args.no_commits and not levels[-1][1].ambiguous:
         refs = (str(levels[-1][1].last_old), str(levels[-1][1].first_new))
+        # commits between two releases pair with what the newer release pairs with (torchrec main -> next fbgemm)
+        newer = probe_cell(matrix, case, args.package, str(levels[-1][1].first_new), device)
+        prober.companions = {k: v for k, v in newer.pins.items() if k != args.package}
     else:
         refs = None
     if refs and source:

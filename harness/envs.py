@@ -18,7 +18,8 @@ Contract:
   Failures are remembered for the process only; a later run tries again.
 - `remove`/`prune` delete environments; `clean_cache` removes big packages (torch and its CUDA libraries) from uv's
   cache, holding bugmatrix's cache lock exclusively (`cache_in_use`), which every install holds shared: a clean
-  in one process never pulls wheels from under an install in another. Nothing is deleted implicitly except by an explicit disk budget (see `harness/matrix_run.py`).
+  in one process never pulls wheels from under an install in another. Nothing is deleted implicitly except by an
+  explicit disk budget (see `harness/matrix_run.py`).
 """
 
 from __future__ import annotations
