@@ -120,6 +120,9 @@ def git_candidates(repo: Path, old_ref: str, new_ref: str) -> list[Commit]:
     return commits
 
 
+BISECT_PREFIX = "bisect-"  # the cells of bisect probes are named bisect-<package>-<candidate>
+
+
 def probe_cell(matrix: Matrix, case: Case, package: str, candidate: str | Commit, device: str,
                source: str | None = None, companions: dict[str, str | GitPin] | None = None) -> Cell:
     """The cell that pins `package` to `candidate`, with the packages coupled to it moved along.
@@ -142,7 +145,7 @@ def probe_cell(matrix: Matrix, case: Case, package: str, candidate: str | Commit
                 pins.setdefault(member, spec)
     pins = apply_couplings(matrix.spec.couplings, pins, f"bisect {package} {candidate}")
     index = os.environ.get("BUGMATRIX_INDEX_URL") or matrix.spec.indexes[matrix.spec.defaults.index]
-    return Cell(name=f"bisect-{package}-{candidate}", device=device, python=matrix.spec.defaults.python,
+    return Cell(name=f"{BISECT_PREFIX}{package}-{candidate}", device=device, python=matrix.spec.defaults.python,
                 index_url=index, pins=pins, sources={package: source} if source else {})
 
 
@@ -177,7 +180,7 @@ class CaseProber:
                               self.companions)
         except MatrixError as exc:
             results = [infra_result(job, str(exc), None)]
-            cell_name = f"bisect-{self.package}-{candidate}"
+            cell_name = f"{BISECT_PREFIX}{self.package}-{candidate}"
         else:
             cell_name = cell.name
             resolved, env, problem = self.envs.get(cell)

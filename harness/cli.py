@@ -15,6 +15,7 @@ from rich.table import Table
 
 from harness import matrix_report
 from harness.bisect import (
+    BISECT_PREFIX,
     BisectError,
     CaseProber,
     git_candidates,
@@ -121,6 +122,7 @@ def _parser() -> argparse.ArgumentParser:
     p_report.add_argument("--format", choices=["table", "markdown", "html", "json"], default="table")
     p_report.add_argument("-o", "--output", type=Path, help="write to this file instead of stdout")
     p_report.add_argument("--matrix", type=Path, default=DEFAULT_MATRIX, help="orders the cells as the matrix does")
+    p_report.add_argument("--probes", action="store_true", help="include bisect probes (cells named bisect-*)")
     p_report.set_defaults(func=cmd_report)
 
     p_compare = sub.add_parser("compare", help="what changed between two runs (default: the latest two)")
@@ -425,6 +427,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     """Render the matrix report from the store (newest result per case x cell, or one run)."""
     results = ResultStore(args.db).latest(args.run)
+    if not args.probes and not args.run:  # bisect probes are recorded too; the matrix picture leaves them out
+        results = [(cell, r) for cell, r in results if not cell.startswith(BISECT_PREFIX)]
     if not results:
         Console(stderr=True).print(f"[yellow]no results in {args.db}{' for run ' + args.run if args.run else ''}[/]")
         return 1
