@@ -41,4 +41,10 @@ def one_line(exc: ValidationError) -> str:
 
 
 def _field_path(loc: tuple[Any, ...]) -> str:
-    return ".".join(str(part) for part in loc if not str(part).startswith(_NOT_FIELDS))
+    return ".".join(_shown(part) for part in loc if not str(part).startswith(_NOT_FIELDS))
+
+
+def _shown(part: Any) -> str:
+    """A field name as written, quoted when it would not be visible or readable as one (blank, spaces, dots)."""
+    text = str(part)
+    return text if text and text.strip() == text and "." not in text and ":" not in text else repr(text)
