@@ -27,7 +27,7 @@ from harness.bisect import (
 from harness.bisect_search import BisectRefused, SearchResult, search
 from harness.cases import Case, discover, select
 from harness.compare import compare
-from harness.environment import Environment, ProbeError, machine_name, probe
+from harness.environment import ProbeError, machine_name, probe
 from harness.envs import DEFAULT_ROOT, EnvCache, clean_cache, disk_usage
 from harness.github import job_matrix
 from harness.matrix import DEFAULT_MATRIX, MatrixError, load_matrix, made_at, resolve_cell
@@ -36,8 +36,8 @@ from harness.matrix_run import CellEnvironments, plan_cells, run_cells
 from harness.outcome import Outcome
 from harness.report import case_row, cases_table, results_table, to_json, versions_line
 from harness.result import Result
-from harness.resume import SETTLED, fingerprint, local_pins
-from harness.run import Job, default_devices, plan, run_jobs, run_ok
+from harness.resume import SETTLED
+from harness.run import default_devices, plan, run_jobs, run_ok
 from harness.schema import CaseError
 from harness.store import DEFAULT_DB, LOCAL_CELL, ResultStore, StoreError, recording
 
@@ -222,10 +222,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     ]
     reused: list[Result] = []
 
-    def recorded(job: Job) -> Result | None:
-        earlier = None
-        if store and not args.redo:
-            earlier = store.standing(LOCAL_CELL, _local_fingerprint(job, env, args.repeat), SETTLED)
+    def recorded(fingerprint: str) -> Result | None:
+        earlier = store.standing(LOCAL_CELL, fingerprint, SETTLED) if store and not args.redo else None
         if earlier is not None:
             reused.append(earlier)
         return earlier
@@ -237,7 +235,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         task = progress.add_task("", total=len(jobs))
 
         def record(result: Result) -> None:
-            result.fingerprint = _local_fingerprint(_job_of(result, jobs), env, args.repeat)
             if store:
                 store.save(run_id, result, cell=LOCAL_CELL)
             progress.update(task, advance=1, description=f"{result.item_id}: {result.outcome.value}")
@@ -315,14 +312,6 @@ def _run_matrix(args: argparse.Namespace, cases: list[Case], errors: list[CaseEr
         bad = [r for _, r in results if not r.ok and (r.launched or r.outcome is Outcome.INFRA)]
         console.print(f"[{'green' if ok else 'red'}]{len(results) - len(bad)} as expected, {len(bad)} not[/]")
     return 0 if ok else 1
-
-
-def _local_fingerprint(job: Job, env: Environment, repeat: int) -> str:
-    return fingerprint(job, local_pins(env.python, env.versions_of(job.case.spec.packages)), repeat)
-
-
-def _job_of(result: Result, jobs: list[Job]) -> Job:
-    return next(j for j in jobs if j.id == result.item_id)
 
 
 def _say_reused(console: Console, reused: list[Result]) -> None:

@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import TYPE_CHECKING
 
 from harness.cases import Case
 from harness.outcome import Outcome
-from harness.run import Job
+
+if TYPE_CHECKING:  # harness.run uses this module
+    from harness.run import Job
 
 SETTLED = (Outcome.REPRODUCED, Outcome.FIXED, Outcome.SKIP, Outcome.FLAKY)
 

@@ -24,6 +24,7 @@ from harness.expectations import expected_outcome
 from harness.launch import abort_all, allow_launches, launch
 from harness.outcome import Outcome, combine_repeats
 from harness.result import Result, excerpt
+from harness.resume import fingerprint, local_pins
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -134,19 +135,20 @@ def run_jobs(
     cores: int = 1,
     on_result: Callable[[Result], None] | None = None,
     repeat: int = 1,
-    recorded: Callable[[Job], Result | None] | None = None,
+    recorded: Callable[[str], Result | None] | None = None,
 ) -> list[Result]:
     """Execute `jobs` in `env` (each `repeat` times), at most `cores` ranks at a time; results in job order.
 
-    `recorded(job)` may return an earlier result that still stands (a resumed run): it is used as is, nothing is
-    launched and `on_result` is not called for it.
+    Each result carries its fingerprint (see `harness/resume.py`). `recorded(fingerprint)` may return an earlier
+    result that still stands (a resumed run): it is used as is, nothing is launched and `on_result` is not called.
     """
-
     def one(job: Job) -> Result:
-        earlier = recorded(job) if recorded else None
+        pins = local_pins(env.python, env.versions_of(job.case.spec.packages))
+        fprint = fingerprint(job, pins, repeat)
+        earlier = recorded(fprint) if recorded else None
         if earlier is not None:
             return earlier
-        result = execute_repeated(job, env, repeat)
+        result = execute_repeated(job, env, repeat).model_copy(update={"fingerprint": fprint})
         if on_result:
             on_result(result)
         return result
