@@ -72,11 +72,16 @@ def uv_binary() -> str:
         return shutil.which("uv") or "uv"
 
 
+def _pip_install(cell: ResolvedCell, python: Path) -> list[str]:
+    """`uv pip install` into `python`'s environment from `cell`'s index, hardlinking from uv's shared cache."""
+    return [uv_binary(), "pip", "install", "--quiet", "--python", str(python), "--index-url", cell.cell.index_url,
+            "--link-mode", "hardlink"]
+
+
 def install_command(cell: ResolvedCell, python: Path, overrides: Path, offline: bool = False) -> list[str]:
     """The `uv pip install` that puts `cell`'s requirements into the environment of `python`: uv's shared cache,
     hardlinks, the cell's index, its time-travel cutoff and its overrides (written to `overrides`)."""
-    command = [uv_binary(), "pip", "install", "--quiet", "--python", str(python), "--index-url",
-               cell.cell.index_url, "--link-mode", "hardlink"]
+    command = _pip_install(cell, python)
     if cell.as_of:
         command += ["--exclude-newer", exclude_newer(cell.as_of)]
     if offline:
@@ -169,8 +174,7 @@ class EnvCache:
         if not record.is_file():  # first build of this key: resolve (online, unless told otherwise)
             return _run(install_command(cell, python, overrides, offline=offline), BUILD_TIMEOUT_S)
         # the versions this key resolved to the first time: offline first, online on a cache miss, same pins
-        frozen = [uv_binary(), "pip", "install", "--quiet", "--python", str(python), "--index-url",
-                  cell.cell.index_url, "--link-mode", "hardlink", "--no-deps", "-r", str(record)]
+        frozen = [*_pip_install(cell, python), "--no-deps", "-r", str(record)]
         error = _run([*frozen, "--offline"], BUILD_TIMEOUT_S)
         if error and not offline:
             error = _run(frozen, BUILD_TIMEOUT_S)
