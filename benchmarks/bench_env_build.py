@@ -4,7 +4,8 @@
     uv run python benchmarks/bench_env_build.py [--cell default] [--runs 3]
 
 bugmatrix: `uv venv` + `uv pip install` (offline first: resolution from uv's warm cache, hardlinks), with the
-command harness/envs.py builds a cell with, without the import smoke check (timed separately: the first import
+command harness/matrix/envcache.py builds a cell with, without the import smoke
+check (timed separately: the first import
 of a fresh environment compiles bytecode, which any tool pays once). pip: `python -m venv` + `pip install
 --no-deps` of the frozen list of the environment uv built (pip's fastest path: no resolution), after one untimed
 pip run warms pip's cache.
@@ -26,8 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.envs import install_command, uv_binary  # noqa: E402
-from harness.matrix import load_matrix, resolve_cell  # noqa: E402
+from harness.matrix.envcache import install_command, uv_binary  # noqa: E402
+from harness.matrix.spec import load_matrix, resolve_cell  # noqa: E402
 
 PIP_ENV = {**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
 

@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.cases import load_case  # noqa: E402
+from harness.model.case import load_case  # noqa: E402
 
 
 def timed(command: list[str], ok_codes: tuple[int, ...]) -> float:

@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.store import DEFAULT_DB, ResultStore  # noqa: E402
+from harness.session.store import DEFAULT_DB, ResultStore  # noqa: E402
 
 
 def main() -> None:

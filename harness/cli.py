@@ -13,8 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from harness import matrix_report
-from harness.bisect import (
+from harness.analysis.bisect import (
     BISECT_PREFIX,
     BisectError,
     CaseProber,
@@ -24,22 +23,23 @@ from harness.bisect import (
     release_candidates,
     resolve_ref,
 )
-from harness.bisect_search import BisectRefused, SearchResult, search
-from harness.cases import Case, discover, select
-from harness.compare import compare
-from harness.environment import ProbeError, machine_name, probe
-from harness.envs import DEFAULT_ROOT, EnvCache, clean_cache, disk_usage
-from harness.github import job_matrix
-from harness.matrix import DEFAULT_MATRIX, MatrixError, load_matrix, made_at, resolve_cell
-from harness.matrix_report import build_report
-from harness.matrix_run import CellEnvironments, plan_cells, run_cells
-from harness.outcome import Outcome
-from harness.report import case_row, cases_table, results_table, to_json, versions_line
-from harness.result import Result
-from harness.resume import SETTLED
-from harness.run import default_devices, plan, run_jobs, run_ok
-from harness.schema import CaseError
-from harness.store import DEFAULT_DB, LOCAL_CELL, ResultStore, StoreError, recording
+from harness.analysis.compare import compare
+from harness.analysis.search import BisectRefused, SearchResult, search
+from harness.launch.execute import default_devices, plan, run_jobs, run_ok
+from harness.launch.interpreter import ProbeError, machine_name, probe
+from harness.matrix.cellenvs import CellEnvironments, plan_cells, run_cells
+from harness.matrix.envcache import DEFAULT_ROOT, EnvCache, clean_cache, disk_usage
+from harness.matrix.spec import DEFAULT_MATRIX, MatrixError, load_matrix, made_at, resolve_cell
+from harness.model.case import Case, discover, select
+from harness.model.case_schema import CaseError
+from harness.model.job import SETTLED
+from harness.model.outcome import Outcome
+from harness.model.result import Result
+from harness.output import reports as matrix_report
+from harness.output.github import job_matrix
+from harness.output.reports import build_report
+from harness.output.tables import case_row, cases_table, results_table, to_json, versions_line
+from harness.session.store import DEFAULT_DB, LOCAL_CELL, ResultStore, StoreError, recording
 
 # `cases/` in the current directory, else the one beside this package (a checkout of bugmatrix).
 DEFAULT_CASES = Path("cases") if Path("cases").is_dir() else Path(__file__).resolve().parent.parent / "cases"

@@ -22,15 +22,15 @@ from typing import Any
 
 import pytest
 
-from harness.cases import CASE_FILE, Case, load_case
-from harness.environment import Environment, machine_name, probe
-from harness.envs import DEFAULT_ROOT, EnvCache
-from harness.matrix import DEFAULT_MATRIX, Cell, MatrixError, load_matrix
-from harness.matrix_run import CellEnvironments, infra_result, plan_cells
-from harness.result import Result
-from harness.run import Job, execute, plan, unrunnable
-from harness.schema import CaseError
-from harness.store import LOCAL_CELL, ResultStore
+from harness.launch.execute import Job, execute, plan, unrunnable
+from harness.launch.interpreter import Environment, machine_name, probe
+from harness.matrix.cellenvs import CellEnvironments, infra_result, plan_cells
+from harness.matrix.envcache import DEFAULT_ROOT, EnvCache
+from harness.matrix.spec import DEFAULT_MATRIX, Cell, MatrixError, load_matrix
+from harness.model.case import CASE_FILE, Case, load_case
+from harness.model.case_schema import CaseError
+from harness.model.result import Result
+from harness.session.store import LOCAL_CELL, ResultStore
 
 _ENV_KEY = pytest.StashKey[Environment]()
 _CELLS_KEY = pytest.StashKey[CellEnvironments]()

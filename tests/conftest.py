@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from harness.cases import Case, load_case
-from harness.environment import Environment, probe
+from harness.launch.interpreter import Environment, probe
+from harness.model.case import Case, load_case
 
 MakeCase = Callable[..., Case]
 

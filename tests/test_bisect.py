@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from harness.cli import main
-from harness.store import ResultStore
+from harness.session.store import ResultStore
 
 from .fakeindex import FakeRelease, build_index, fake_torch, make_git_repo
 

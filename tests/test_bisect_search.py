@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from harness.bisect_search import BisectRefused, search
-from harness.outcome import Outcome
+from harness.analysis.search import BisectRefused, search
+from harness.model.outcome import Outcome
 
 R, F, S, E = Outcome.REPRODUCED, Outcome.FIXED, Outcome.SKIP, Outcome.ERROR
 VERSIONS = [f"1.{i}.0" for i in range(16)]

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from harness.cli import main
-from harness.store import ResultStore
+from harness.session.store import ResultStore
 
 from .conftest import MakeCase
 from .test_launch import leftovers

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from harness.environment import Environment, Installed
-from harness.expectations import expected_outcome
-from harness.outcome import Outcome
-from harness.schema import Variant
+from harness.launch.expectations import expected_outcome
+from harness.launch.interpreter import Environment, Installed
+from harness.model.case_schema import Variant
+from harness.model.outcome import Outcome
 
 
 def env(**packages: str) -> Environment:

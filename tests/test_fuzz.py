@@ -15,9 +15,9 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from harness.cases import load_case
-from harness.matrix import MatrixError, load_matrix
-from harness.schema import CaseError
+from harness.matrix.spec import MatrixError, load_matrix
+from harness.model.case import load_case
+from harness.model.case_schema import CaseError
 
 CASE = {
     "title": "t",

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 import yaml
 
-import harness.index
-import harness.matrix
+import harness.matrix.index
+import harness.matrix.spec
 from harness.cli import main  # imported before any test patches what it imports
-from harness.github import MAX_JOBS, job_matrix, split_list
-from harness.matrix import MatrixError, load_matrix
+from harness.matrix.spec import MatrixError, load_matrix
+from harness.output.github import MAX_JOBS, job_matrix, split_list
 
 from .fakeindex import FakeRelease, build_index
 
@@ -43,8 +43,8 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("job_matrix must not resolve pins or touch the network")
 
-    monkeypatch.setattr(harness.matrix, "matching", refuse)
-    monkeypatch.setattr(harness.index, "matching", refuse)
+    monkeypatch.setattr(harness.matrix.spec, "matching", refuse)
+    monkeypatch.setattr(harness.matrix.index, "matching", refuse)
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket, "create_connection", refuse)
 

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.compare import compare
-from harness.environment import Environment
-from harness.outcome import Outcome, RankState
-from harness.result import Result
-from harness.run import Job, execute_repeated, plan, run_jobs
+from harness.analysis.compare import compare
+from harness.launch.execute import Job, execute_repeated, plan, run_jobs
+from harness.launch.interpreter import Environment
+from harness.model.outcome import Outcome, RankState
+from harness.model.result import Result
 
 from .conftest import MakeCase
 from .test_launch import leftovers, run_one

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.outcome import Outcome
-from harness.store import ResultStore
+from harness.model.outcome import Outcome
+from harness.session.store import ResultStore
 
 from .fakeindex import FakeRelease, build_index, fake_torch
 from .test_launch import leftovers

@@ -9,9 +9,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from harness.environment import Environment
-from harness.outcome import Outcome, RankState
-from harness.run import execute, plan
+from harness.launch.execute import execute, plan
+from harness.launch.interpreter import Environment
+from harness.model.outcome import Outcome, RankState
 
 from .conftest import MakeCase
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.envs import EnvCache, cache_in_use
-from harness.matrix import MatrixError, load_matrix, resolve_cell
+from harness.matrix.envcache import EnvCache, cache_in_use
+from harness.matrix.spec import MatrixError, load_matrix, resolve_cell
 
 from .fakeindex import FakeRelease, build_index
 

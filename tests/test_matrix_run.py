@@ -9,17 +9,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.cases import load_case
+from harness.analysis.compare import compare
 from harness.cli import main
-from harness.compare import compare
-from harness.environment import cuda_available
-from harness.envs import EnvCache
-from harness.matrix import load_matrix, resolve_cell
-from harness.matrix_report import build_report, to_html, to_markdown
-from harness.matrix_run import CellEnvironments, CellJobs, plan_cells, run_cells
-from harness.outcome import Outcome
-from harness.run import Job
-from harness.store import ResultStore
+from harness.launch.execute import Job
+from harness.launch.interpreter import cuda_available
+from harness.matrix.cellenvs import CellEnvironments, CellJobs, plan_cells, run_cells
+from harness.matrix.envcache import EnvCache
+from harness.matrix.spec import load_matrix, resolve_cell
+from harness.model.case import load_case
+from harness.model.outcome import Outcome
+from harness.output.reports import build_report, to_html, to_markdown
+from harness.session.store import ResultStore
 
 from .conftest import MakeCase
 from .fakeindex import FakeRelease, build_index, fake_torch

@@ -35,7 +35,7 @@ from typing import Any
 import pytest
 import yaml
 
-from harness.store import ResultStore
+from harness.session.store import ResultStore
 
 from .fakeindex import FakeRelease, build_index, fake_torch
 

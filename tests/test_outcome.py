@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.outcome import Outcome, RankState, RankStatus, combine
+from harness.model.outcome import Outcome, RankState, RankStatus, combine
 
 R, F, E, S, T = RankState.REPRODUCED, RankState.FIXED, RankState.ERROR, RankState.SKIP, RankState.TERMINATED
 

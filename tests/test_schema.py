@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.cases import discover, load_case
-from harness.schema import CaseError
+from harness.model.case import discover, load_case
+from harness.model.case_schema import CaseError
 
 VALID = {
     "title": "t",

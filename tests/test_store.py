@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.outcome import Outcome, RankState, RankStatus
-from harness.result import Result
-from harness.store import ResultStore, StoreError
+from harness.model.outcome import Outcome, RankState, RankStatus
+from harness.model.result import Result
+from harness.session.store import ResultStore, StoreError
 
 
 def result(case: str = "c", variant: str = "bug", nproc: int = 1, outcome: Outcome = Outcome.FIXED) -> Result:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from harness.outcome import Outcome
-from harness.result import Result
-from harness.transitions import axes
+from harness.analysis.transitions import axes
+from harness.model.outcome import Outcome
+from harness.model.result import Result
 
 HISTORY = [  # (version recorded, outcome, date): main's version string says nothing about history
     ("0.3.0", Outcome.FIXED, 1), ("0.4.0.dev0 @ " + "b" * 40, Outcome.FIXED, 2),

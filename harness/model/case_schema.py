@@ -12,8 +12,8 @@ from typing import Annotated, Any, Literal
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from harness.outcome import Outcome
-from harness.yamlfile import load_model
+from harness.model.outcome import Outcome
+from harness.model.yamlfile import load_model
 
 EXPECTABLE = (Outcome.REPRODUCED, Outcome.FIXED, Outcome.SKIP, Outcome.ERROR)
 Device = Literal["cpu", "cuda"]

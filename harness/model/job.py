@@ -14,11 +14,11 @@ import hashlib
 import json
 from typing import TYPE_CHECKING
 
-from harness.cases import Case
-from harness.outcome import Outcome
+from harness.model.case import Case
+from harness.model.outcome import Outcome
 
-if TYPE_CHECKING:  # harness.run uses this module
-    from harness.run import Job
+if TYPE_CHECKING:  # harness.launch.execute uses this module
+    from harness.launch.execute import Job
 
 SETTLED = (Outcome.REPRODUCED, Outcome.FIXED, Outcome.SKIP, Outcome.FLAKY)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from harness.outcome import Outcome, RankStatus
+from harness.model.outcome import Outcome, RankStatus
 
 LOG_EXCERPT_CHARS = 4000
 

@@ -17,14 +17,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TypeVar
 
-from harness.cases import Case
-from harness.classify import classify
-from harness.environment import Environment, cuda_available
-from harness.expectations import expected_outcome
-from harness.launch import abort_all, allow_launches, launch
-from harness.outcome import Outcome, combine_repeats
-from harness.result import Result, excerpt
-from harness.resume import fingerprint, local_pins
+from harness.launch.classify import classify
+from harness.launch.expectations import expected_outcome
+from harness.launch.interpreter import Environment, cuda_available
+from harness.launch.torchrun import abort_all, allow_launches, launch
+from harness.model.case import Case
+from harness.model.job import fingerprint, local_pins
+from harness.model.outcome import Outcome, combine_repeats
+from harness.model.result import Result, excerpt
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -139,7 +139,7 @@ def run_jobs(
 ) -> list[Result]:
     """Execute `jobs` in `env` (each `repeat` times), at most `cores` ranks at a time; results in job order.
 
-    Each result carries its fingerprint (see `harness/resume.py`). `recorded(fingerprint)` may return an earlier
+    Each result carries its fingerprint (see `harness/model/job.py`). `recorded(fingerprint)` may return an earlier
     result that still stands (a resumed run): it is used as is, nothing is launched and `on_result` is not called.
     """
     def one(job: Job) -> Result:

@@ -28,9 +28,9 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from harness.index import PYPI, IndexLookupError, matching
-from harness.schema import check_specifier
-from harness.yamlfile import load_model
+from harness.matrix.index import PYPI, IndexLookupError, matching
+from harness.model.case_schema import check_specifier
+from harness.model.yamlfile import load_model
 
 Device = Literal["cpu", "cuda"]
 PackageName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]

@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from harness.matrix import Matrix, MatrixError
+from harness.matrix.spec import Matrix, MatrixError
 
 MAX_JOBS = 256  # GitHub Actions runs at most 256 jobs from one matrix
 _CASE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # a case-id substring: never an option, never a glob

@@ -1,11 +1,11 @@
-"""Turning what a launch left behind into per-rank statuses and one outcome (rules: harness/outcome.py)."""
+"""Turning what a launch left behind into per-rank statuses and one outcome (rules: harness/model/outcome.py)."""
 
 from __future__ import annotations
 
 import re
 
-from harness.launch import LaunchResult, RankRecord
-from harness.outcome import Outcome, RankState, RankStatus, combine
+from harness.launch.torchrun import LaunchResult, RankRecord
+from harness.model.outcome import Outcome, RankState, RankStatus, combine
 
 EXIT_FIXED, EXIT_REPRODUCED, EXIT_SKIP = 0, 1, 125
 _AGENT_EXIT = re.compile(r"rank\s*:\s*(\d+).*?\n\s*exitcode\s*:\s*(-?\d+)", re.S)
@@ -26,7 +26,7 @@ def agent_exit_codes(agent_log: str) -> dict[int, int]:
 
 
 def rank_status(record: RankRecord, signature: str, agent_code: int | None = None) -> RankStatus:
-    """One rank's state from its own record and output, by the per-rank rules in harness/outcome.py."""
+    """One rank's state from its own record and output, by the per-rank rules in harness/model/outcome.py."""
 
     def status(state: RankState, detail: str) -> RankStatus:
         return RankStatus(

@@ -9,11 +9,11 @@ from typing import Any
 
 from rich.table import Table
 
-from harness.compare import Change
-from harness.outcome import Outcome
-from harness.report import STYLE
-from harness.result import Result
-from harness.transitions import Axis, Dater, axes, cell_status
+from harness.analysis.compare import Change
+from harness.analysis.transitions import Axis, Dater, axes, cell_status
+from harness.model.outcome import Outcome
+from harness.model.result import Result
+from harness.output.tables import STYLE
 
 SYMBOL = {"reproduced": "R", "fixed": "F", "unknown": "?"}
 COLOUR = {"reproduced": "#d7301f", "fixed": "#2b8c3e", "unknown": "#bdbdbd", "infra": "#f0ad4e",

@@ -224,6 +224,6 @@ def _read_text(path: Path) -> str:
         return ""
 
 
-if __name__ == "__main__":  # manual check: python -m harness.launch SCRIPT NPROC
+if __name__ == "__main__":  # manual check: python -m harness.launch.torchrun SCRIPT NPROC
     res = launch(sys.executable, Path(sys.argv[1]).resolve(), sys.argv[3:], int(sys.argv[2]), 120)
     print(res.returncode, res.timed_out, f"{res.duration_s:.1f}s", {r: v.exit_code for r, v in res.ranks.items()})

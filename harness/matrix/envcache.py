@@ -19,7 +19,7 @@ Contract:
 - `remove`/`prune` delete environments; `clean_cache` removes big packages (torch and its CUDA libraries) from uv's
   cache, holding bugmatrix's cache lock exclusively (`cache_in_use`), which every install holds shared: a clean
   in one process never pulls wheels from under an install in another. Nothing is deleted implicitly except by an
-  explicit disk budget (see `harness/matrix_run.py`).
+  explicit disk budget (see `harness/matrix/cellenvs.py`).
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from harness.environment import Environment, ProbeError, probe
-from harness.matrix import ResolvedCell
+from harness.launch.interpreter import Environment, ProbeError, probe
+from harness.matrix.spec import ResolvedCell
 
 DEFAULT_ROOT = Path(os.environ.get("BUGMATRIX_ENVS", ".bugmatrix/envs"))
 MARKER = "bugmatrix-env.json"

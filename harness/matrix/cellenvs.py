@@ -22,14 +22,14 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from harness.cases import Case
-from harness.environment import Environment, ProbeError, cuda_available
-from harness.envs import EnvCache, clean_cache, disk_usage, uv_binary
-from harness.matrix import Cell, Matrix, MatrixError, ResolvedCell, resolve_cell
-from harness.outcome import Outcome
-from harness.result import Result
-from harness.resume import fingerprint
-from harness.run import Job, execute_repeated, run_scheduled
+from harness.launch.execute import Job, execute_repeated, run_scheduled
+from harness.launch.interpreter import Environment, ProbeError, cuda_available
+from harness.matrix.envcache import EnvCache, clean_cache, disk_usage, uv_binary
+from harness.matrix.spec import Cell, Matrix, MatrixError, ResolvedCell, resolve_cell
+from harness.model.case import Case
+from harness.model.job import fingerprint
+from harness.model.outcome import Outcome
+from harness.model.result import Result
 
 ALWAYS_PRESENT = {"torch"}
 
@@ -166,7 +166,7 @@ def run_cells(
 ) -> list[tuple[str, Result]]:
     """Run every planned job in its cell's environment (each `repeat` times); `(cell name, result)` in plan order.
 
-    `recorded(cell name, fingerprint)` may return an earlier result that still stands (see `harness/resume.py`):
+    `recorded(cell name, fingerprint)` may return an earlier result that still stands (see `harness/model/job.py`):
     it is used as is, nothing is built or launched for it, and `on_result` is not called for it.
     """
     work = [(cj.cell, job) for cj in planned for job in cj.jobs]

@@ -13,7 +13,7 @@ Contract:
   merging the same shard twice, or two shards that share rows, adds no duplicates.
 - Readers get `Result` objects back exactly as they were saved (outcome, expected, reason, versions, per-rank
   status, duration, log excerpt, stacks, repeat tallies, fingerprint), with the run's metadata alongside.
-- `standing(cell, fingerprint, outcomes)` finds the newest result with that fingerprint (see `harness/resume.py`)
+- `standing(cell, fingerprint, outcomes)` finds the newest result with that fingerprint (see `harness/model/job.py`)
   among those outcomes, from any run: what a resumed run reuses instead of launching again.
 - A store written by an older bugmatrix is upgraded in place when opened (new columns get their empty values).
 Nothing is ever deleted implicitly.
@@ -32,8 +32,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.outcome import Outcome, RankStatus
-from harness.result import Result
+from harness.model.outcome import Outcome, RankStatus
+from harness.model.result import Result
 
 DEFAULT_DB = Path(os.environ.get("BUGMATRIX_DB", ".bugmatrix/results.db"))
 SCHEMA_VERSION = 2

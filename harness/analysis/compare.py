@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.outcome import Outcome
-from harness.result import Result
+from harness.model.outcome import Outcome
+from harness.model.result import Result
 
 Key = tuple[str, str, int, str, str]
 FIX, REGRESSION, FLAKY, CHANGED = "fixed", "regressed", "flaky", "changed"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.schema import CaseError, CaseSpec, load_spec
+from harness.model.case_schema import CaseError, CaseSpec, load_spec
 
 CASE_FILE = "case.yaml"
 

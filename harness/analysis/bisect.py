@@ -2,7 +2,7 @@
 
     candidates = release_candidates(...) or git_candidates(...)   # ordered oldest first
     prober = CaseProber(...)                                       # one cell per candidate, environments cached
-    found = search(candidates, prober, parallel)                   # harness/bisect_search.py
+    found = search(candidates, prober, parallel)                   # harness/analysis/search.py
 
 A probe pins the bisected package to one candidate; coupled packages move with it by the matrix's pairing data
 (bisecting torchrec moves fbgemm and torch; bisecting torch moves the torchrec/fbgemm the case needs); everything
@@ -22,13 +22,13 @@ from pathlib import Path
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from harness.cases import Case
-from harness.index import releases
-from harness.matrix import Cell, GitPin, Matrix, MatrixError, apply_couplings
-from harness.matrix_run import CellEnvironments, infra_result
-from harness.outcome import Outcome
-from harness.run import Job, execute_repeated, run_scheduled
-from harness.store import ResultStore
+from harness.launch.execute import Job, execute_repeated, run_scheduled
+from harness.matrix.cellenvs import CellEnvironments, infra_result
+from harness.matrix.index import releases
+from harness.matrix.spec import Cell, GitPin, Matrix, MatrixError, apply_couplings
+from harness.model.case import Case
+from harness.model.outcome import Outcome
+from harness.session.store import ResultStore
 
 GIT_ROOT = Path(os.environ.get("BUGMATRIX_GIT", ".bugmatrix/git"))
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from harness.environment import Environment
-from harness.outcome import Outcome
-from harness.schema import GitCondition, Rule, Variant
+from harness.launch.interpreter import Environment
+from harness.model.case_schema import GitCondition, Rule, Variant
+from harness.model.outcome import Outcome
 
 
 def rule_holds(rule: Rule, env: Environment, nproc: int, device: str) -> bool:

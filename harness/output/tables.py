@@ -7,9 +7,9 @@ from typing import Any
 
 from rich.table import Table
 
-from harness.cases import Case
-from harness.outcome import Outcome
-from harness.result import Result
+from harness.model.case import Case
+from harness.model.outcome import Outcome
+from harness.model.result import Result
 
 STYLE = {
     Outcome.REPRODUCED: "bold red",

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from harness.outcome import Outcome
+from harness.model.outcome import Outcome
 
 T = TypeVar("T")
 DECISIVE = (Outcome.REPRODUCED, Outcome.FIXED)

@@ -17,8 +17,8 @@ from datetime import datetime
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from harness.outcome import Outcome
-from harness.result import Result
+from harness.model.outcome import Outcome
+from harness.model.result import Result
 
 REPRODUCED, FIXED, UNKNOWN, MIXED = "reproduced", "fixed", "unknown", "mixed"
 ALIASES = {"fbgemm-gpu-cpu": "fbgemm-gpu"}
