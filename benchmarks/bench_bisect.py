@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.matrix.spec import load_matrix  # noqa: E402
+from harness.matrix.expand import load_matrix  # noqa: E402
 
 
 def timed(command: list[str]) -> tuple[float, subprocess.CompletedProcess[str]]:

@@ -28,7 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from harness.matrix.envcache import install_command, uv_binary  # noqa: E402
-from harness.matrix.spec import load_matrix, resolve_cell  # noqa: E402
+from harness.matrix.expand import load_matrix  # noqa: E402
+from harness.matrix.resolve import resolve_cell  # noqa: E402
 
 PIP_ENV = {**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
 

@@ -10,36 +10,38 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from harness.analysis.bisect import (
-    BISECT_PREFIX,
-    BisectError,
-    CaseProber,
-    git_candidates,
-    git_checkout,
-    probe_cell,
-    release_candidates,
-    resolve_ref,
-)
+from harness.analysis.bisect import BISECT_PREFIX, BisectError, BisectRequest, bisect, bisect_summary
 from harness.analysis.compare import compare
-from harness.analysis.search import BisectRefused, SearchResult, search
-from harness.launch.execute import default_devices, plan, run_jobs, run_ok
+from harness.analysis.search import BisectRefused
+from harness.launch.execute import default_devices
 from harness.launch.interpreter import ProbeError, machine_name, probe
-from harness.matrix.cellenvs import CellEnvironments, plan_cells, run_cells
+from harness.matrix.cellenvs import CellEnvironments
 from harness.matrix.envcache import DEFAULT_ROOT, EnvCache, clean_cache, disk_usage
-from harness.matrix.spec import DEFAULT_MATRIX, MatrixError, load_matrix, made_at, resolve_cell
-from harness.model.case import Case, discover, select
-from harness.model.case_schema import CaseError
-from harness.model.job import SETTLED
-from harness.model.outcome import Outcome
-from harness.model.result import Result
+from harness.matrix.expand import load_matrix
+from harness.matrix.git import GitError
+from harness.matrix.resolve import made_at, resolve_cell
+from harness.matrix.spec import DEFAULT_MATRIX, MatrixError
+from harness.model.case import discover, select
+from harness.model.outcome import shown
+from harness.model.result import misses
 from harness.output import reports as matrix_report
 from harness.output.github import job_matrix
+from harness.output.progress import ProgressDisplay, progress_bar
 from harness.output.reports import build_report
 from harness.output.tables import case_row, cases_table, results_table, to_json, versions_line
-from harness.session.store import DEFAULT_DB, LOCAL_CELL, ResultStore, StoreError, recording
+from harness.session.pipeline import (
+    Collector,
+    Environments,
+    LocalEnvironment,
+    MatrixEnvironments,
+    Recorder,
+    Resume,
+    Session,
+)
+from harness.session.plan import Selection, plan_cells, plan_local
+from harness.session.store import DEFAULT_DB, NullStore, ResultStore, StoreError, recording
 
 # `cases/` in the current directory, else the one beside this package (a checkout of bugmatrix).
 DEFAULT_CASES = Path("cases") if Path("cases").is_dir() else Path(__file__).resolve().parent.parent / "cases"
@@ -161,12 +163,6 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _progress(label: str, console: Console, transient: bool = False, disable: bool = False) -> Progress:
-    """The live progress display every long command shows: label, bar, done/total, elapsed, current item."""
-    return Progress(TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    TextColumn("{task.description}"), console=console, transient=transient, disable=disable)
-
-
 def _positive(text: str) -> int:
     try:
         value = int(text)
@@ -202,122 +198,73 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """Run the selected cases; exit 0 only when every observed outcome equals the expected one."""
+    """Run the selected cases (here, or across matrix cells); exit 0 only when every observed outcome that counts
+    equals the expected one (see `harness.model.result.misses`)."""
     err = Console(stderr=True)
     cases, errors = discover(args.cases_dir)
-    cases = select(cases, args.cases)
     for error in errors:
         err.print(f"[red]invalid case[/] {error}", soft_wrap=True)
-    if args.cell or args.all_cells:
-        return _run_matrix(args, cases, errors)
-    try:
-        env = probe(args.python)
-    except ProbeError as exc:
-        err.print(f"[red]cannot use the environment[/] {exc}", soft_wrap=True)
-        return 2
-    store = None if args.no_store else ResultStore(args.db)
-    jobs = [
-        job for job in plan(cases, args.device or default_devices())
-        if (not args.variant or job.variant in args.variant) and (not args.nproc or job.nproc in args.nproc)
-    ]
-    reused: list[Result] = []
-
-    def recorded(fingerprint: str) -> Result | None:
-        earlier = store.standing(LOCAL_CELL, fingerprint, SETTLED) if store and not args.redo else None
-        if earlier is not None:
-            reused.append(earlier)
-        return earlier
-
-    with (
-        recording(store, " ".join(sys.argv), machine_name()) as run_id,
-        _progress("running", err, transient=True, disable=args.json) as progress,
-    ):
-        task = progress.add_task("", total=len(jobs))
-
-        def record(result: Result) -> None:
-            if store:
-                store.save(run_id, result, cell=LOCAL_CELL)
-            progress.update(task, advance=1, description=f"{result.item_id}: {result.outcome.value}")
-
-        results = run_jobs(jobs, env, cores=args.jobs, on_result=record, repeat=args.repeat, recorded=recorded)
-    ok = run_ok(results) and not errors
-    if args.json:
-        payload = {"ok": ok, "run_id": run_id, "python": env.python, "errors": [str(e) for e in errors],
-                   "reused": [r.item_id for r in reused]}
-        print(to_json({**payload, "results": [r.model_dump(mode="json") for r in results]}))
+    selection = Selection(cases=tuple(args.cases), variants=tuple(args.variant or ()), nprocs=tuple(args.nproc or ()),
+                          devices=tuple(args.device or ()), cells=tuple(args.cell or ()), all_cells=args.all_cells)
+    environments: Environments
+    if selection.in_matrix:
+        try:
+            matrix = load_matrix(args.matrix)
+            jobs = plan_cells(cases, matrix, selection)
+        except MatrixError as exc:
+            err.print(f"[red]invalid matrix[/] {exc}", soft_wrap=True)
+            return 2
+        environments = MatrixEnvironments(CellEnvironments(matrix, EnvCache(args.envs), args.disk_budget))
+        python = None
     else:
-        console = Console()
-        console.print(results_table(results))
-        if store:
-            console.print(f"recorded as run {run_id} in {args.db}")
-        _say_reused(console, reused)
-        console.print(f"environment: {env.python} (Python {env.python_version}): {versions_line(results)}")
-        mismatched = [r for r in results if r.launched and not r.ok]
-        console.print(
-            f"[{'green' if ok else 'red'}]{len(results) - len(mismatched)} as expected, {len(mismatched)} not"
-            + (f", {len(errors)} invalid case(s)" if errors else "") + "[/]"
-        )
-    return 0 if ok else 1
-
-
-def _run_matrix(args: argparse.Namespace, cases: list[Case], errors: list[CaseError]) -> int:
-    """`run --cell/--all-cells`: every case in every cell it belongs to, environments built as needed."""
-    err = Console(stderr=True)
-    try:
-        matrix = load_matrix(args.matrix)
-        planned = plan_cells(cases, matrix, None if args.all_cells else args.cell)
-    except MatrixError as exc:
-        err.print(f"[red]invalid matrix[/] {exc}", soft_wrap=True)
-        return 2
-    if args.device:
-        planned = [cj for cj in planned if cj.cell.device in args.device]
-    for cj in planned:
-        cj.jobs = [j for j in cj.jobs if (not args.variant or j.variant in args.variant)
-                   and (not args.nproc or j.nproc in args.nproc)]
-    store = None if args.no_store else ResultStore(args.db)
-    total = sum(len(cj.jobs) for cj in planned)
+        try:
+            env = probe(args.python)
+        except ProbeError as exc:
+            err.print(f"[red]cannot use the environment[/] {exc}", soft_wrap=True)
+            return 2
+        jobs = plan_local(cases, selection)
+        environments, python = LocalEnvironment(env), env
+    store = open_store(args)
+    collector = Collector()
     with (
         recording(store, " ".join(sys.argv), machine_name()) as run_id,
-        _progress("matrix", err, transient=True, disable=args.json) as progress,
+        progress_bar("matrix" if selection.in_matrix else "running", err, transient=True,
+                     disable=args.json) as progress,
     ):
-        task = progress.add_task(f"{len(planned)} cells", total=total)
-
-        def record(cell: str, result: Result) -> None:
-            if store:
-                store.save(run_id, result, cell=cell)
-            progress.update(task, advance=1, description=f"{cell}: {result.item_id}: {result.outcome.value}")
-
-        def recorded(cell: str, fingerprint: str) -> Result | None:
-            earlier = store.standing(cell, fingerprint, SETTLED) if store and not args.redo else None
-            if earlier is not None:
-                reused.append(earlier)
-                progress.update(task, advance=1, description=f"{cell}: {earlier.item_id}: recorded")
-            return earlier
-
-        reused: list[Result] = []
-        results = run_cells(planned, matrix, EnvCache(args.envs), cores=args.jobs, disk_budget=args.disk_budget,
-                            on_result=record, repeat=args.repeat, recorded=recorded)
-    ok = run_ok([r for _, r in results]) and not errors
+        session = Session(environments, resume=Resume(store, redo=args.redo), repeat=args.repeat,
+                          observers=[Recorder(store, run_id), ProgressDisplay(progress), collector])
+        results = session.run(jobs, cores=args.jobs)
+    missed = misses(results)
+    ok = not missed and not errors
+    cells = [job.cell_name for job in jobs]
     if args.json:
-        payload = {"ok": ok, "run_id": run_id, "errors": [str(e) for e in errors],
-                   "reused": [r.item_id for r in reused]}
-        rows = [{"cell": cell, **r.model_dump(mode="json")} for cell, r in results]
+        payload: dict[str, object] = {"ok": ok, "run_id": run_id, "errors": [str(e) for e in errors],
+                                      "reused": [r.item_id for r in collector.reused]}
+        if python is not None:
+            payload["python"] = python.python
+        rows = [{"cell": cell, **r.model_dump(mode="json")} for cell, r in zip(cells, results, strict=True)]
         print(to_json({**payload, "results": rows}))
-    else:
-        console = Console()
-        console.print(results_table([r for _, r in results], cells=[c for c, _ in results]))
-        if store:
-            console.print(f"recorded as run {run_id} in {args.db}; `bugmatrix report` shows the matrix")
-        _say_reused(console, reused)
-        bad = [r for _, r in results if not r.ok and (r.launched or r.outcome is Outcome.INFRA)]
-        console.print(f"[{'green' if ok else 'red'}]{len(results) - len(bad)} as expected, {len(bad)} not[/]")
+        return 0 if ok else 1
+    console = Console()
+    console.print(results_table(results, cells=cells if selection.in_matrix else None))
+    if run_id:
+        console.print(f"recorded as run {run_id} in {store.path}"
+                      + ("; `bugmatrix report` shows the matrix" if selection.in_matrix else ""))
+    if collector.reused:
+        console.print(f"{len(collector.reused)} result(s) reused from earlier runs with the same case files and pins "
+                      "(not launched again; `--redo` launches them)")
+    if python is not None:
+        console.print(f"environment: {python.python} (Python {python.python_version}): {versions_line(results)}")
+    console.print(
+        f"[{'green' if ok else 'red'}]{len(results) - len(missed)} as expected, {len(missed)} not"
+        + (f", {len(errors)} invalid case(s)" if errors else "") + "[/]"
+    )
     return 0 if ok else 1
 
 
-def _say_reused(console: Console, reused: list[Result]) -> None:
-    if reused:
-        console.print(f"{len(reused)} result(s) reused from earlier runs with the same case files and pins "
-                      "(not launched again; `--redo` launches them)")
+def open_store(args: argparse.Namespace) -> ResultStore:
+    """The store a command records in: `--db` (default .bugmatrix/results.db), or nothing with `--no-store`."""
+    return NullStore() if getattr(args, "no_store", False) else ResultStore(args.db)
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
@@ -382,7 +329,7 @@ def cmd_env(args: argparse.Namespace) -> int:
             console.print(clean_cache() or "uv cache: nothing to clean")
         return 0
     failed = 0
-    with _progress("building", console) as progress:
+    with progress_bar("building", console) as progress:
         task = progress.add_task("", total=len(cells))
         for cell in cells:
             progress.update(task, description=cell.name)
@@ -474,13 +421,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
                  "changed": "[yellow]x[/]"}
         for c in changes:
             note = " [bold red](unexpected)[/]" if c.unexpected else f" ({c.tally})" if c.tally else ""
-            console.print(f"{marks[c.kind]} {c.kind:9} {c.item}: {_v(c.before)} -> {_v(c.after)}{note}",
+            console.print(f"{marks[c.kind]} {c.kind:9} {c.item}: {shown(c.before)} -> {shown(c.after)}{note}",
                           soft_wrap=True)
     return 1 if unexpected else 0
-
-
-def _v(outcome: Outcome | None) -> str:
-    return outcome.value if outcome else "-"
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:
@@ -495,12 +438,18 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     if args.variant not in case.spec.variants:
         err.print(f"[red]{case.id} has no variant {args.variant!r}[/] ({', '.join(case.spec.variants)})")
         return 2
-    device = args.device or default_devices()[0]
+    request = BisectRequest(
+        case, args.variant, args.nproc or max(case.spec.nproc), args.device or default_devices()[0], args.package,
+        args.old, args.new, args.pre, args.repeat, args.jobs, args.git, args.old_ref, args.new_ref,
+        commits=not args.no_commits,
+    )
     store = ResultStore(args.db)
     with recording(store, " ".join(sys.argv), machine_name()) as run_id:
         try:
-            levels = _bisect_levels(args, case, device, store, run_id, err)
-        except (BisectError, BisectRefused, MatrixError) as exc:  # a refusal is a complete, recorded run
+            matrix = load_matrix(args.matrix)
+            levels = bisect(matrix, CellEnvironments(matrix, EnvCache(args.envs)), request, store, run_id,
+                            say=lambda line: err.print(line, soft_wrap=True))
+        except (BisectError, BisectRefused, MatrixError, GitError) as exc:  # a refusal is a complete, recorded run
             err.print(f"[red]bisect refused:[/] {exc}", soft_wrap=True)
             return 1
     summary = bisect_summary(case.id, args.variant, args.package, levels)
@@ -516,54 +465,3 @@ def cmd_bisect(args: argparse.Namespace) -> int:
                             + ", ".join(f"{c}={o.value}" for c, o in r.probes), soft_wrap=True)
         Console().print(summary, soft_wrap=True)
     return 1 if any(r.ambiguous for _, r in levels) else 0
-
-
-def _bisect_levels(args: argparse.Namespace, case: Case, device: str, store: ResultStore, run_id: str,
-                   err: Console) -> list[tuple[str, SearchResult]]:
-    """The release level (unless refs are given), then the commit level when a source repository is known."""
-    matrix = load_matrix(args.matrix)
-    source = args.git or case.spec.sources.get(args.package) or matrix.source(args.package)
-    prober = CaseProber(
-        matrix, CellEnvironments(matrix, EnvCache(args.envs)), case, args.variant,
-        args.nproc or max(case.spec.nproc), device, args.package, args.repeat, args.jobs,
-        source, store, run_id, on_probe=lambda c, o, why: err.print(f"  probe {c}: {o.value}  {why[:100]}"),
-    )
-    levels = []
-    if not (args.old_ref and args.new_ref):
-        versions = release_candidates(matrix, case, args.package, device, args.old, args.new, args.pre)
-        err.print(f"bisecting {case.id}::{args.variant} over {len(versions)} {args.package} releases "
-                  f"{versions[0]} … {versions[-1]}")
-        levels.append(("release", search(versions, prober, parallel=max(1, args.jobs // prober.nproc))))
-    if args.old_ref and args.new_ref:
-        refs = (args.old_ref, args.new_ref)
-    elif source and not args.no_commits and not levels[-1][1].ambiguous:
-        refs = (str(levels[-1][1].last_old), str(levels[-1][1].first_new))
-        # commits between two releases pair with what the newer release pairs with (torchrec main -> next fbgemm)
-        newer = probe_cell(matrix, case, args.package, str(levels[-1][1].first_new), device)
-        prober.companions = {k: v for k, v in newer.pins.items() if k != args.package}
-    else:
-        refs = None
-    if refs and source:
-        repo = git_checkout(source, args.package)
-        if all(resolve_ref(repo, r) for r in refs):
-            commits = git_candidates(repo, *refs)
-            err.print(f"bisecting {len(commits)} first-parent commits of {args.package} {refs[0]} … {refs[1]}")
-            levels.append(("commit", search(commits, prober, parallel=max(1, args.jobs // prober.nproc))))
-        else:
-            err.print(f"[yellow]no tags for {refs[0]} / {refs[1]} in {source}: stopping at the release level[/]")
-    elif refs:
-        err.print("[yellow]no source repository known for the commit level (use --git)[/]")
-    return levels
-
-
-def bisect_summary(case: str, variant: str, package: str, levels: list[tuple[str, SearchResult]]) -> str:
-    """One line fit for an upstream issue comment."""
-    parts = []
-    for level, r in levels:
-        where = f"{r.last_old} ({r.old.value}) → {r.first_new} ({r.new.value})"
-        if level == "commit":
-            where += f" — first {r.new.value} commit {r.first_new.sha} \"{r.first_new.subject}\""
-        if r.ambiguous:
-            where += f"; untestable in between: {', '.join(map(str, r.ambiguous))}"
-        parts.append(f"{level}s {where} [{len(r.probes)} probes]")
-    return f"bugmatrix bisect {case}::{variant} over {package}: " + "; ".join(parts)

@@ -22,18 +22,22 @@ from typing import Any
 
 import pytest
 
-from harness.launch.execute import Job, execute, plan, unrunnable
-from harness.launch.interpreter import Environment, machine_name, probe
-from harness.matrix.cellenvs import CellEnvironments, infra_result, plan_cells
+from harness.launch.interpreter import machine_name, probe
+from harness.matrix.cellenvs import CellEnvironments
 from harness.matrix.envcache import DEFAULT_ROOT, EnvCache
-from harness.matrix.spec import DEFAULT_MATRIX, Cell, MatrixError, load_matrix
+from harness.matrix.expand import Matrix, load_matrix
+from harness.matrix.spec import DEFAULT_MATRIX, MatrixError
 from harness.model.case import CASE_FILE, Case, load_case
 from harness.model.case_schema import CaseError
+from harness.model.job import Job
+from harness.model.outcome import Outcome
 from harness.model.result import Result
-from harness.session.store import LOCAL_CELL, ResultStore
+from harness.session.pipeline import LocalEnvironment, MatrixEnvironments, Observer, Recorder, Session
+from harness.session.plan import Selection, plan_cells, plan_local
+from harness.session.store import ResultStore
 
-_ENV_KEY = pytest.StashKey[Environment]()
-_CELLS_KEY = pytest.StashKey[CellEnvironments]()
+_SESSION_KEY = pytest.StashKey[Session]()
+_MATRIX_KEY = pytest.StashKey[Matrix]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -67,24 +71,34 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     return None
 
 
-def _environment(config: pytest.Config) -> Environment:
-    """The environment cases run in, probed once per pytest process (each xdist worker)."""
-    if _ENV_KEY not in config.stash:
-        config.stash[_ENV_KEY] = probe(config.getoption("--bugmatrix-python") or sys.executable)
-    return config.stash[_ENV_KEY]
+def _selection(config: pytest.Config) -> Selection:
+    return Selection(cells=tuple(config.getoption("--cell")), all_cells=config.getoption("--all-cells"),
+                     devices=("cpu", "cuda"))
 
 
-def _cells(config: pytest.Config) -> CellEnvironments | None:
-    """The matrix cells' environments when --cell/--all-cells is given (one per pytest process), else None."""
-    if not (config.getoption("--cell") or config.getoption("--all-cells")):
-        return None
-    if _CELLS_KEY not in config.stash:
+def _matrix(config: pytest.Config) -> Matrix:
+    """The matrix, loaded once per pytest process (each xdist worker)."""
+    if _MATRIX_KEY not in config.stash:
         try:
-            matrix = load_matrix(Path(config.getoption("--matrix")))
+            config.stash[_MATRIX_KEY] = load_matrix(Path(config.getoption("--matrix")))
         except MatrixError as exc:
             raise pytest.UsageError(str(exc)) from None
-        config.stash[_CELLS_KEY] = CellEnvironments(matrix, EnvCache(Path(config.getoption("--bugmatrix-envs"))))
-    return config.stash[_CELLS_KEY]
+    return config.stash[_MATRIX_KEY]
+
+
+def _session(config: pytest.Config) -> Session:
+    """The pipeline every item of this pytest process runs through (harness/session/pipeline.py): the local
+    environment, or the matrix cells with --cell/--all-cells. Pytest never resumes: every item launches."""
+    if _SESSION_KEY not in config.stash:
+        if _selection(config).in_matrix:
+            cells = CellEnvironments(_matrix(config), EnvCache(Path(config.getoption("--bugmatrix-envs"))))
+            environments: LocalEnvironment | MatrixEnvironments = MatrixEnvironments(cells)
+        else:
+            environments = LocalEnvironment(probe(config.getoption("--bugmatrix-python") or sys.executable))
+        db = config.getoption("--bugmatrix-db")
+        observers: list[Observer] = [Recorder(ResultStore(db), os.environ["BUGMATRIX_RUN_ID"])] if db else []
+        config.stash[_SESSION_KEY] = Session(environments, observers=observers)
+    return config.stash[_SESSION_KEY]
 
 
 class CaseFile(pytest.File):
@@ -96,29 +110,25 @@ class CaseFile(pytest.File):
         except CaseError as exc:
             yield InvalidCaseItem.from_parent(self, name="invalid", error=str(exc))
             return
-        cells = _cells(self.config)
-        if cells is None:
-            for job in plan([case]):
+        selection = _selection(self.config)
+        if not selection.in_matrix:
+            for job in plan_local([case], selection):
                 yield CaseItem.from_parent(self, name=f"{job.variant}[{job.device}-{job.nproc}]", job=job)
             return
-        names = None if self.config.getoption("--all-cells") else self.config.getoption("--cell")
         try:
-            planned = plan_cells([case], cells.matrix, names)
+            jobs = plan_cells([case], _matrix(self.config), selection)
         except MatrixError as exc:
             raise pytest.UsageError(str(exc)) from None
-        for cell_jobs in planned:
-            for job in cell_jobs.jobs:
-                name = f"{job.variant}[{cell_jobs.cell.name}-{job.nproc}]"
-                yield CaseItem.from_parent(self, name=name, job=job, cell=cell_jobs.cell)
+        for job in jobs:
+            yield CaseItem.from_parent(self, name=f"{job.variant}[{job.cell_name}-{job.nproc}]", job=job)
 
 
 class CaseItem(pytest.Item):
     """One launch of a case: passes when observed == expected."""
 
-    def __init__(self, *, job: Job, cell: Cell | None = None, **kwargs: Any) -> None:
+    def __init__(self, *, job: Job, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.job = job
-        self.cell = cell
         self.result: Result | None = None
         self.add_marker("case")
         self.add_marker(job.device)
@@ -126,33 +136,14 @@ class CaseItem(pytest.Item):
             self.add_marker("workaround")
 
     def runtest(self) -> None:
-        if self.cell is None:
-            env = _environment(self.config)
-        else:
-            cells = _cells(self.config)
-            assert cells is not None
-            resolved, found, problem = cells.get(self.cell)
-            if found is None:
-                self.result = infra_result(self.job, problem, resolved)
-                self._save(self.result)
-                raise CaseMismatch(self.result)
-            env = found
-        reason = unrunnable(self.job, env)
-        if reason:
-            pytest.skip(reason)
-        self.result = result = execute(self.job, env)
-        self._save(result)
+        self.result = result = _session(self.config).run_job(self.job)
+        if result.outcome is Outcome.SKIP and not result.launched:
+            pytest.skip(result.reason)
         for key in ("outcome", "expected", "reason", "duration_s"):
             self.user_properties.append((key, str(getattr(result, key))))
         self.user_properties.append(("versions", str(result.versions)))
         if not result.ok:
             raise CaseMismatch(result)
-
-    def _save(self, result: Result) -> None:
-        db = self.config.getoption("--bugmatrix-db")
-        if db:
-            cell = self.cell.name if self.cell else LOCAL_CELL
-            ResultStore(db).save(os.environ["BUGMATRIX_RUN_ID"], result, cell=cell)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         if isinstance(excinfo.value, CaseMismatch):

@@ -16,9 +16,10 @@ import pytest
 import yaml
 
 import harness.matrix.index
-import harness.matrix.spec
+import harness.matrix.resolve
 from harness.cli import main  # imported before any test patches what it imports
-from harness.matrix.spec import MatrixError, load_matrix
+from harness.matrix.expand import load_matrix
+from harness.matrix.spec import MatrixError
 from harness.output.github import MAX_JOBS, job_matrix, split_list
 
 from .fakeindex import FakeRelease, build_index
@@ -43,7 +44,7 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("job_matrix must not resolve pins or touch the network")
 
-    monkeypatch.setattr(harness.matrix.spec, "matching", refuse)
+    monkeypatch.setattr(harness.matrix.resolve, "matching", refuse)
     monkeypatch.setattr(harness.matrix.index, "matching", refuse)
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket, "create_connection", refuse)

@@ -15,10 +15,13 @@ from pathlib import Path
 import pytest
 
 from harness.analysis.compare import compare
-from harness.launch.execute import Job, execute_repeated, plan, run_jobs
+from harness.launch.execute import execute_repeated
 from harness.launch.interpreter import Environment
+from harness.model.job import Job
 from harness.model.outcome import Outcome, RankState
 from harness.model.result import Result
+from harness.session.pipeline import LocalEnvironment, Session
+from harness.session.plan import Selection, plan_local
 
 from .conftest import MakeCase
 from .test_launch import leftovers, run_one
@@ -60,7 +63,7 @@ def test_twenty_hangs_end_as_timeouts_with_every_stack_and_leave_no_process(
     })
     jobs = [Job(case, mode, 2, "cpu") for mode in HANG_AT for _ in range(10)]
     started = time.monotonic()
-    results = run_jobs(jobs, env, cores=6)
+    results = Session(LocalEnvironment(env)).run(jobs, cores=6)
     wall = time.monotonic() - started
     assert len(results) == 20
     hung = 0
@@ -156,7 +159,7 @@ def test_repeats_that_disagree_are_flaky_with_their_rate(make_case: MakeCase, en
     case = make_case(FLIP, variants={
         "bug": {"args": [str(tmp_path / "count")], "expect": [{"outcome": "reproduced"}]},
     })
-    [job] = plan([case], ["cpu"])
+    [job] = plan_local([case], Selection(devices=("cpu",)))
     flaky = execute_repeated(job, env, repeat=3)
     assert flaky.outcome is Outcome.FLAKY and not flaky.ok
     assert flaky.tallies == {"reproduced": 1, "fixed": 2} and flaky.repeats == 3

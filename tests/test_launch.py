@@ -9,9 +9,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from harness.launch.execute import execute, plan
+from harness.launch.execute import execute
 from harness.launch.interpreter import Environment
 from harness.model.outcome import Outcome, RankState
+from harness.session.plan import Selection, plan_local
 
 from .conftest import MakeCase
 
@@ -37,7 +38,7 @@ def leftovers(marker: str) -> list[psutil.Process]:
 
 def run_one(make_case: MakeCase, env: Environment, script: str, **fields: object):
     case = make_case(script, **fields)
-    [job] = plan([case], ["cpu"])
+    [job] = plan_local([case], Selection(devices=("cpu",)))
     return execute(job, env)
 
 
@@ -112,7 +113,7 @@ def test_one_rank_reproduces_while_its_peer_waits(make_case: MakeCase, env: Envi
 
 def test_parallel_launches_do_not_collide(make_case: MakeCase, env: Environment, tmp_path: Path) -> None:
     case = make_case(BARRIER, nproc=[2], variants={"bug": {"expect": [{"outcome": "fixed"}]}})
-    [job] = plan([case], ["cpu"])
+    [job] = plan_local([case], Selection(devices=("cpu",)))
     results = []
     threads = [threading.Thread(target=lambda: results.append(execute(job, env))) for _ in range(3)]
     for t in threads:

@@ -11,14 +11,18 @@ import yaml
 
 from harness.analysis.compare import compare
 from harness.cli import main
-from harness.launch.execute import Job
 from harness.launch.interpreter import cuda_available
-from harness.matrix.cellenvs import CellEnvironments, CellJobs, plan_cells, run_cells
+from harness.matrix.cellenvs import CellEnvironments
 from harness.matrix.envcache import EnvCache
-from harness.matrix.spec import load_matrix, resolve_cell
+from harness.matrix.expand import Matrix, load_matrix
+from harness.matrix.resolve import resolve_cell
 from harness.model.case import load_case
+from harness.model.job import Job
 from harness.model.outcome import Outcome
+from harness.model.result import Result
 from harness.output.reports import build_report, to_html, to_markdown
+from harness.session.pipeline import MatrixEnvironments, Session
+from harness.session.plan import plan_cells
 from harness.session.store import ResultStore
 
 from .conftest import MakeCase
@@ -28,6 +32,12 @@ pytest_plugins = ["pytester"]
 
 # fakelib's bug: present in 1.0-1.2, fixed in 1.3 and 1.4, back in 1.5.
 BUGGY = {"1.0": True, "1.1": True, "1.2": True, "1.3": False, "1.4": False, "1.5": True}
+def run_cells(jobs: list[Job], matrix: Matrix, cache: EnvCache, cores: int = 1) -> list[tuple[str, Result]]:
+    """The jobs through the session pipeline in their cells' environments; (cell, result) in job order."""
+    results = Session(MatrixEnvironments(CellEnvironments(matrix, cache))).run(jobs, cores=cores)
+    return [(job.cell_name, result) for job, result in zip(jobs, results, strict=True)]
+
+
 SCRIPT = """
 import sys
 import fakelib
@@ -67,7 +77,7 @@ def test_matrix_run_report_and_compare(project: Path) -> None:
     matrix = load_matrix(project / "matrix.yaml")
     case = load_case(project / "cases" / "fakelib-1-bug" / "case.yaml")
     planned = plan_cells([case], matrix)
-    assert [cj.cell.name for cj in planned] == [f"fakelib-{v}" for v in [*BUGGY, "1.6"]]
+    assert list(dict.fromkeys(job.cell_name for job in planned)) == [f"fakelib-{v}" for v in [*BUGGY, "1.6"]]
     results = run_cells(planned, matrix, EnvCache(project / "envs"), cores=2)
     by_cell = {(cell, r.nproc): r for cell, r in results}
     assert by_cell[("fakelib-1.2", 2)].outcome is Outcome.REPRODUCED
@@ -138,7 +148,7 @@ def test_cuda_cells_skip_without_building_on_a_cpu_machine(project: Path, tmp_pa
     matrix = load_matrix(project / "matrix.yaml")
     gpu = replace(matrix.cell("fakelib-1.3"), name="fakelib-1.3-cuda", device="cuda")
     cache = EnvCache(tmp_path / "envs")
-    results = run_cells([CellJobs(gpu, [Job(case, "bug", 1, "cuda")])], matrix, cache)
+    results = run_cells([Job(case, "bug", 1, "cuda", gpu)], matrix, cache)
     [(cell, result)] = results
     assert (cell, result.outcome, result.launched) == ("fakelib-1.3-cuda", Outcome.SKIP, False)
     assert cache.list() == []  # nothing was built for it
@@ -166,7 +176,9 @@ def test_cases_run_in_cells_that_pin_their_packages(make_case: MakeCase, tmp_pat
     matrix = load_matrix(tmp_path / "matrix.yaml")
     torch_only = make_case("", case_id="torch-1-a", devices=["cpu"])
     fakelib = make_case("", case_id="fakelib-2-b", packages=["torch", "fakelib"], devices=["cpu", "cuda"])
-    cells = {cj.cell.name: {j.case.id for j in cj.jobs} for cj in plan_cells([torch_only, fakelib], matrix)}
+    cells: dict[str, set[str]] = {}
+    for job in plan_cells([torch_only, fakelib], matrix):
+        cells.setdefault(job.cell_name, set()).add(job.case.id)
     assert cells == {
         "torch-2.4.0": {"torch-1-a"}, "torch-2.5.0": {"torch-1-a"},   # torch-only cases: the torch axis only
         "default": {"fakelib-2-b"}, "default-cuda": {"fakelib-2-b"},  # ... not every cell that has some torch

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from harness.launch.execute import run_scheduled
+from harness.session.scheduler import run_scheduled
 
 
 def test_two_core_jobs_are_not_overtaken_and_the_budget_holds() -> None:

@@ -1,8 +1,14 @@
 """`bugmatrix bisect`: the release, and for pure-Python packages the commit, where a case's outcome changes.
 
+    levels = bisect(matrix, envs, request, store, run_id, say)     # the whole policy, release then commit level
     candidates = release_candidates(...) or git_candidates(...)   # ordered oldest first
-    prober = CaseProber(...)                                       # one cell per candidate, environments cached
+    prober = CaseProber(...)                                       # one cell per candidate, through the pipeline
     found = search(candidates, prober, parallel)                   # harness/analysis/search.py
+
+The policy (`bisect`): the release level first, unless refs are given; then, when the package's source repository
+is known (`--git`, the case's or the matrix's `sources`, $BUGMATRIX_MIRROR_<NAME>) and the release level found an
+unambiguous boundary, the first-parent commits between those two releases, each paired with what the newer release
+pairs with (torchrec main goes with the next fbgemm and torch).
 
 A probe pins the bisected package to one candidate; coupled packages move with it by the matrix's pairing data
 (bisecting torchrec moves fbgemm and torch; bisecting torch moves the torchrec/fbgemm the case needs); everything
@@ -12,40 +18,32 @@ named `bisect-<package>-<candidate>`; with `repeat` > 1 a probe whose repeats di
 
 from __future__ import annotations
 
-import os
-import subprocess
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from harness.launch.execute import Job, execute_repeated, run_scheduled
-from harness.matrix.cellenvs import CellEnvironments, infra_result
+from harness.analysis.search import SearchResult, search
+from harness.launch.execute import infra_result
+from harness.matrix.cellenvs import CellEnvironments
+from harness.matrix.expand import Matrix, apply_couplings
+from harness.matrix.git import Commit, git_candidates, git_checkout, resolve_ref
 from harness.matrix.index import releases
-from harness.matrix.spec import Cell, GitPin, Matrix, MatrixError, apply_couplings
+from harness.matrix.spec import MatrixError
 from harness.model.case import Case
+from harness.model.cell import Cell, GitPin
+from harness.model.job import Job
 from harness.model.outcome import Outcome
+from harness.model.result import Result
+from harness.session.pipeline import MatrixEnvironments, Observer, Recorder, Session
+from harness.session.scheduler import run_scheduled
 from harness.session.store import ResultStore
-
-GIT_ROOT = Path(os.environ.get("BUGMATRIX_GIT", ".bugmatrix/git"))
 
 
 class BisectError(Exception):
     """The bisection cannot start: bad arguments, no candidates, unreachable source; one line."""
-
-
-@dataclass
-class Commit:
-    """A first-parent commit: its full SHA and subject line."""
-
-    sha: str
-    subject: str
-
-    def __str__(self) -> str:
-        return self.sha[:12]
 
 
 def release_candidates(
@@ -56,9 +54,8 @@ def release_candidates(
     dist = matrix.distribution(package, device)
     allowed = SpecifierSet(case.spec.supports.get(package, ""))
     leads = [c for c in matrix.spec.couplings if c.lead == package]
-    index = os.environ.get("BUGMATRIX_INDEX_URL") or matrix.spec.indexes[matrix.spec.defaults.index]
     versions = []
-    for release in releases(dist, index):
+    for release in releases(dist, matrix.index_url()):
         v = release.version
         if release.yanked or (v.is_prerelease and not pre) or not allowed.contains(v, prereleases=True):
             continue
@@ -73,51 +70,6 @@ def release_candidates(
     if len(versions) < 2:
         raise BisectError(f"{package}: fewer than two releases to bisect between ({', '.join(versions) or 'none'})")
     return versions
-
-
-def git_checkout(url: str, package: str) -> Path:
-    """A local bare clone of `url` (a local path is used as it is), fetched up to date."""
-    if "://" not in url or url.startswith("file://"):
-        return Path(url.removeprefix("file://"))
-    target = GIT_ROOT / f"{package}.git"
-    command = (["git", "-C", str(target), "fetch", "--quiet", "--tags", "origin"] if target.exists()
-               else ["git", "clone", "--quiet", "--bare", url, str(target)])
-    proc = subprocess.run(command, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise BisectError(f"cannot fetch {url}: {proc.stderr.strip()[-300:]} (set BUGMATRIX_MIRROR_"
-                          f"{package.upper().replace('-', '_')} to a local clone)")
-    return target
-
-
-def resolve_ref(repo: Path, ref: str) -> str | None:
-    """The commit `ref` names in `repo` (also trying the tag forms v<ref> and <ref>), or None."""
-    for name in (ref, f"v{ref}", f"refs/tags/{ref}", f"refs/tags/v{ref}"):
-        proc = subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", f"{name}^{{commit}}"],
-                              capture_output=True, text=True, check=False)
-        if proc.returncode == 0:
-            return proc.stdout.strip()
-    return None
-
-
-def git_candidates(repo: Path, old_ref: str, new_ref: str) -> list[Commit]:
-    """`old_ref`, then the first-parent commits after it up to `new_ref`, oldest first."""
-    old, new = resolve_ref(repo, old_ref), resolve_ref(repo, new_ref)
-    for ref, sha in ((old_ref, old), (new_ref, new)):
-        if sha is None:
-            raise BisectError(f"{repo}: no commit or tag {ref!r}")
-    proc = subprocess.run(
-        ["git", "-C", str(repo), "log", "--first-parent", "--reverse", "--format=%H %s", f"{old}..{new}"],
-        capture_output=True, text=True, check=True,
-    )
-    subject = subprocess.run(["git", "-C", str(repo), "log", "-1", "--format=%s", str(old)], capture_output=True,
-                             text=True, check=True).stdout.strip()
-    commits = [Commit(str(old), subject)]
-    for line in proc.stdout.splitlines():
-        sha, _, subj = line.partition(" ")
-        commits.append(Commit(sha, subj))
-    if len(commits) < 2:
-        raise BisectError(f"{repo}: no first-parent commits between {old_ref} and {new_ref}")
-    return commits
 
 
 BISECT_PREFIX = "bisect-"  # the cells of bisect probes are named bisect-<package>-<candidate>
@@ -144,14 +96,14 @@ def probe_cell(matrix: Matrix, case: Case, package: str, candidate: str | Commit
             for member, spec in rows[-1].items():
                 pins.setdefault(member, spec)
     pins = apply_couplings(matrix.spec.couplings, pins, f"bisect {package} {candidate}")
-    index = os.environ.get("BUGMATRIX_INDEX_URL") or matrix.spec.indexes[matrix.spec.defaults.index]
     return Cell(name=f"{BISECT_PREFIX}{package}-{candidate}", device=device, python=matrix.spec.defaults.python,
-                index_url=index, pins=pins, sources={package: source} if source else {})
+                index_url=matrix.index_url(), pins=pins, sources={package: source} if source else {})
 
 
 @dataclass
 class CaseProber:
-    """Probes candidates: builds each one's cell environment and runs the case there `repeat` times."""
+    """Probes candidates: each one's cell, built once, runs the case `repeat` times through the session pipeline;
+    every probe is recorded in `store` under run `run_id`."""
 
     matrix: Matrix
     envs: CellEnvironments
@@ -160,39 +112,120 @@ class CaseProber:
     nproc: int
     device: str
     package: str
+    store: ResultStore
+    run_id: str = ""
     repeat: int = 1
     cores: int = 1
     source: str | None = None
-    store: ResultStore | None = None
-    run_id: str = ""
     companions: dict[str, str | GitPin] = field(default_factory=dict)  # coupled pins for commit candidates
     on_probe: Callable[[str, Outcome, str], None] | None = None
     log: list[tuple[str, Outcome, str]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
+    def __post_init__(self) -> None:
+        self.session = Session(MatrixEnvironments(self.envs), repeat=self.repeat,
+                               observers=[Recorder(self.store, self.run_id), _ProbeLog(self)])
+
     def __call__(self, batch: list[str | Commit]) -> list[Outcome]:
         return run_scheduled(batch, self.one, cost=lambda _: self.nproc * self.repeat, cores=self.cores)
 
     def one(self, candidate: str | Commit) -> Outcome:
-        job = Job(self.case, self.variant, self.nproc, self.device)
+        """The outcome of the case with `package` at `candidate` (`infra` when its cell cannot be formed)."""
         try:
             cell = probe_cell(self.matrix, self.case, self.package, candidate, self.device, self.source,
                               self.companions)
-        except MatrixError as exc:
-            results = [infra_result(job, str(exc), None)]
-            cell_name = f"{BISECT_PREFIX}{self.package}-{candidate}"
+        except MatrixError as exc:  # recorded where the probe would have run, as `infra`
+            cell = Cell(name=f"{BISECT_PREFIX}{self.package}-{candidate}", device=self.device,
+                        python=self.matrix.spec.defaults.python, index_url=self.matrix.index_url(), pins={})
+            job = Job(self.case, self.variant, self.nproc, self.device, cell)
+            result = infra_result(job, str(exc))
+            self.session.settle(job, result)
+            return result.outcome
+        return self.session.run_job(Job(self.case, self.variant, self.nproc, self.device, cell)).outcome
+
+
+class _ProbeLog(Observer):
+    def __init__(self, prober: CaseProber) -> None:
+        self.prober = prober
+
+    def result_ready(self, job: Job, result: Result, reused: bool) -> None:
+        candidate = job.cell_name.removeprefix(f"{BISECT_PREFIX}{self.prober.package}-")
+        self.prober.log.append((candidate, result.outcome, result.reason))
+        if self.prober.on_probe:
+            self.prober.on_probe(candidate, result.outcome, result.reason)
+
+
+@dataclass(frozen=True)
+class BisectRequest:
+    """What to bisect: a case's variant at one world size and device, over one package's releases (from `old`
+    to `new`, default the oldest and newest allowed) or between two refs of its source repository."""
+
+    case: Case
+    variant: str
+    nproc: int
+    device: str
+    package: str
+    old: str | None = None
+    new: str | None = None
+    pre: bool = False
+    repeat: int = 1
+    cores: int = 1
+    git: str | None = None  # source repository (URL or local clone) for the commit level
+    old_ref: str | None = None
+    new_ref: str | None = None
+    commits: bool = True  # go on to the commit level when a source is known
+
+
+Level = tuple[str, SearchResult]  # ("release" | "commit", what the search found)
+
+
+def bisect(matrix: Matrix, envs: CellEnvironments, request: BisectRequest, store: ResultStore, run_id: str,
+           say: Callable[[str], None] = lambda _: None) -> list[Level]:
+    """The release level (unless both refs are given), then the commit level when a source repository is known
+    (see the module docstring). Raises `BisectError`/`BisectRefused`/`MatrixError`/`GitError` when it cannot
+    start or the endpoints do not differ; every probe is recorded."""
+    r = request
+    source = r.git or r.case.spec.sources.get(r.package) or matrix.source(r.package)
+    prober = CaseProber(
+        matrix, envs, r.case, r.variant, r.nproc, r.device, r.package, store, run_id, r.repeat, r.cores, source,
+        on_probe=lambda c, o, why: say(f"  probe {c}: {o.value}  {why[:100]}"),
+    )
+    parallel = max(1, r.cores // r.nproc)
+    levels: list[Level] = []
+    if not (r.old_ref and r.new_ref):
+        versions = release_candidates(matrix, r.case, r.package, r.device, r.old, r.new, r.pre)
+        say(f"bisecting {r.case.id}::{r.variant} over {len(versions)} {r.package} releases "
+            f"{versions[0]} … {versions[-1]}")
+        levels.append(("release", search(versions, prober, parallel=parallel)))
+    refs: tuple[str, str] | None = None
+    if r.old_ref and r.new_ref:
+        refs = (r.old_ref, r.new_ref)
+    elif source and r.commits and not levels[-1][1].ambiguous:
+        found = levels[-1][1]
+        refs = (str(found.last_old), str(found.first_new))
+        newer = probe_cell(matrix, r.case, r.package, str(found.first_new), r.device)
+        prober.companions = {k: v for k, v in newer.pins.items() if k != r.package}
+    if refs and source:
+        repo = git_checkout(source, r.package)
+        if all(resolve_ref(repo, ref) for ref in refs):
+            commits = git_candidates(repo, *refs)
+            say(f"bisecting {len(commits)} first-parent commits of {r.package} {refs[0]} … {refs[1]}")
+            levels.append(("commit", search(commits, prober, parallel=parallel)))
         else:
-            cell_name = cell.name
-            resolved, env, problem = self.envs.get(cell)
-            if env is None:
-                results = [infra_result(job, problem, resolved)]
-            else:
-                results = [execute_repeated(job, env, self.repeat)]
-        [result] = results
-        if self.store:
-            self.store.save(self.run_id, result, cell=cell_name)
-        with self._lock:
-            self.log.append((str(candidate), result.outcome, result.reason))
-            if self.on_probe:
-                self.on_probe(str(candidate), result.outcome, result.reason)
-        return result.outcome
+            say(f"[yellow]no tags for {refs[0]} / {refs[1]} in {source}: stopping at the release level[/]")
+    elif refs:
+        say("[yellow]no source repository known for the commit level (use --git)[/]")
+    return levels
+
+
+def bisect_summary(case: str, variant: str, package: str, levels: list[Level]) -> str:
+    """One line fit for an upstream issue comment."""
+    parts = []
+    for level, r in levels:
+        where = f"{r.last_old} ({r.old.value}) → {r.first_new} ({r.new.value})"
+        if level == "commit":
+            where += f" — first {r.new.value} commit {r.first_new.sha} \"{r.first_new.subject}\""
+        if r.ambiguous:
+            where += f"; untestable in between: {', '.join(map(str, r.ambiguous))}"
+        parts.append(f"{level}s {where} [{len(r.probes)} probes]")
+    return f"bugmatrix bisect {case}::{variant} over {package}: " + "; ".join(parts)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from harness.model.common import item_id
 from harness.model.outcome import Outcome
 from harness.model.result import Result
 
@@ -42,7 +43,7 @@ class Change:
 
     @property
     def item(self) -> str:
-        return f"{self.cell}: {self.case}::{self.variant}[{self.device}-{self.nproc}]"
+        return f"{self.cell}: {item_id(self.case, self.variant, self.device, self.nproc)}"
 
 
 def _key(cell: str, r: Result) -> Key:

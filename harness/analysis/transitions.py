@@ -14,14 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from harness.model.common import logical_name
 from harness.model.outcome import Outcome
 from harness.model.result import Result
 
 REPRODUCED, FIXED, UNKNOWN, MIXED = "reproduced", "fixed", "unknown", "mixed"
-ALIASES = {"fbgemm-gpu-cpu": "fbgemm-gpu"}
 
 
 def cell_status(results: list[Result]) -> str:
@@ -122,7 +121,7 @@ def axes(
     for (case, variant, device), by_cell in sorted(grouped.items()):
         names: set[str] = set()
         for rs in by_cell.values():
-            names.update(ALIASES.get(canonicalize_name(n), canonicalize_name(n)) for r in rs for n in r.versions)
+            names.update(logical_name(n) for r in rs for n in r.versions)
         wanted = packages.get(case) if packages else None
         for package in sorted(names):
             if wanted is not None and package not in wanted:
@@ -157,6 +156,6 @@ def _ordered(package: str, versions: list[str], dater: Dater | None) -> list[str
 def _version_of(results: list[Result], package: str) -> str | None:
     for r in results:
         for name, version in r.versions.items():
-            if ALIASES.get(canonicalize_name(name), canonicalize_name(name)) == package:
+            if logical_name(name) == package:
                 return version
     return None

@@ -6,17 +6,17 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from harness.launch.interpreter import Environment
-from harness.model.case_schema import GitCondition, Rule, Variant
+from harness.model.case_schema import DEVICE, NPROC, GitCondition, Rule, Variant
 from harness.model.outcome import Outcome
 
 
 def rule_holds(rule: Rule, env: Environment, nproc: int, device: str) -> bool:
     """True when every condition of `rule.when` holds; a package that is not installed fails its condition."""
     for key, cond in rule.when.items():
-        if key == "nproc":
+        if key == NPROC:
             if nproc not in cond:  # type: ignore[operator]
                 return False
-        elif key == "device":
+        elif key == DEVICE:
             if device != cond:
                 return False
         else:

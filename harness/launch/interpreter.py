@@ -17,8 +17,7 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 from pydantic import BaseModel
 
-# A logical package name a case may use -> the distributions that provide it.
-ALIASES: dict[str, tuple[str, ...]] = {"fbgemm-gpu": ("fbgemm-gpu", "fbgemm-gpu-cpu")}
+from harness.model.common import distributions
 
 _PROBE = r"""
 import json, sys
@@ -56,7 +55,7 @@ class Environment(BaseModel):
 
     def get(self, package: str) -> Installed | None:
         """The installed distribution providing `package` (aliases such as fbgemm-gpu -> fbgemm-gpu-cpu)."""
-        for name in ALIASES.get(canonicalize_name(package), (package,)):
+        for name in distributions(package):
             found = self.packages.get(canonicalize_name(name))
             if found:
                 return found

@@ -38,7 +38,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from harness.launch.interpreter import Environment, ProbeError, probe
-from harness.matrix.spec import ResolvedCell
+from harness.matrix.resolve import ResolvedCell
 
 DEFAULT_ROOT = Path(os.environ.get("BUGMATRIX_ENVS", ".bugmatrix/envs"))
 MARKER = "bugmatrix-env.json"

@@ -7,42 +7,30 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from harness.model.common import DEVICES, Device, Strict, check_specifier
 from harness.model.outcome import Outcome
 from harness.model.yamlfile import load_model
 
 EXPECTABLE = (Outcome.REPRODUCED, Outcome.FIXED, Outcome.SKIP, Outcome.ERROR)
-Device = Literal["cpu", "cuda"]
-RESERVED_KEYS = ("nproc", "device")
-
-
-def check_specifier(where: str, spec: str) -> None:
-    """Raise `ValueError("<where>: '<spec>' is not a version specifier ...")` unless `spec` parses (PEP 440)."""
-    try:
-        SpecifierSet(spec)
-    except InvalidSpecifier:
-        raise ValueError(f"{where}: {spec!r} is not a version specifier like '>=1.3,<1.6'") from None
+NPROC, DEVICE = "nproc", "device"
+RESERVED_KEYS = (NPROC, DEVICE)  # the `when` keys that name no package
 
 
 class CaseError(Exception):
     """A case folder or its metadata is invalid; the message names the file and the field."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class GitCondition(_Strict):
+class GitCondition(Strict):
     """True when the package is installed from one of these commits (SHA prefixes, at least 7 hex digits)."""
 
     git: list[Annotated[str, Field(pattern=r"^[0-9a-f]{7,40}$")]] = Field(min_length=1)
 
 
-class Rule(_Strict):
+class Rule(Strict):
     """`outcome` is expected when every condition in `when` holds (an empty `when` always holds)."""
 
     when: dict[str, str | GitCondition | list[int]] = Field(default_factory=dict)
@@ -59,11 +47,11 @@ class Rule(_Strict):
     @classmethod
     def _conditions(cls, when: dict[str, Any]) -> dict[str, Any]:
         for key, cond in when.items():
-            if key == "nproc":
+            if key == NPROC:
                 if not isinstance(cond, list) or not all(isinstance(n, int) and n > 0 for n in cond):
                     raise ValueError("nproc: must be a list of positive world sizes")
-            elif key == "device":
-                if cond not in ("cpu", "cuda"):
+            elif key == DEVICE:
+                if cond not in DEVICES:
                     raise ValueError("device: must be 'cpu' or 'cuda'")
             elif isinstance(cond, str):
                 check_specifier(key, cond)
@@ -72,7 +60,7 @@ class Rule(_Strict):
         return when
 
 
-class Variant(_Strict):
+class Variant(Strict):
     """One way of running the script: the bug path or a workaround, as extra arguments."""
 
     description: str = ""
@@ -93,7 +81,7 @@ class Variant(_Strict):
         return self
 
 
-class CaseSpec(_Strict):
+class CaseSpec(Strict):
     """Everything `case.yaml` declares about one upstream bug."""
 
     title: str = Field(min_length=1)

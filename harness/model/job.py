@@ -1,4 +1,7 @@
-"""Resuming a run: which earlier results still stand, so that a re-run launches only what is missing.
+"""A job (one launch to make) and what its result depends on: the fingerprint a resumed run matches.
+
+A job is a case's variant at one world size on one device, in a matrix cell or (cell None) in the local
+environment. Resuming: which earlier results still stand, so that a re-run launches only what is missing.
 
 A result stands for its *fingerprint*: the case's files (case.yaml and script), the variant, world size and
 device, the pins it ran with (a matrix cell's resolved environment key, or the interpreter and installed versions
@@ -12,15 +15,36 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from harness.model.case import Case
+from harness.model.cell import Cell
+from harness.model.common import item_id
 from harness.model.outcome import Outcome
 
-if TYPE_CHECKING:  # harness.launch.execute uses this module
-    from harness.launch.execute import Job
-
 SETTLED = (Outcome.REPRODUCED, Outcome.FIXED, Outcome.SKIP, Outcome.FLAKY)
+LOCAL_CELL = "local"  # the cell recorded for runs in the current (or --python) environment, outside the matrix
+
+
+@dataclass(frozen=True)
+class Job:
+    """One launch to make: a case's variant at one world size on one device, in `cell` (None: locally)."""
+
+    case: Case
+    variant: str
+    nproc: int
+    device: str
+    cell: Cell | None = None
+
+    @property
+    def id(self) -> str:
+        """`case::variant[device-nproc]` (see `item_id`)."""
+        return item_id(self.case.id, self.variant, self.device, self.nproc)
+
+    @property
+    def cell_name(self) -> str:
+        """The cell this job's result is recorded under: the matrix cell's name, or `local`."""
+        return self.cell.name if self.cell else LOCAL_CELL
 
 
 def case_digest(case: Case) -> str:

@@ -46,6 +46,11 @@ class Outcome(str, Enum):
     FLAKY = "flaky"  # repeats of the same launch disagreed (see `--repeat`)
 
 
+def shown(outcome: Outcome | None) -> str:
+    """An outcome as a table cell: its value, or `-` when there is none."""
+    return outcome.value if outcome else "-"
+
+
 class RankState(str, Enum):
     """What one rank of a launch established on its own."""
 

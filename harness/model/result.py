@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from harness.model.common import item_id
 from harness.model.outcome import Outcome, RankStatus
 
 LOG_EXCERPT_CHARS = 4000
@@ -45,12 +46,25 @@ class Result(BaseModel):
 
     @property
     def item_id(self) -> str:
-        return f"{self.case}::{self.variant}[{self.device}-{self.nproc}]"
+        """`case::variant[device-nproc]` (see `harness.model.common.item_id`)."""
+        return item_id(self.case, self.variant, self.device, self.nproc)
 
     @property
     def ok(self) -> bool:
         """True when the observed outcome is the expected one."""
         return self.expected is not None and self.outcome == self.expected
+
+
+def counts(result: Result) -> bool:
+    """Whether `result` counts towards a run's verdict: it was launched, or its environment could not be made."""
+    return result.launched or result.outcome is Outcome.INFRA
+
+
+def misses(results: list[Result]) -> list[Result]:
+    """The results that count (see `counts`) and whose outcome is not the expected one: what makes a run fail.
+
+    Every entry point (CLI, matrix, nightly, pytest) counts with this one function."""
+    return [r for r in results if counts(r) and not r.ok]
 
 
 def excerpt(text: str, limit: int = LOG_EXCERPT_CHARS) -> str:

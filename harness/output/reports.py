@@ -11,7 +11,8 @@ from rich.table import Table
 
 from harness.analysis.compare import Change
 from harness.analysis.transitions import Axis, Dater, axes, cell_status
-from harness.model.outcome import Outcome
+from harness.model.common import item_id
+from harness.model.outcome import Outcome, shown
 from harness.model.result import Result
 from harness.output.tables import STYLE
 
@@ -95,14 +96,10 @@ def _changes_markdown(changes: list[Change]) -> list[str]:
     lines = ["| change | cell | case | before | after | expected |", "|---|---|---|---|---|---|"]
     for c in changes:
         flag = "**unexpected regression**" if c.unexpected else c.kind
-        after = f"{_v(c.after)} ({c.tally})" if c.tally else _v(c.after)
-        lines.append(f"| {flag} | {c.cell} | {c.case}::{c.variant}[{c.device}-{c.nproc}] | "
-                     f"{_v(c.before)} | {after} | {_v(c.expected)} |")
+        after = f"{shown(c.after)} ({c.tally})" if c.tally else shown(c.after)
+        lines.append(f"| {flag} | {c.cell} | {item_id(c.case, c.variant, c.device, c.nproc)} | "
+                     f"{shown(c.before)} | {after} | {shown(c.expected)} |")
     return lines + [""]
-
-
-def _v(outcome: Outcome | None) -> str:
-    return outcome.value if outcome else "-"
 
 
 def to_html(report: MatrixReport, title: str = "bugmatrix report") -> str:
@@ -117,7 +114,7 @@ def to_html(report: MatrixReport, title: str = "bugmatrix report") -> str:
                 tds.append('<td class="na"></td>')
                 continue
             tip = "\n".join(
-                f"{cell} n={r.nproc}: {r.outcome.value} (expected {_v(r.expected)}) — {r.reason[:200]}\n"
+                f"{cell} n={r.nproc}: {r.outcome.value} (expected {shown(r.expected)}) — {r.reason[:200]}\n"
                 + ", ".join(f"{k}=={v}" for k, v in sorted(r.versions.items()))
                 for r in rs
             )

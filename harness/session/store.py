@@ -17,6 +17,9 @@ Contract:
   among those outcomes, from any run: what a resumed run reuses instead of launching again.
 - A store written by an older bugmatrix is upgraded in place when opened (new columns get their empty values).
 Nothing is ever deleted implicitly.
+
+`NullStore` keeps the same contract for a run that records nothing (`--no-store`): runs get the id "", saving
+does nothing, nothing is standing, every reader sees an empty store. Callers never check for a missing store.
 """
 
 from __future__ import annotations
@@ -32,12 +35,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.model.job import LOCAL_CELL
 from harness.model.outcome import Outcome, RankStatus
 from harness.model.result import Result
 
 DEFAULT_DB = Path(os.environ.get("BUGMATRIX_DB", ".bugmatrix/results.db"))
 SCHEMA_VERSION = 2
-LOCAL_CELL = "local"  # the cell recorded for runs in the current (or --python) environment, outside the matrix
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -230,13 +233,41 @@ class ResultStore:
         return added
 
 
+class NullStore(ResultStore):
+    """A store that records nothing and holds nothing (see the module docstring)."""
+
+    def __init__(self) -> None:  # no file
+        self.path = Path(os.devnull)
+
+    def begin_run(self, command: str, machine: str, run_id: str | None = None) -> str:
+        return ""
+
+    def end_run(self, run_id: str, status: str = "complete") -> None:
+        return None
+
+    def save(self, run_id: str, result: Result, cell: str = LOCAL_CELL) -> None:
+        return None
+
+    def runs(self) -> list[Run]:
+        return []
+
+    def results(self, run_id: str | None = None) -> list[tuple[str, str, Result]]:
+        return []
+
+    def latest(self, run_id: str | None = None) -> list[tuple[str, Result]]:
+        return []
+
+    def standing(self, cell: str, fingerprint: str, outcomes: tuple[Outcome, ...]) -> Result | None:
+        return None
+
+    def merge(self, sources: list[Path]) -> int:
+        raise StoreError("cannot merge into a store that records nothing")
+
+
 @contextmanager
-def recording(store: ResultStore | None, command: str, machine: str) -> Iterator[str]:
-    """A run for the duration of the block: begun on entry (yields its id; "" without a store), marked
-    `complete` when the block ends normally and `interrupted` when anything (Ctrl-C included) escapes it."""
-    if store is None:
-        yield ""
-        return
+def recording(store: ResultStore, command: str, machine: str) -> Iterator[str]:
+    """A run for the duration of the block: begun on entry (yields its id), marked `complete` when the block ends
+    normally and `interrupted` when anything (Ctrl-C included) escapes it."""
     run_id = store.begin_run(command, machine)
     try:
         yield run_id

@@ -1,0 +1,92 @@
+"""Resolving a cell: every specifier pin becomes the newest matching release on the cell's index, and the
+time-travel date `as_of` is the newest upload among the pinned releases, so that what the cell does not pin resolves
+as it would have on that day (uv --exclude-newer). Git pins install a pure-Python package from its repository.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import datetime
+
+from harness.matrix.expand import Matrix
+from harness.matrix.git import commit_date, git_url
+from harness.matrix.index import IndexLookupError, matching
+from harness.matrix.spec import MatrixError
+from harness.model.cell import Cell, GitPin, exact
+
+
+@dataclass(frozen=True)
+class ResolvedCell:
+    """A cell with every release pin exact, its requirements for uv, and its environment key."""
+
+    cell: Cell
+    versions: dict[str, str]  # logical package -> exact version, or "git:<ref>"
+    requirements: list[str]
+    overrides: list[str]
+    imports: list[str]
+    as_of: datetime | None
+
+    @property
+    def key(self) -> str:
+        """Identical pins, device, Python, index and date -> the same key -> one shared environment."""
+        blob = json.dumps(
+            [self.requirements, self.overrides, self.cell.python, self.cell.index_url,
+             self.as_of.isoformat() if self.as_of else None],
+            sort_keys=True,
+        )
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def resolve_cell(matrix: Matrix, cell: Cell) -> ResolvedCell:
+    """Exact versions for every pin (newest release matching a specifier), uv requirements, and `as_of`."""
+    versions: dict[str, str] = {}
+    requirements: list[str] = []
+    stamps: list[datetime] = []
+    for package, pin in sorted(cell.pins.items()):
+        dist = matrix.distribution(package, cell.device)
+        if isinstance(pin, GitPin):
+            url = cell.sources.get(package) or matrix.source(package)
+            if url is None:
+                raise MatrixError(f"{matrix.path}: cell {cell.name}: {package} is pinned to git but has no `sources`")
+            versions[package] = f"git:{pin.git}"
+            requirements.append(f"{dist} @ git+{git_url(url)}@{pin.git}")
+            stamp = commit_date(url, pin.git)
+            if stamp:
+                stamps.append(stamp)
+            continue
+        spec = f"=={pin}" if exact(pin) is not None else str(pin)
+        try:
+            found = matching(dist, spec, cell.index_url)
+        except IndexLookupError as exc:
+            raise MatrixError(f"{matrix.path}: cell {cell.name}: {exc}") from None
+        if not found:
+            raise MatrixError(f"{matrix.path}: cell {cell.name}: no release of {dist} matches {spec}")
+        release = found[-1]
+        versions[package] = str(release.version)
+        requirements.append(f"{dist}=={release.version}")
+        if release.uploaded:
+            stamps.append(release.uploaded)
+    # A device build with another name (fbgemm-gpu-cpu for fbgemm-gpu) provides the same modules: requirements on
+    # the logical name (every torchrec wheel requires the CUDA fbgemm-gpu) are dropped with a never-true marker.
+    overrides = [
+        f"{package}; sys_platform == 'never'"
+        for package in sorted(cell.pins)
+        if matrix.distribution(package, cell.device) != package
+    ]
+    as_of = cell.as_of or (max(stamps) if stamps else None)
+    imports = [matrix.import_name(p) for p in sorted(cell.pins)]
+    return ResolvedCell(cell, versions, requirements, overrides, imports, as_of)
+
+
+def made_at(matrix: Matrix, package: str, version: str, commit: str | None) -> datetime | None:
+    """When a release was uploaded (from the default index) or a commit was made (from a local clone), or None."""
+    if commit:
+        url = matrix.source(package)
+        return commit_date(url, commit) if url else None
+    try:
+        found = matching(package, f"=={version}", matrix.index_url())
+    except (IndexLookupError, ValueError):
+        return None
+    return found[-1].uploaded if found else None

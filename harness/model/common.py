@@ -1,0 +1,57 @@
+"""Facts every layer shares, each written once: the strict model base, devices, specifiers, item ids, aliases.
+
+- `Strict`: the pydantic base of every YAML schema (unknown fields are errors; models are frozen).
+- `Device`: the devices a case or a cell can name.
+- `check_specifier`: a PEP 440 specifier check with a one-line message.
+- `item_id`: how one job is named everywhere (store, tables, compare, reports, pytest): `case::variant[device-n]`.
+- `DEVICE_PACKAGES` / `distributions` / `logical_name`: a logical package name and the distributions that provide
+  it per device (`fbgemm-gpu` is `fbgemm-gpu-cpu` on CPU). matrix.yaml's `device_packages` may add more.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import canonicalize_name
+from pydantic import BaseModel, ConfigDict
+
+Device = Literal["cpu", "cuda"]
+DEVICES: tuple[str, ...] = ("cpu", "cuda")
+
+# logical package -> device -> the distribution that provides it there (absent: the logical name itself)
+DEVICE_PACKAGES: dict[str, dict[str, str]] = {"fbgemm-gpu": {"cpu": "fbgemm-gpu-cpu"}}
+
+
+class Strict(BaseModel):
+    """A schema model that rejects unknown fields and cannot be changed after validation."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def check_specifier(where: str, spec: str) -> None:
+    """Raise `ValueError("<where>: '<spec>' is not a version specifier ...")` unless `spec` parses (PEP 440)."""
+    try:
+        SpecifierSet(spec)
+    except InvalidSpecifier:
+        raise ValueError(f"{where}: {spec!r} is not a version specifier like '>=1.3,<1.6'") from None
+
+
+def item_id(case: str, variant: str, device: str, nproc: int) -> str:
+    """The one name of a job: `case::variant[device-nproc]`."""
+    return f"{case}::{variant}[{device}-{nproc}]"
+
+
+def distributions(package: str) -> tuple[str, ...]:
+    """Every distribution that provides logical `package` on some device, the logical name first."""
+    name = canonicalize_name(package)
+    return (name, *(canonicalize_name(d) for d in DEVICE_PACKAGES.get(name, {}).values()))
+
+
+def logical_name(distribution: str) -> str:
+    """The logical package a distribution provides (`fbgemm-gpu-cpu` -> `fbgemm-gpu`), canonicalised."""
+    name = canonicalize_name(distribution)
+    for logical, per_device in DEVICE_PACKAGES.items():
+        if name in (canonicalize_name(d) for d in per_device.values()):
+            return logical
+    return name

@@ -1,0 +1,35 @@
+"""The live progress display of long commands, as an observer of the run (harness/session/pipeline.py)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+
+from harness.model.job import Job
+from harness.model.result import Result
+from harness.session.pipeline import Observer
+
+
+def progress_bar(label: str, console: Console, transient: bool = False, disable: bool = False) -> Progress:
+    """The live progress display every long command shows: label, bar, done/total, elapsed, current item."""
+    return Progress(TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    TextColumn("{task.description}"), console=console, transient=transient, disable=disable)
+
+
+class ProgressDisplay(Observer):
+    """Advances `progress` by one for every result, reused ones included, naming the item and its outcome."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.task: TaskID | None = None
+
+    def run_started(self, jobs: list[Job]) -> None:
+        cells = {job.cell_name for job in jobs if job.cell is not None}
+        self.task = self.progress.add_task(f"{len(cells)} cells" if cells else "", total=len(jobs))
+
+    def result_ready(self, job: Job, result: Result, reused: bool) -> None:
+        if self.task is None:
+            return
+        where = f"{job.cell_name}: " if job.cell is not None else ""
+        self.progress.update(self.task, advance=1,
+                             description=f"{where}{result.item_id}: {'recorded' if reused else result.outcome.value}")

@@ -1,0 +1,190 @@
+"""One run, one pipeline: every entry point (CLI, pytest plugin, bisect, nightly) drives this.
+
+    jobs = plan_local(cases, selection) or plan_cells(cases, matrix, selection)     # harness/session/plan.py
+    session = Session(environments, resume=Resume(store), observers=[Recorder(store, run_id), progress, ...])
+    results = session.run(jobs, cores=N)          # scheduled by cores; results in job order
+    result = session.run_job(job)                 # one job (a pytest item, a bisect probe)
+
+Each job goes through the same steps, in this order:
+  1. device: a job for a device this machine lacks is `skip`, and nothing is resolved or built for it;
+  2. resume: the job's fingerprint (case files, variant, world size, device, pins, repeats) is looked up in the
+     store; a settled earlier result is reused as it is (nothing built or launched; `Resume(store, redo=True)` or
+     `NO_RESUME` never reuses);
+  3. environment: the job's environment (a matrix cell's, built once per cell; or the local interpreter); one
+     that cannot be made gives `infra` with the reason, never a verdict;
+  4. run: `execute_repeated` (a missing package is `skip`; K launches, disagreement is `flaky`);
+  5. observers: every result, reused or not, is handed to each observer in turn (`result_ready`), under one lock.
+     The store (`Recorder`), the progress display, per-launch lines and the JSON collector are observers, as
+     pytest's terminal reporter and junitxml observe `pytest_runtest_logreport`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from typing import Protocol
+
+from harness.launch.execute import device_missing, execute_repeated, infra_result, skip_result
+from harness.launch.interpreter import Environment
+from harness.matrix.cellenvs import CellEnvironments
+from harness.model.job import SETTLED, Job, fingerprint, local_pins
+from harness.model.result import Result
+from harness.session.scheduler import run_scheduled
+from harness.session.store import NullStore, ResultStore
+
+
+class Observer:
+    """Something that watches a run; every method does nothing unless overridden."""
+
+    def run_started(self, jobs: list[Job]) -> None:
+        """Called once with every planned job, before the first one runs."""
+
+    def result_ready(self, job: Job, result: Result, reused: bool) -> None:
+        """Called once per job as soon as its result is known; `reused` when it came from an earlier run."""
+
+
+class Recorder(Observer):
+    """Saves every new result in the store under the job's cell (reused results are already there)."""
+
+    def __init__(self, store: ResultStore, run_id: str) -> None:
+        self.store, self.run_id = store, run_id
+
+    def result_ready(self, job: Job, result: Result, reused: bool) -> None:
+        if not reused:
+            self.store.save(self.run_id, result, cell=job.cell_name)
+
+
+class Collector(Observer):
+    """Keeps what was reused, for the summary and the JSON output."""
+
+    def __init__(self) -> None:
+        self.reused: list[Result] = []
+
+    def result_ready(self, job: Job, result: Result, reused: bool) -> None:
+        if reused:
+            self.reused.append(result)
+
+
+class Resume:
+    """Step 2: the settled earlier result with the same fingerprint, from any run in `store`, unless `redo`."""
+
+    def __init__(self, store: ResultStore, redo: bool = False) -> None:
+        self.store, self.redo = store, redo
+
+    def lookup(self, cell: str, fprint: str) -> Result | None:
+        """The result to reuse for `fprint` in `cell`, or None (launch it)."""
+        return None if self.redo or not fprint else self.store.standing(cell, fprint, SETTLED)
+
+
+NO_RESUME = Resume(NullStore(), redo=True)
+
+
+class Environments(Protocol):
+    """Where jobs get their interpreter (step 3), and what their fingerprint's pins are (step 2)."""
+
+    def expect(self, jobs: list[Job]) -> None:
+        """The jobs about to run (a matrix evicts a cell's environment once all of its jobs are done)."""
+
+    def pins(self, job: Job) -> str | None:
+        """What identifies `job`'s environment, without building anything; None when it cannot be told."""
+
+    def get(self, job: Job) -> tuple[Environment | None, str, dict[str, str]]:
+        """(environment, "", versions) when usable, else (None, why not, the versions resolved so far)."""
+
+    def done(self, job: Job) -> None:
+        """`job` has its result."""
+
+
+class LocalEnvironment:
+    """One interpreter for every job (`bugmatrix run`, `--python`, pytest without `--cell`)."""
+
+    def __init__(self, env: Environment) -> None:
+        self.env = env
+
+    def expect(self, jobs: list[Job]) -> None:
+        return None
+
+    def pins(self, job: Job) -> str | None:
+        return local_pins(self.env.python, self.env.versions_of(job.case.spec.packages))
+
+    def get(self, job: Job) -> tuple[Environment | None, str, dict[str, str]]:
+        return self.env, "", {}
+
+    def done(self, job: Job) -> None:
+        return None
+
+
+class MatrixEnvironments:
+    """Each job's matrix cell: resolved once, built on first use, evictable once all its jobs are done."""
+
+    def __init__(self, cells: CellEnvironments) -> None:
+        self.cells = cells
+        self._remaining: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def expect(self, jobs: list[Job]) -> None:
+        with self._lock:
+            self._remaining.update(job.cell_name for job in jobs)
+
+    def pins(self, job: Job) -> str | None:
+        assert job.cell is not None, "a matrix job has a cell"
+        resolved, _ = self.cells.resolve(job.cell)
+        return resolved.key if resolved else None
+
+    def get(self, job: Job) -> tuple[Environment | None, str, dict[str, str]]:
+        assert job.cell is not None, "a matrix job has a cell"
+        resolved, env, problem = self.cells.get(job.cell)
+        return env, problem, dict(resolved.versions) if resolved else {}
+
+    def done(self, job: Job) -> None:
+        with self._lock:
+            if self._remaining[job.cell_name] <= 0:
+                return
+            self._remaining[job.cell_name] -= 1
+            finished = self._remaining[job.cell_name] == 0
+        if finished and job.cell is not None:
+            self.cells.cell_finished(job.cell)
+
+
+class Session:
+    """Runs jobs through the pipeline's steps (see the module docstring); safe to call from many threads."""
+
+    def __init__(self, environments: Environments, *, resume: Resume = NO_RESUME,
+                 observers: Sequence[Observer] = (), repeat: int = 1) -> None:
+        self.environments, self.resume, self.observers, self.repeat = environments, resume, list(observers), repeat
+        self._lock = threading.Lock()
+
+    def run(self, jobs: list[Job], cores: int = 1) -> list[Result]:
+        """Every job, at most `cores` ranks at a time (a 2-rank job holds 2 cores); results in job order."""
+        self.environments.expect(jobs)
+        for observer in self.observers:
+            observer.run_started(jobs)
+        return run_scheduled(jobs, self.run_job, cost=lambda job: job.nproc, cores=cores)
+
+    def run_job(self, job: Job) -> Result:
+        """One job's result, handed to every observer before it is returned."""
+        result, reused = self._result(job)
+        self.settle(job, result, reused)
+        return result
+
+    def settle(self, job: Job, result: Result, reused: bool = False) -> None:
+        """Hand a job's result to the observers (also for a result decided before the pipeline, e.g. a bisect
+        probe whose cell cannot be formed)."""
+        self.environments.done(job)
+        with self._lock:
+            for observer in self.observers:
+                observer.result_ready(job, result, reused)
+
+    def _result(self, job: Job) -> tuple[Result, bool]:
+        missing = device_missing(job.device)
+        if missing:
+            return skip_result(job, missing), False
+        pins = self.environments.pins(job)
+        fprint = fingerprint(job, pins, self.repeat) if pins else ""
+        earlier = self.resume.lookup(job.cell_name, fprint)
+        if earlier is not None:
+            return earlier, True
+        env, problem, versions = self.environments.get(job)
+        result = infra_result(job, problem, versions) if env is None else execute_repeated(job, env, self.repeat)
+        return result.model_copy(update={"fingerprint": fprint}), False

@@ -1,0 +1,71 @@
+"""Running work items on a budget of cores: a 2-rank job holds 2 cores, first come, first served.
+
+    results = run_scheduled(items, work, cost=lambda job: job.nproc, cores=N)   # results in item order
+
+Ctrl-C / SIGTERM (any exception) kills every launch in flight and starts no more.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+from harness.launch.torchrun import abort_all, allow_launches
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def run_scheduled(items: list[T], work: Callable[[T], R], cost: Callable[[T], int], cores: int) -> list[R]:
+    """`work(item)` for every item on up to `cores` threads, each holding min(cost(item), cores) cores while it
+    runs; results in item order. Ctrl-C/SIGTERM (any exception) kills every launch in flight and starts no more."""
+    budget = _CoreBudget(cores)
+
+    def held(item: T) -> R:
+        with budget.take(min(max(1, cost(item)), max(1, cores))):
+            return work(item)
+
+    allow_launches()
+    pool = ThreadPoolExecutor(max_workers=max(1, cores))
+    try:
+        return list(pool.map(held, items))
+    except BaseException:
+        abort_all()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+class _CoreBudget:
+    """Cores handed out first come, first served: a job needing 2 cores is not overtaken forever by 1-core jobs."""
+
+    def __init__(self, cores: int) -> None:
+        self._free = max(1, cores)
+        self._cond = threading.Condition()
+        self._next_ticket = 0
+        self._serving = 0
+
+    def take(self, n: int) -> _Held:
+        return _Held(self, n)
+
+
+class _Held:
+    def __init__(self, budget: _CoreBudget, n: int) -> None:
+        self.budget, self.n = budget, n
+
+    def __enter__(self) -> None:
+        b = self.budget
+        with b._cond:
+            ticket = b._next_ticket
+            b._next_ticket += 1
+            b._cond.wait_for(lambda: b._serving == ticket and b._free >= self.n)
+            b._free -= self.n
+            b._serving += 1
+            b._cond.notify_all()
+
+    def __exit__(self, *exc: object) -> None:
+        with self.budget._cond:
+            self.budget._free += self.n
+            self.budget._cond.notify_all()
