@@ -67,41 +67,52 @@ def _sigterm_as_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def _option(flag: str) -> argparse.ArgumentParser:
+    """A parent parser holding one option shared by several commands, declared once."""
+    parent = argparse.ArgumentParser(add_help=False)
+    if flag == "--json":
+        parent.add_argument("--json", action="store_true", help="machine-readable output")
+    elif flag == "--db":
+        parent.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"results store (default {DEFAULT_DB})")
+    elif flag == "--matrix":
+        parent.add_argument("--matrix", type=Path, default=DEFAULT_MATRIX,
+                            help=f"matrix file (default {DEFAULT_MATRIX})")
+    elif flag == "--envs":
+        parent.add_argument("--envs", type=Path, default=DEFAULT_ROOT,
+                            help=f"environments folder (default {DEFAULT_ROOT})")
+    elif flag == "--jobs":
+        parent.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1,
+                            help="cores to use (a 2-rank case takes 2)")
+    return parent
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bugmatrix", description=__doc__)
     parser.add_argument("--cases-dir", type=Path, default=DEFAULT_CASES, help="folder of case folders")
     sub = parser.add_subparsers(dest="command", required=True)
+    json_, db, matrix, envs, jobs = (_option(f) for f in ("--json", "--db", "--matrix", "--envs", "--jobs"))
 
-    p_list = sub.add_parser("list", help="show the cases")
-    p_list.add_argument("--json", action="store_true", help="machine-readable output")
+    p_list = sub.add_parser("list", help="show the cases", parents=[json_])
     p_list.set_defaults(func=cmd_list)
 
-    p_run = sub.add_parser("run", help="run cases x variants x world sizes in one environment")
+    p_run = sub.add_parser("run", help="run cases x variants x world sizes (here, or in matrix cells)",
+                           parents=[json_, db, matrix, envs, jobs])
     p_run.add_argument("cases", nargs="*", help="case ids (substrings); default: all")
     p_run.add_argument("--device", action="append", choices=["cpu", "cuda"], help="default: cuda if present, else cpu")
     p_run.add_argument("--variant", action="append", help="only these variants (repeatable)")
     p_run.add_argument("--nproc", action="append", type=int, help="only these world sizes (repeatable)")
     p_run.add_argument("--python", default=sys.executable, help="interpreter of the environment to run in")
-    p_run.add_argument(
-        "-j", "--jobs", type=int, default=os.cpu_count() or 1, help="cores to use (a 2-rank case takes 2)"
-    )
     p_run.add_argument("--cell", action="append", help="run in this matrix cell (repeatable); see `bugmatrix matrix`")
     p_run.add_argument("--all-cells", action="store_true", help="run in every cell of the matrix")
-    p_run.add_argument("--matrix", type=Path, default=DEFAULT_MATRIX, help=f"matrix file (default {DEFAULT_MATRIX})")
-    p_run.add_argument("--envs", type=Path, default=DEFAULT_ROOT, help=f"environments folder (default {DEFAULT_ROOT})")
     p_run.add_argument("--disk-budget", type=_size, help="e.g. 30G: evict finished environments and cached torch "
                        "stacks to stay under it")
-    p_run.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"results store (default {DEFAULT_DB})")
     p_run.add_argument("--no-store", action="store_true", help="do not record the results")
     p_run.add_argument("--repeat", type=_positive, default=1, metavar="K",
                        help="launch each job K times; if they disagree the result is `flaky`, with the tally")
     p_run.add_argument("--redo", action="store_true", help="launch again what the store already holds for the "
                        "same case files and pins (by default a re-run resumes: it reuses those results)")
-    p_run.add_argument("--json", action="store_true", help="machine-readable output")
     p_run.set_defaults(func=cmd_run)
-    p_matrix = sub.add_parser("matrix", help="show the cells of the matrix")
-    p_matrix.add_argument("--matrix", type=Path, default=DEFAULT_MATRIX)
-    p_matrix.add_argument("--json", action="store_true", help="machine-readable output")
+    p_matrix = sub.add_parser("matrix", help="show the cells of the matrix", parents=[json_, matrix])
     p_matrix.add_argument("--github", action="store_true",
                           help="print the nightly workflow's GitHub Actions job matrix (one line of JSON)")
     p_matrix.add_argument("--cells", default="", help="with --github: only these cells (names or globs, "
@@ -110,32 +121,28 @@ def _parser() -> argparse.ArgumentParser:
                           "these substrings (separated by commas or spaces; default: all)")
     p_matrix.set_defaults(func=cmd_matrix)
 
-    p_env = sub.add_parser("env", help="manage the cells' environments")
+    p_env = sub.add_parser("env", help="manage the cells' environments", parents=[matrix, envs])
     p_env.add_argument("action", choices=["list", "build", "prune"])
     p_env.add_argument("cells", nargs="*", help="cells to build (default: all); prune keeps these (default: none)")
-    p_env.add_argument("--matrix", type=Path, default=DEFAULT_MATRIX)
-    p_env.add_argument("--envs", type=Path, default=DEFAULT_ROOT)
     p_env.add_argument("--cache", action="store_true", help="prune: also clean torch stacks from uv's cache")
     p_env.set_defaults(func=cmd_env)
 
-    p_report = sub.add_parser("report", help="the reproduce/fix picture across cells")
-    p_report.add_argument("--db", type=Path, default=DEFAULT_DB)
+    p_report = sub.add_parser("report", help="the reproduce/fix picture across cells", parents=[db, matrix])
     p_report.add_argument("--run", help="only this run (default: the newest result of every case x cell)")
     p_report.add_argument("--format", choices=["table", "markdown", "html", "json"], default="table")
     p_report.add_argument("-o", "--output", type=Path, help="write to this file instead of stdout")
-    p_report.add_argument("--matrix", type=Path, default=DEFAULT_MATRIX, help="orders the cells as the matrix does")
     p_report.add_argument("--probes", action="store_true", help="include bisect probes (cells named bisect-*)")
     p_report.set_defaults(func=cmd_report)
 
-    p_compare = sub.add_parser("compare", help="what changed between two runs (default: the latest two)")
+    p_compare = sub.add_parser("compare", help="what changed between two runs (default: the latest two)",
+                               parents=[json_, db])
     p_compare.add_argument("runs", nargs="*", help="RUN_A RUN_B (older, newer)")
-    p_compare.add_argument("--db", type=Path, default=DEFAULT_DB)
     p_compare.add_argument("--against", type=Path, help="compare the newest run of --db with the newest of this store")
     p_compare.add_argument("--markdown", action="store_true", help="Markdown output (for a step summary)")
-    p_compare.add_argument("--json", action="store_true", help="machine-readable output")
     p_compare.set_defaults(func=cmd_compare)
 
-    p_bisect = sub.add_parser("bisect", help="find the release (and commit) where a case's outcome changes")
+    p_bisect = sub.add_parser("bisect", help="find the release (and commit) where a case's outcome changes",
+                              parents=[json_, db, matrix, envs, jobs])
     p_bisect.add_argument("case", help="case id (or a unique part of it)")
     p_bisect.add_argument("--package", required=True, help="the package to move, e.g. torchrec")
     p_bisect.add_argument("--variant", default="bug")
@@ -149,16 +156,11 @@ def _parser() -> argparse.ArgumentParser:
     p_bisect.add_argument("--old-ref", help="bisect commits from this ref (skips the release level)")
     p_bisect.add_argument("--new-ref", help="... to this ref")
     p_bisect.add_argument("--no-commits", action="store_true", help="stop at the release level")
-    p_bisect.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1, help="cores for parallel probes")
-    p_bisect.add_argument("--matrix", type=Path, default=DEFAULT_MATRIX)
-    p_bisect.add_argument("--envs", type=Path, default=DEFAULT_ROOT)
-    p_bisect.add_argument("--db", type=Path, default=DEFAULT_DB)
-    p_bisect.add_argument("--json", action="store_true", help="machine-readable output")
     p_bisect.set_defaults(func=cmd_bisect)
 
-    p_merge = sub.add_parser("merge", help="fold results stores (e.g. nightly shards) into one, without duplicates")
+    p_merge = sub.add_parser("merge", help="fold results stores (e.g. nightly shards) into one, without duplicates",
+                             parents=[db])
     p_merge.add_argument("sources", nargs="+", type=Path)
-    p_merge.add_argument("--db", type=Path, default=DEFAULT_DB, help="the store to merge into")
     p_merge.set_defaults(func=cmd_merge)
     return parser
 
