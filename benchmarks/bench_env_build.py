@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.matrix.envcache import install_command, uv_binary  # noqa: E402
+from harness.matrix.envcache import install_command, uv_command  # noqa: E402
 from harness.matrix.expand import load_matrix  # noqa: E402
 from harness.matrix.resolve import resolve_cell  # noqa: E402
 
@@ -47,14 +47,13 @@ def main() -> None:
     args = parser.parse_args()
     matrix = load_matrix(ROOT / "matrix.yaml")
     cell = resolve_cell(matrix, matrix.cell(args.cell))
-    uv = uv_binary()
     work = Path(tempfile.mkdtemp(prefix="bench-env-"))
     overrides = work / "overrides.txt"
 
     def uv_build(target: Path) -> float:
         """What EnvCache.build does before its smoke check: a venv, then the offline-first install."""
         shutil.rmtree(target, ignore_errors=True)
-        venv = run([uv, "venv", "--quiet", "--python", cell.cell.python, str(target)])
+        venv = run(uv_command("venv", "--quiet", "--python", cell.cell.python, str(target)))
         try:
             return venv + run(install_command(cell, target / "bin/python", overrides, offline=True))
         except subprocess.CalledProcessError:
@@ -69,7 +68,7 @@ def main() -> None:
     try:
         uv_build(work / "uv")  # warm uv's cache (a no-op when it already is)
         frozen = work / "frozen.txt"
-        frozen.write_text(subprocess.run([uv, "pip", "freeze", "--python", str(work / "uv/bin/python")],
+        frozen.write_text(subprocess.run(uv_command("pip", "freeze", "--python", str(work / "uv/bin/python")),
                                          check=True, capture_output=True, text=True).stdout)
         smoke = run([str(work / "uv/bin/python"), "-c", "; ".join(f"import {m}" for m in cell.imports)])
         print(f"cell {args.cell}: {len(frozen.read_text().splitlines())} packages; first import (smoke check) "

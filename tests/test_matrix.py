@@ -192,3 +192,32 @@ def test_a_cache_clean_waits_for_installs_in_progress(tmp_path: Path, monkeypatc
     for t in threads:
         t.join(timeout=10)
     assert order == ["install done", "clean"]
+
+
+def test_a_cuda_cell_built_from_the_repository_root_keeps_fbgemm_gpu(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The project's own `[tool.uv] override-dependencies` (which keeps the CUDA fbgemm-gpu out of the default CPU
+    environment) must not leak into the cells: a cell's build depends on the cell alone, whatever the folder."""
+    root = Path(__file__).resolve().parent.parent
+    assert "fbgemm-gpu; sys_platform == 'never'" in (root / "pyproject.toml").read_text()  # the override is there
+    index = build_index(tmp_path / "index", [
+        FakeRelease("torch", "2.5.0", "2024-01-01T00:00:00Z"),
+        FakeRelease("fbgemm-gpu", "1.0.0", "2024-01-02T00:00:00Z", requires=["torch"]),
+        FakeRelease("fbgemm-gpu-cpu", "1.0.0", "2024-01-02T00:00:00Z", package="fbgemm_gpu"),
+        FakeRelease("torchrec", "1.0.0", "2024-01-03T00:00:00Z", requires=["fbgemm-gpu"]),
+    ])
+    matrix = load_matrix(write_matrix(tmp_path, index, couplings=[], groups=[], device_packages={}, cells=[
+        {"name": "rec-cuda", "device": "cuda", "pins": {"torch": "2.5.0", "torchrec": "1.0.0", "fbgemm-gpu": "1.0.0"}},
+        {"name": "rec-cpu", "device": "cpu", "pins": {"torch": "2.5.0", "torchrec": "1.0.0", "fbgemm-gpu": "1.0.0"}},
+    ]))
+    monkeypatch.chdir(root)  # where a GPU runner's job runs: the checkout
+    cache = EnvCache(tmp_path / "envs")
+    cuda = resolve_cell(matrix, matrix.cell("rec-cuda"))
+    assert "fbgemm-gpu==1.0.0" in cuda.requirements and cuda.overrides == []
+    status = cache.build(cuda)
+    assert status.ok, status.error
+    assert cache.environment(status.key).get("fbgemm-gpu").name == "fbgemm-gpu"  # the CUDA build, installed
+    cpu = cache.build(resolve_cell(matrix, matrix.cell("rec-cpu")))  # the CPU twin still drops the CUDA one
+    assert cpu.ok, cpu.error
+    installed = cache.environment(cpu.key)
+    assert installed.get("fbgemm-gpu").name == "fbgemm-gpu-cpu" and "fbgemm-gpu" not in installed.packages

@@ -66,6 +66,13 @@ def with_(path: str, value: object) -> dict:
         (with_("variants.bug.expect", [{"when": {"litgpt": {"git": ["xyz"]}}, "outcome": "fixed"},
                                        {"outcome": "fixed"}]), "variants.bug.expect.0.when"),
         (with_("variants.Bad Name", {"expect": [{"outcome": "fixed"}]}), "variants.Bad Name"),
+        # a package whose name starts like a pydantic union tag ("str", "int") is still named
+        (with_("variants.bug.expect", [{"when": {"structlog": 5}, "outcome": "fixed"}, {"outcome": "fixed"}]),
+         "variants.bug.expect.0.when.structlog:"),
+        (with_("variants.bug.expect", [{"when": {"intervaltree": [1.5]}, "outcome": "fixed"}, {"outcome": "fixed"}]),
+         "variants.bug.expect.0.when.intervaltree"),
+        (with_("variants.bug.expect", [{"when": {"str": 5}, "outcome": "fixed"}, {"outcome": "fixed"}]),
+         "variants.bug.expect.0.when.str:"),
     ],
 )
 def test_invalid_field_is_named_in_one_line(tmp_path: Path, doc: dict, field: str) -> None:

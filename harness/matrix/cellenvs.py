@@ -8,12 +8,10 @@ while usage is over the budget.
 
 from __future__ import annotations
 
-import subprocess
 import threading
-from pathlib import Path
 
 from harness.launch.interpreter import Environment, ProbeError
-from harness.matrix.envcache import EnvCache, clean_cache, disk_usage, uv_binary
+from harness.matrix.envcache import EnvCache, clean_cache, disk_usage, uv_cache_dir
 from harness.matrix.expand import Matrix
 from harness.matrix.resolve import ResolvedCell, resolve_cell
 from harness.matrix.spec import MatrixError
@@ -88,6 +86,5 @@ class CellEnvironments:
             clean_cache()  # environments keep their hardlinks; only later cells would download again
 
     def _usage(self) -> int:
-        cache_dir = subprocess.run([uv_binary(), "cache", "dir"], capture_output=True, text=True,
-                                   check=False).stdout.strip()
-        return disk_usage(self.cache.root) + (disk_usage(Path(cache_dir)) if cache_dir else 0)
+        cache_dir = uv_cache_dir()
+        return disk_usage(self.cache.root) + (disk_usage(cache_dir) if cache_dir else 0)

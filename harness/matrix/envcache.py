@@ -72,9 +72,23 @@ def uv_binary() -> str:
         return shutil.which("uv") or "uv"
 
 
+def uv_command(*args: str) -> list[str]:
+    """A uv command that reads no configuration file (`--no-config`): a cell's environment depends on the cell
+    alone, never on the pyproject.toml or uv.toml of the folder bugmatrix runs from (the project's own
+    `override-dependencies`, which drops the CUDA fbgemm-gpu from the default CPU environment, had reached every
+    cell built from the repository root)."""
+    return [uv_binary(), *args, "--no-config"]
+
+
+def uv_cache_dir() -> Path | None:
+    """uv's cache folder (the one the cells' builds use), or None when uv cannot say."""
+    out = subprocess.run(uv_command("cache", "dir"), capture_output=True, text=True, check=False).stdout.strip()
+    return Path(out) if out else None
+
+
 def _pip_install(cell: ResolvedCell, python: Path) -> list[str]:
     """`uv pip install` into `python`'s environment from `cell`'s index, hardlinking from uv's shared cache."""
-    return [uv_binary(), "pip", "install", "--quiet", "--python", str(python), "--index-url", cell.cell.index_url,
+    return [*uv_command("pip", "install"), "--quiet", "--python", str(python), "--index-url", cell.cell.index_url,
             "--link-mode", "hardlink"]
 
 
@@ -140,8 +154,7 @@ class EnvCache:
         holder = Path(tempfile.mkdtemp(prefix=f".{cell.key}.building-", dir=self.root))
         staging = holder / "env"
         try:
-            uv = uv_binary()
-            error = _run([uv, "venv", "--quiet", "--python", cell.cell.python, str(staging)], BUILD_TIMEOUT_S)
+            error = _run(uv_command("venv", "--quiet", "--python", cell.cell.python, str(staging)), BUILD_TIMEOUT_S)
             if error:
                 return f"uv failed: {error}"
             python = staging / "bin" / "python"
@@ -185,7 +198,7 @@ class EnvCache:
         return self.root / ".resolved" / f"{key}.txt"
 
     def _record_resolution(self, record: Path, python: Path) -> None:
-        frozen = subprocess.run([uv_binary(), "pip", "freeze", "--python", str(python)], capture_output=True,
+        frozen = subprocess.run(uv_command("pip", "freeze", "--python", str(python)), capture_output=True,
                                 text=True, check=False)
         if frozen.returncode != 0 or not frozen.stdout.strip():
             return  # nothing recorded: the next build resolves again
@@ -238,14 +251,13 @@ def cache_in_use(shared: bool) -> Iterator[None]:
 
 def clean_cache(packages: tuple[str, ...] = BIG_PACKAGES) -> str:
     """Remove `packages` (glob patterns allowed) from uv's cache; returns uv's message."""
-    uv = uv_binary()
-    listing = subprocess.run([uv, "cache", "dir"], capture_output=True, text=True, check=False).stdout.strip()
+    listing = uv_cache_dir()
     names = set()
     for pattern in packages:
         if "*" not in pattern:
             names.add(pattern)
             continue
-        for wheel_dir in Path(listing).glob("wheels-*/pypi/" + pattern.replace("-", "_").lower()):
+        for wheel_dir in (listing.glob("wheels-*/pypi/" + pattern.replace("-", "_").lower()) if listing else ()):
             names.add(wheel_dir.name.replace("_", "-"))
     if not names:
         return ""
@@ -254,8 +266,8 @@ def clean_cache(packages: tuple[str, ...] = BIG_PACKAGES) -> str:
     # the clean away from installs in progress (environments already built keep their hardlinks).
     try:
         with cache_in_use(shared=False):
-            proc = subprocess.run([uv, "cache", "clean", "--force", *sorted(names)], capture_output=True, text=True,
-                                  check=False, timeout=600)
+            proc = subprocess.run(uv_command("cache", "clean", "--force", *sorted(names)), capture_output=True,
+                                  text=True, check=False, timeout=600)
     except subprocess.TimeoutExpired:
         return "uv cache clean: timed out after 600 s; nothing more was cleaned"
     return (proc.stdout + proc.stderr).strip()

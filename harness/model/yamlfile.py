@@ -9,8 +9,12 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 M = TypeVar("M", bound=BaseModel)
-# Parts of pydantic's error locations that name validators or union members, not fields.
-_NOT_FIELDS = ("function-", "str", "list[", "GitPin")
+# Parts of pydantic's error locations that name union members (the type a value was tried as), not fields. They
+# are matched whole: a package whose name merely starts with one (`structlog`, `strawberry`) is a field.
+_UNION_TAGS = frozenset({"str", "int", "list[int]", "GitPin", "GitCondition"})
+# Mappings whose keys are names the user chose (packages, variants): a key there is a field even if it is "str".
+_KEYED = frozenset({"when", "pins", "axes", "supports", "sources", "device_packages", "imports", "indexes",
+                    "variants", "include", "exclude", "runners"})
 
 
 def load_model(path: Path, model: type[M], error: type[Exception]) -> M:
@@ -41,7 +45,15 @@ def one_line(exc: ValidationError) -> str:
 
 
 def _field_path(loc: tuple[Any, ...]) -> str:
-    return ".".join(_shown(part) for part in loc if not str(part).startswith(_NOT_FIELDS))
+    """The dotted field path of an error location, without pydantic's validator and union-member parts."""
+    kept = []
+    for i, part in enumerate(loc):
+        text = str(part)
+        after_key = i > 0 and str(loc[i - 1]) in _KEYED
+        if text.startswith("function-") or (text in _UNION_TAGS and not after_key):
+            continue
+        kept.append(_shown(part))
+    return ".".join(kept)
 
 
 def _shown(part: Any) -> str:
