@@ -154,6 +154,34 @@ def test_cuda_cells_skip_without_building_on_a_cpu_machine(project: Path, tmp_pa
     assert cache.list() == []  # nothing was built for it
 
 
+def test_pytest_all_cells_on_a_cpu_machine_builds_no_cuda_cell(project: Path, tmp_path: Path,
+                                                               pytester: pytest.Pytester) -> None:
+    """`pytest --all-cells` goes through the same pipeline as `bugmatrix run --all-cells`: the CUDA cell's items
+    skip with the reason, and its environment is never built (it used to be built before the device check)."""
+    if cuda_available():
+        pytest.skip("this machine has a CUDA device")
+    doc = yaml.safe_load((project / "matrix.yaml").read_text())
+    doc["groups"] = []
+    doc["cells"] = [{"name": "fakelib-1.3-cpu", "pins": {"torch": "2.5.0", "fakelib": "1.3"}},
+                    {"name": "fakelib-1.4-cuda", "device": "cuda", "pins": {"torch": "2.5.0", "fakelib": "1.4"}}]
+    (tmp_path / "matrix.yaml").write_text(yaml.safe_dump(doc))
+    case = tmp_path / "cases" / "fakelib-1-bug"
+    case.mkdir(parents=True)
+    (case / "repro.py").write_text(SCRIPT)
+    spec = yaml.safe_load((project / "cases" / "fakelib-1-bug" / "case.yaml").read_text())
+    (case / "case.yaml").write_text(yaml.safe_dump({**spec, "devices": ["cpu", "cuda"], "nproc": [1]}))
+    envs = tmp_path / "envs"
+    result = pytester.runpytest_subprocess(
+        str(tmp_path / "cases"), "-p", "harness.pytest_plugin", "--matrix", str(tmp_path / "matrix.yaml"),
+        "--bugmatrix-envs", str(envs), "--all-cells", "-v", "-rs",
+    )
+    result.stdout.fnmatch_lines(["*needs a CUDA device*"])
+    result.assert_outcomes(passed=1, skipped=1)
+    matrix = load_matrix(tmp_path / "matrix.yaml")
+    assert {env["cell"] for env in EnvCache(envs).list()} == {"fakelib-1.3-cpu"}
+    assert not EnvCache(envs).exists(resolve_cell(matrix, matrix.cell("fakelib-1.4-cuda")).key)
+
+
 def test_an_environment_shared_by_a_running_cell_is_not_evictable(project: Path, tmp_path: Path) -> None:
     matrix = load_matrix(project / "matrix.yaml")
     envs = CellEnvironments(matrix, EnvCache(tmp_path / "envs"))

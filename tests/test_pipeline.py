@@ -1,0 +1,129 @@
+"""The one session pipeline that `run`, `run --cell`, pytest and bisect all drive: its steps and its observers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from rich.progress import Progress
+
+from harness.cli import main
+from harness.launch.interpreter import Environment, cuda_available
+from harness.model.job import Job
+from harness.model.outcome import Outcome
+from harness.model.result import Result, misses
+from harness.output.progress import ProgressDisplay
+from harness.session.pipeline import Collector, LocalEnvironment, Observer, Recorder, Resume, Session
+from harness.session.plan import Selection, plan_local
+from harness.session.store import NullStore, ResultStore, recording
+
+from .conftest import MakeCase
+
+FIXED_SCRIPT = "print('fine')\n"
+
+
+class Seen(Observer):
+    """Every (job id, outcome, reused) the run handed to observers, in order."""
+
+    def __init__(self) -> None:
+        self.planned: list[str] = []
+        self.seen: list[tuple[str, str, bool]] = []
+
+    def run_started(self, jobs: list[Job]) -> None:
+        self.planned = [job.id for job in jobs]
+
+    def result_ready(self, job: Job, result: Result, reused: bool) -> None:
+        self.seen.append((job.id, result.outcome.value, reused))
+
+
+def test_reused_results_advance_the_progress_and_reach_every_observer(make_case: MakeCase, env: Environment,
+                                                                     tmp_path: Path) -> None:
+    """A resumed local run launches nothing, yet its progress completes and every observer sees every job."""
+    case = make_case(FIXED_SCRIPT, nproc=[1, 2], variants={"bug": {"expect": [{"outcome": "fixed"}]}})
+    jobs = plan_local([case], Selection(devices=("cpu",)))
+    store = ResultStore(tmp_path / "r.db")
+    with recording(store, "first", "test") as run_id:
+        Session(LocalEnvironment(env), resume=Resume(store), observers=[Recorder(store, run_id)]).run(jobs, cores=2)
+    assert len(store.results()) == 2
+
+    progress, seen, collector = Progress(console=Console(file=open("/dev/null", "w"))), Seen(), Collector()
+    with recording(store, "again", "test") as run_id:
+        session = Session(LocalEnvironment(env), resume=Resume(store),
+                          observers=[Recorder(store, run_id), ProgressDisplay(progress), seen, collector])
+        results = session.run(jobs, cores=2)
+    [task] = progress.tasks
+    assert (task.completed, task.total) == (2, 2)  # before the pipeline, the local path left it at 0 of 2
+    assert seen.planned == [j.id for j in jobs]
+    assert sorted(seen.seen) == sorted((j.id, "fixed", True) for j in jobs)
+    assert sorted(r.item_id for r in collector.reused) == sorted(r.item_id for r in results)
+    assert len(store.results()) == 2  # reused results are not saved again
+
+
+def test_redo_and_no_store_launch_everything(make_case: MakeCase, env: Environment, tmp_path: Path) -> None:
+    case = make_case(FIXED_SCRIPT, variants={"bug": {"expect": [{"outcome": "fixed"}]}})
+    jobs = plan_local([case], Selection(devices=("cpu",)))
+    store = ResultStore(tmp_path / "r.db")
+    with recording(store, "first", "test") as run_id:
+        Session(LocalEnvironment(env), resume=Resume(store), observers=[Recorder(store, run_id)]).run(jobs)
+    for resume in (Resume(store, redo=True), Resume(NullStore())):
+        seen = Seen()
+        Session(LocalEnvironment(env), resume=resume, observers=[seen]).run(jobs)
+        assert seen.seen == [(jobs[0].id, "fixed", False)]
+
+
+def test_a_null_store_records_nothing_and_has_nothing(tmp_path: Path) -> None:
+    store = NullStore()
+    with recording(store, "cmd", "machine") as run_id:
+        assert run_id == ""
+    assert store.runs() == [] and store.latest() == [] and store.standing("local", "f", (Outcome.FIXED,)) is None
+
+
+def result(outcome: Outcome, expected: Outcome | None, launched: bool = True) -> Result:
+    return Result(case="c", variant="v", nproc=1, device="cpu", outcome=outcome, expected=expected, reason="",
+                  launched=launched)
+
+
+def test_one_function_counts_what_misses_its_expectation() -> None:
+    as_expected = result(Outcome.FIXED, Outcome.FIXED)
+    wrong = result(Outcome.REPRODUCED, Outcome.FIXED)
+    infra = result(Outcome.INFRA, None, launched=False)  # no environment: counts, never as expected
+    device_skip = result(Outcome.SKIP, None, launched=False)  # never launched: no verdict either way
+    assert misses([as_expected, wrong, infra, device_skip]) == [wrong, infra]
+
+
+def test_both_cli_paths_count_misses_alike(make_case: MakeCase, tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """The local path and the matrix path print the same summary, from the same function."""
+    make_case(FIXED_SCRIPT, variants={"bug": {"expect": [{"outcome": "fixed"}]},
+                                      "wrong": {"expect": [{"outcome": "reproduced"}]}})
+    assert main(["--cases-dir", str(tmp_path / "cases"), "run", "--device", "cpu", "--no-store"]) == 1
+    assert "1 as expected, 1 not" in capsys.readouterr().out
+    assert main(["--cases-dir", str(tmp_path / "cases"), "run", "--device", "cpu", "--no-store", "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["ok"] is False and {r["cell"] for r in out["results"]} == {"local"}
+
+
+def test_a_job_for_an_absent_device_is_skipped_before_anything_is_resolved(make_case: MakeCase) -> None:
+    if cuda_available():
+        pytest.skip("this machine has a CUDA device")
+
+    class Untouchable:
+        def expect(self, jobs: list[Job]) -> None:
+            return None
+
+        def pins(self, job: Job) -> str | None:
+            raise AssertionError("resolved an environment for a device this machine lacks")
+
+        def get(self, job: Job) -> tuple[Environment | None, str, dict[str, str]]:
+            raise AssertionError("built an environment for a device this machine lacks")
+
+        def done(self, job: Job) -> None:
+            return None
+
+    case = make_case(FIXED_SCRIPT, devices=["cuda"], variants={"bug": {"expect": [{"outcome": "fixed"}]}})
+    [job] = plan_local([case], Selection(devices=("cuda",)))
+    [skipped] = Session(Untouchable()).run([job])
+    assert (skipped.outcome, skipped.launched) == (Outcome.SKIP, False)
+    assert "needs a CUDA device" in skipped.reason
