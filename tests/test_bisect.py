@@ -9,8 +9,14 @@ from pathlib import Path
 import pytest
 import yaml
 
+from harness.analysis.bisect import BisectRequest
+from harness.analysis.bisect import bisect as bisect_case
 from harness.cli import main
-from harness.session.store import ResultStore
+from harness.matrix.cellenvs import CellEnvironments
+from harness.matrix.envcache import EnvCache
+from harness.matrix.expand import load_matrix
+from harness.model.case import discover
+from harness.session.store import ResultStore, recording
 
 from .fakeindex import FakeRelease, build_index, fake_torch, make_git_repo
 
@@ -95,3 +101,28 @@ def test_commit_level_names_the_commit(tmp_path: Path, capsys) -> None:
     assert (level["last_old"], level["first_new"]) == (shas[5][:12], shas[6][:12])
     assert level["first_new_subject"] == "change 6 (fixes the bug)"
     assert shas[6] in out["summary"]
+
+
+def test_the_policy_goes_from_releases_to_commits_without_the_cli(tmp_path: Path) -> None:
+    """`harness.analysis.bisect.bisect` owns the release -> commit policy: after an unambiguous release boundary
+    it bisects the first-parent commits between those two releases (no command line involved)."""
+    buggy = [True] * 3 + [False] * 3  # the 4th commit fixes it; v1.0.0 on the first, v1.1.0 on the last
+    shas = make_git_repo(tmp_path / "repo", buggy, tags={0: "v1.0.0", 5: "v1.1.0"})
+    root = project(tmp_path / "p", [True, False], git_url=str(tmp_path / "repo"))
+    matrix = load_matrix(root / "matrix.yaml")
+    [case] = discover(root / "cases")[0]
+    store = ResultStore(root / "r.db")
+    said: list[str] = []
+    with recording(store, "test", "test") as run_id:
+        levels = bisect_case(matrix, CellEnvironments(matrix, EnvCache(root / "envs")),
+                             BisectRequest(case, "bug", 1, "cpu", "fakelib"), store, run_id, said.append)
+    assert [level for level, _ in levels] == ["release", "commit"]
+    release, commit = levels[0][1], levels[1][1]
+    assert (str(release.last_old), str(release.first_new)) == ("1.0.0", "1.1.0")
+    assert (commit.last_old.sha, commit.first_new.sha) == (shas[2], shas[3])
+    assert any("first-parent commits of fakelib 1.0.0 … 1.1.0" in line for line in said)
+    assert len(store.results(run_id)) == len(release.probes) + len(commit.probes)  # every probe recorded
+    no_commits = BisectRequest(case, "bug", 1, "cpu", "fakelib", commits=False)
+    with recording(store, "test", "test") as run_id:
+        levels = bisect_case(matrix, CellEnvironments(matrix, EnvCache(root / "envs")), no_commits, store, run_id)
+    assert [level for level, _ in levels] == ["release"]
