@@ -29,6 +29,7 @@ class Commit:
 
 
 def git_url(url: str) -> str:
+    """A URL uv can install from: `url` itself, or a local mirror folder as a file:// URL."""
     if "://" in url:
         return url
     return Path(url).resolve().as_uri()  # a local mirror folder

@@ -60,6 +60,8 @@ class Coupling(Strict):
 
 
 class Defaults(Strict):
+    """What a cell does not say: its Python, its device and the name of its index."""
+
     python: str = "3.11"
     device: Device = "cpu"
     index: str = "pypi"

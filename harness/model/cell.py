@@ -27,6 +27,7 @@ Pin = str | GitPin
 
 
 def check_pin(package: str, pin: Pin) -> None:
+    """Raise `ValueError` naming `package` unless `pin` is a git pin, a version or a specifier."""
     if isinstance(pin, GitPin):
         return
     try:
