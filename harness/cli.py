@@ -16,7 +16,7 @@ from harness.analysis.bisect import BISECT_PREFIX, BisectError, BisectRequest, b
 from harness.analysis.compare import compare
 from harness.analysis.search import BisectRefused
 from harness.launch.execute import default_devices
-from harness.launch.interpreter import ProbeError, machine_name, probe
+from harness.launch.interpreter import InterpreterError, inspect_interpreter, machine_name
 from harness.matrix.cellenvs import CellEnvironments
 from harness.matrix.envcache import DEFAULT_ROOT, EnvCache, clean_cache, disk_usage
 from harness.matrix.expand import load_matrix
@@ -220,8 +220,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         python = None
     else:
         try:
-            env = probe(args.python)
-        except ProbeError as exc:
+            env = inspect_interpreter(args.python)
+        except InterpreterError as exc:
             err.print(f"[red]cannot use the environment[/] {exc}", soft_wrap=True)
             return 2
         jobs = plan_local(cases, selection)

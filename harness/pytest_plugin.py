@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from harness.launch.interpreter import machine_name, probe
+from harness.launch.interpreter import inspect_interpreter, machine_name
 from harness.matrix.cellenvs import CellEnvironments
 from harness.matrix.envcache import DEFAULT_ROOT, EnvCache
 from harness.matrix.expand import Matrix, load_matrix
@@ -94,7 +94,8 @@ def _session(config: pytest.Config) -> Session:
             cells = CellEnvironments(_matrix(config), EnvCache(Path(config.getoption("--bugmatrix-envs"))))
             environments: LocalEnvironment | MatrixEnvironments = MatrixEnvironments(cells)
         else:
-            environments = LocalEnvironment(probe(config.getoption("--bugmatrix-python") or sys.executable))
+            python = config.getoption("--bugmatrix-python") or sys.executable
+            environments = LocalEnvironment(inspect_interpreter(python))
         db = config.getoption("--bugmatrix-db")
         observers: list[Observer] = [Recorder(ResultStore(db), os.environ["BUGMATRIX_RUN_ID"])] if db else []
         config.stash[_SESSION_KEY] = Session(environments, observers=observers)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from harness.launch.interpreter import Environment, probe
+from harness.launch.interpreter import Environment, inspect_interpreter
 from harness.model.case import Case, load_case
 
 MakeCase = Callable[..., Case]
@@ -44,4 +44,4 @@ def make_case(tmp_path: Path) -> MakeCase:
 @pytest.fixture(scope="session")
 def env() -> Environment:
     """The environment the tests run in (it has torch, so torchrun works)."""
-    return probe(sys.executable)
+    return inspect_interpreter(sys.executable)

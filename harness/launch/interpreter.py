@@ -1,6 +1,6 @@
 """What an interpreter has installed (versions and git commits) and which devices this machine offers.
 
-The probe runs in the target interpreter with only the standard library, so it costs ~0.1 s, never imports torch,
+The inspection runs in the target interpreter with only the standard library, so it costs ~0.1 s, never imports torch,
 and works on any environment the harness launches cases in.
 """
 
@@ -19,7 +19,7 @@ from pydantic import BaseModel
 
 from harness.model.common import distributions
 
-_PROBE = r"""
+_INSPECT = r"""
 import json, sys
 from importlib import metadata
 out = {}
@@ -75,20 +75,20 @@ class Environment(BaseModel):
         return out
 
 
-class ProbeError(RuntimeError):
+class InterpreterError(RuntimeError):
     """The interpreter could not be started or could not list its packages."""
 
 
-def probe(python: str | Path = sys.executable, timeout: float = 60) -> Environment:
-    """List what `python` has installed, without importing any of it; raise `ProbeError` if it cannot."""
+def inspect_interpreter(python: str | Path = sys.executable, timeout: float = 60) -> Environment:
+    """List what `python` has installed, without importing any of it; raise `InterpreterError` if it cannot."""
     try:
         proc = subprocess.run(
-            [str(python), "-c", _PROBE], capture_output=True, text=True, timeout=timeout, check=False
+            [str(python), "-c", _INSPECT], capture_output=True, text=True, timeout=timeout, check=False
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ProbeError(f"{python}: {exc}") from None
+        raise InterpreterError(f"{python}: {exc}") from None
     if proc.returncode != 0:
-        raise ProbeError(f"{python}: exit {proc.returncode}: {proc.stderr.strip()[-500:]}")
+        raise InterpreterError(f"{python}: exit {proc.returncode}: {proc.stderr.strip()[-500:]}")
     data = json.loads(proc.stdout)
     packages = {
         canonicalize_name(name): Installed(name=name, **info) for name, info in data["packages"].items()

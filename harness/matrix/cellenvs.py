@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 
-from harness.launch.interpreter import Environment, ProbeError
+from harness.launch.interpreter import Environment, InterpreterError
 from harness.matrix.envcache import EnvCache, clean_cache, disk_usage, uv_cache_dir
 from harness.matrix.expand import Matrix
 from harness.matrix.resolve import ResolvedCell, resolve_cell
@@ -64,7 +64,7 @@ class CellEnvironments:
             return resolved, None, f"environment: {status.error}"
         try:
             return resolved, self.cache.environment(status.key), ""
-        except ProbeError as exc:
+        except InterpreterError as exc:
             return resolved, None, f"environment does not start: {exc}"
 
     def cell_finished(self, cell: Cell) -> None:

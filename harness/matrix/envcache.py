@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from harness.launch.interpreter import Environment, ProbeError, probe
+from harness.launch.interpreter import Environment, InterpreterError, inspect_interpreter
 from harness.matrix.resolve import ResolvedCell
 
 DEFAULT_ROOT = Path(os.environ.get("BUGMATRIX_ENVS", ".bugmatrix/envs"))
@@ -208,8 +208,8 @@ class EnvCache:
         partial.replace(record)
 
     def environment(self, key: str) -> Environment:
-        """What the environment `key` has installed; raises `ProbeError` if it cannot be started."""
-        return probe(self.python(key))
+        """What the environment `key` has installed; raises `InterpreterError` if it cannot be started."""
+        return inspect_interpreter(self.python(key))
 
     def list(self) -> list[dict[str, object]]:
         """Every built environment's record (key, cell, versions, as_of, built_at)."""
@@ -312,4 +312,4 @@ def _run(command: list[str], timeout: float) -> str | None:
     return f"{code}: " + " | ".join(line.strip() for line in text[-6:] if line.strip())
 
 
-__all__ = ["EnvCache", "EnvStatus", "ProbeError", "clean_cache", "disk_usage", "uv_binary"]
+__all__ = ["EnvCache", "EnvStatus", "InterpreterError", "clean_cache", "disk_usage", "uv_binary"]
