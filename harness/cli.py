@@ -7,9 +7,11 @@ import json
 import os
 import signal
 import sys
+from collections import Counter
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from harness.analysis.bisect import BISECT_PREFIX, BisectError, BisectRequest, bisect, bisect_summary
@@ -21,27 +23,40 @@ from harness.matrix.cellenvs import CellEnvironments
 from harness.matrix.envcache import DEFAULT_ROOT, EnvCache, clean_cache, disk_usage
 from harness.matrix.expand import load_matrix
 from harness.matrix.git import GitError
+from harness.matrix.index import IndexLookupError
 from harness.matrix.resolve import made_at, resolve_cell
 from harness.matrix.spec import DEFAULT_MATRIX, MatrixError
-from harness.model.case import discover, select
+from harness.model.case import Case, discover, select
+from harness.model.case_schema import CaseError
 from harness.model.outcome import shown
-from harness.model.result import misses
+from harness.model.result import Result, counts, misses
 from harness.output import reports as matrix_report
+from harness.output.console import LOG_WIDTH, is_terminal, make_console
 from harness.output.github import job_matrix
-from harness.output.progress import ProgressDisplay, progress_bar
+from harness.output.progress import LaunchLines, ProgressDisplay, progress_bar
 from harness.output.reports import build_report
-from harness.output.tables import case_row, cases_table, results_table, to_json, versions_line
+from harness.output.tables import case_row, cases_table, results_table, to_json, versions_line, whole_columns
 from harness.session.pipeline import (
     Collector,
     Environments,
     LocalEnvironment,
     MatrixEnvironments,
+    Observer,
     Recorder,
     Resume,
     Session,
 )
 from harness.session.plan import Selection, plan_cells, plan_local
 from harness.session.store import DEFAULT_DB, NullStore, ResultStore, StoreError, recording
+
+
+class UsageError(Exception):
+    """A command line that cannot be carried out as asked; one line, exit 2."""
+
+
+# Errors whose message already says what is wrong in one line (the file and field, the run, the package).
+ONE_LINE_ERRORS = (StoreError, MatrixError, CaseError, IndexLookupError, BisectError, GitError, InterpreterError,
+                   UsageError)
 
 # `cases/` in the current directory, else the one beside this package (a checkout of bugmatrix).
 DEFAULT_CASES = Path("cases") if Path("cases").is_dir() else Path(__file__).resolve().parent.parent / "cases"
@@ -58,8 +73,12 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGHUP, _sigterm_as_interrupt)  # a closed terminal or a killed job shell: same cleanup
     try:
         return int(args.func(args))
+    except ONE_LINE_ERRORS as exc:  # a bad store, matrix, index answer or argument: one line, never a traceback
+        make_console(stderr=True).print(f"[red]bugmatrix {args.command}:[/] {escape(str(exc))}", soft_wrap=True,
+                                        highlight=False)
+        return 2
     except KeyboardInterrupt:
-        Console(stderr=True).print("[yellow]interrupted: launches in flight were killed[/]")
+        make_console(stderr=True).print("[yellow]interrupted: launches in flight were killed[/]")
         return 130
 
 
@@ -187,23 +206,37 @@ def _size(text: str) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    """Print the cases (table or JSON); invalid case folders are listed as errors and make the exit code 1."""
-    cases, errors = discover(args.cases_dir)
+    """Print the cases (table or JSON); invalid case folders are listed as errors and make the exit code 1; a
+    missing cases folder is an error (2), an empty one lists nothing (5, as pytest says when no test ran)."""
+    cases, errors = _cases(args)
     if args.json:
         print(to_json({"cases": [case_row(c) for c in cases], "errors": [str(e) for e in errors]}))
     else:
-        console = Console()
+        console = make_console()
         console.print(cases_table(cases))
         for error in errors:
             console.print(f"[red]invalid case[/] {error}", soft_wrap=True)
+    if not cases and not errors:
+        make_console(stderr=True).print(f"[red]no cases in {args.cases_dir}[/]", soft_wrap=True)
+        return NOTHING_RAN
     return 1 if errors else 0
+
+
+NOTHING_RAN = 5  # pytest's exit code when no test ran: a selection that matches nothing, a run where nothing could
+
+
+def _cases(args: argparse.Namespace) -> tuple[list[Case], list[CaseError]]:
+    if not args.cases_dir.is_dir():
+        raise UsageError(f"--cases-dir {args.cases_dir}: no such folder")
+    return discover(args.cases_dir)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run the selected cases (here, or across matrix cells); exit 0 only when every observed outcome that counts
-    equals the expected one (see `harness.model.result.misses`)."""
-    err = Console(stderr=True)
-    cases, errors = discover(args.cases_dir)
+    equals the expected one (see `harness.model.result.misses`), 5 when the selection matches nothing or nothing
+    could run, and record nothing for a selection that matches nothing."""
+    err = make_console(stderr=True)
+    cases, errors = _cases(args)
     for error in errors:
         err.print(f"[red]invalid case[/] {error}", soft_wrap=True)
     selection = Selection(cases=tuple(args.cases), variants=tuple(args.variant or ()), nprocs=tuple(args.nproc or ()),
@@ -226,28 +259,39 @@ def cmd_run(args: argparse.Namespace) -> int:
             return 2
         jobs = plan_local(cases, selection)
         environments, python = LocalEnvironment(env), env
+    if not jobs:
+        why = selection.unmatched(cases) or ["the selection leaves no job" + (f" in {args.cases_dir}" if cases
+                                                                               else f": no cases in {args.cases_dir}")]
+        err.print(f"[red]nothing to run:[/] {'; '.join(why)} (nothing recorded)", soft_wrap=True)
+        return NOTHING_RAN
     store = open_store(args)
     collector = Collector()
+    terminal = is_terminal()
+    observers: list[Observer] = [collector]
     with (
         recording(store, " ".join(sys.argv), machine_name()) as run_id,
         progress_bar("matrix" if selection.in_matrix else "running", err, transient=True,
-                     disable=args.json) as progress,
+                     disable=args.json or not terminal) as progress,
     ):
+        observers += [Recorder(store, run_id), ProgressDisplay(progress) if terminal else LaunchLines(err)]
         session = Session(environments, resume=Resume(store, redo=args.redo), repeat=args.repeat,
-                          observers=[Recorder(store, run_id), ProgressDisplay(progress), collector])
+                          observers=observers)
         results = session.run(jobs, cores=args.jobs)
     missed = misses(results)
-    ok = not missed and not errors
+    counted = [r for r in results if counts(r)]
+    code = 0 if not missed and not errors else 1
+    if not counted:
+        code = NOTHING_RAN
     cells = [job.cell_name for job in jobs]
     if args.json:
-        payload: dict[str, object] = {"ok": ok, "run_id": run_id, "errors": [str(e) for e in errors],
+        payload: dict[str, object] = {"ok": code == 0, "run_id": run_id, "errors": [str(e) for e in errors],
                                       "reused": [r.item_id for r in collector.reused]}
         if python is not None:
             payload["python"] = python.python
         rows = [{"cell": cell, **r.model_dump(mode="json")} for cell, r in zip(cells, results, strict=True)]
         print(to_json({**payload, "results": rows}))
-        return 0 if ok else 1
-    console = Console()
+        return code
+    console = make_console()
     console.print(results_table(results, cells=cells if selection.in_matrix else None))
     if run_id:
         console.print(f"recorded as run {run_id} in {store.path}"
@@ -257,11 +301,21 @@ def cmd_run(args: argparse.Namespace) -> int:
                       "(not launched again; `--redo` launches them)")
     if python is not None:
         console.print(f"environment: {python.python} (Python {python.python_version}): {versions_line(results)}")
-    console.print(
-        f"[{'green' if ok else 'red'}]{len(results) - len(missed)} as expected, {len(missed)} not"
-        + (f", {len(errors)} invalid case(s)" if errors else "") + "[/]"
-    )
-    return 0 if ok else 1
+    console.print(f"[{'green' if code == 0 else 'red'}]{summary_line(results, len(errors))}[/]", soft_wrap=True)
+    return code
+
+
+def summary_line(results: list[Result], invalid: int = 0) -> str:
+    """`N as expected, M not[, K skipped: reason (count), ...][, I invalid case(s)]`: skips apart, never as expected."""
+    missed = misses(results)
+    counted = [r for r in results if counts(r)]
+    skipped = Counter(r.reason for r in results if not counts(r))
+    line = f"{len(counted) - len(missed)} as expected, {len(missed)} not"
+    if skipped:
+        reasons = ", ".join(f"{why} ({n})" if len(skipped) > 1 else why for why, n in skipped.most_common(3))
+        more = f", and {len(skipped) - 3} more reason(s)" if len(skipped) > 3 else ""
+        line += f", {sum(skipped.values())} skipped: {reasons}{more}"
+    return line + (f", {invalid} invalid case(s)" if invalid else "")
 
 
 def open_store(args: argparse.Namespace) -> ResultStore:
@@ -274,13 +328,13 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     try:
         matrix = load_matrix(args.matrix)
     except MatrixError as exc:
-        Console(stderr=True).print(f"[red]invalid matrix[/] {exc}", soft_wrap=True)
+        make_console(stderr=True).print(f"[red]invalid matrix[/] {exc}", soft_wrap=True)
         return 2
     if args.github:
         try:
             print(json.dumps(job_matrix(matrix, cells=args.cells, cases=args.cases)))
         except (MatrixError, ValueError) as exc:
-            Console(stderr=True).print(f"[red]cannot plan the GitHub job matrix[/] {exc}", soft_wrap=True)
+            make_console(stderr=True).print(f"[red]cannot plan the GitHub job matrix[/] {exc}", soft_wrap=True)
             return 2
         return 0
     rows = [{"name": c.name, "device": c.device, "python": c.python, "group": c.group,
@@ -292,10 +346,10 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     table = Table(title=f"{len(rows)} cells in {args.matrix}")
     for column in ("cell", "device", "python", "pins"):
         table.add_column(column, overflow="fold")
-    for row in rows:
-        table.add_row(row["name"], row["device"], row["python"], " ".join(f"{k}{_pin_op(v)}" for k, v in
-                                                                          sorted(row["pins"].items())))
-    Console().print(table)
+    whole_columns(table, [[row["name"], row["device"], row["python"],
+                           " ".join(f"{k}{_pin_op(v)}" for k, v in sorted(row["pins"].items()))] for row in rows],
+                  {"cell"})
+    make_console().print(table)
     return 0
 
 
@@ -306,16 +360,16 @@ def _pin_op(pin: str) -> str:
 def cmd_env(args: argparse.Namespace) -> int:
     """`env list|build|prune`: show, build (with progress) or delete the cells' environments."""
     cache = EnvCache(args.envs)
-    console = Console()
+    console = make_console()
     if args.action == "list":
         table = Table(title=f"environments in {args.envs}")
         for column in ("key", "cell", "versions", "as of", "size"):
             table.add_column(column, overflow="fold")
-        for env in cache.list():
-            versions = " ".join(f"{k}=={v}" for k, v in sorted(env["versions"].items()))  # type: ignore[union-attr]
-            size = disk_usage(cache.path(str(env["key"]))) / (1 << 30)
-            table.add_row(str(env["key"]), str(env["cell"]), versions, str(env["as_of"] or "-"), f"{size:.2f} GiB")
-        console.print(table)
+        rows = [[str(env["key"]), str(env["cell"]),
+                 " ".join(f"{k}=={v}" for k, v in sorted(env["versions"].items())),  # type: ignore[union-attr]
+                 str(env["as_of"] or "-"), f"{disk_usage(cache.path(str(env['key']))) / (1 << 30):.2f} GiB"]
+                for env in cache.list()]
+        console.print(whole_columns(table, rows, {"key", "cell"}))
         return 0
     try:
         matrix = load_matrix(args.matrix)
@@ -356,9 +410,9 @@ def cmd_merge(args: argparse.Namespace) -> int:
     try:
         added = ResultStore(args.db).merge(args.sources)
     except StoreError as exc:
-        Console(stderr=True).print(f"[red]cannot merge[/] {exc}", soft_wrap=True)
+        make_console(stderr=True).print(f"[red]cannot merge[/] {exc}", soft_wrap=True)
         return 2
-    Console().print(f"merged {len(args.sources)} store(s) into {args.db}: {added} new result(s)")
+    make_console().print(f"merged {len(args.sources)} store(s) into {args.db}: {added} new result(s)")
     return 0
 
 
@@ -368,7 +422,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     if not args.probes and not args.run:  # bisect probes are recorded too; the matrix picture leaves them out
         results = [(cell, r) for cell, r in results if not cell.startswith(BISECT_PREFIX)]
     if not results:
-        Console(stderr=True).print(f"[yellow]no results in {args.db}{' for run ' + args.run if args.run else ''}[/]")
+        which = f" for run {args.run}" if args.run else ""
+        make_console(stderr=True).print(f"[yellow]no results in {args.db}{which}[/]")
         return 1
     cases, _ = discover(args.cases_dir)
     packages = {c.id: list(c.spec.packages) for c in cases}
@@ -380,13 +435,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     dater = (lambda p, v, c: made_at(matrix, p, v, c)) if matrix else None
     report = build_report(results, packages, order, dater)
     if args.format == "table":
-        Console(file=args.output.open("w") if args.output else None).print(matrix_report.to_table(report))
+        console = Console(file=args.output.open("w"), width=LOG_WIDTH) if args.output else make_console()
+        console.print(matrix_report.to_table(report))
         return 0
     text = {"markdown": matrix_report.to_markdown, "html": matrix_report.to_html,
             "json": matrix_report.to_json}[args.format](report)
     if args.output:
         args.output.write_text(text)
-        Console(stderr=True).print(f"wrote {args.output}")
+        make_console(stderr=True).print(f"wrote {args.output}")
     else:
         sys.stdout.write(text)
     return 0
@@ -394,7 +450,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """Print fixes, regressions and changed errors between two runs; exit 1 on an unexpected regression."""
-    err = Console(stderr=True)
+    err = make_console(stderr=True)
     store = ResultStore(args.db)
     if args.against:
         if not args.against.is_file():
@@ -403,10 +459,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
         old, new = ResultStore(args.against).latest(), store.latest()
         names = (str(args.against), str(args.db))
     else:
-        runs = [r.run_id for r in store.runs()]
+        runs = [r.run_id for r in store.runs(with_results=True)]  # an empty run is never compared
         names = tuple(args.runs) if len(args.runs) == 2 else tuple(runs[-2:])
         if len(names) != 2 or any(n not in runs for n in names):
-            err.print(f"[red]need two runs to compare[/] (runs in {args.db}: {', '.join(runs) or 'none'})")
+            err.print(f"[red]need two runs with results to compare[/] (in {args.db}: {', '.join(runs) or 'none'})",
+                      soft_wrap=True)
             return 2
         old, new = store.latest(names[0]), store.latest(names[1])
     changes = compare(old, new)
@@ -417,7 +474,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     elif args.markdown:
         sys.stdout.write(matrix_report.to_markdown_changes(changes, names))
     else:
-        console = Console()
+        console = make_console()
         console.print(f"comparing {names[0]} -> {names[1]}: {len(changes)} change(s)")
         marks = {"regressed": "[bold red]+[/]", "fixed": "[green]-[/]", "flaky": "[magenta]~[/]",
                  "changed": "[yellow]x[/]"}
@@ -430,7 +487,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_bisect(args: argparse.Namespace) -> int:
     """Release-level, then commit-level bisection; 0 when a boundary was found, 1 when refused or ambiguous."""
-    err = Console(stderr=True)
+    err = make_console(stderr=True)
     cases, _ = discover(args.cases_dir)
     matches = [c for c in cases if c.id == args.case] or select(cases, [args.case])
     if len(matches) != 1:
@@ -463,7 +520,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
              "probes": [{"candidate": str(c), "outcome": o.value} for c, o in r.probes]} for level, r in levels]}))
     else:
         for level, r in levels:
-            Console().print(f"{level} level: {len(r.probes)} probes: "
+            make_console().print(f"{level} level: {len(r.probes)} probes: "
                             + ", ".join(f"{c}={o.value}" for c, o in r.probes), soft_wrap=True)
-        Console().print(summary, soft_wrap=True)
+        make_console().print(summary, soft_wrap=True)
     return 1 if any(r.ambiguous for _, r in levels) else 0

@@ -16,6 +16,24 @@ def progress_bar(label: str, console: Console, transient: bool = False, disable:
                     TextColumn("{task.description}"), console=console, transient=transient, disable=disable)
 
 
+class LaunchLines(Observer):
+    """One line per finished job on `console` (stderr), for logs and pipes where a live bar shows nothing:
+    `[3/40] case::variant[cpu-2] cell=local reproduced (expected reproduced) 12.3s`."""
+
+    def __init__(self, console: Console) -> None:
+        self.console, self.done, self.total = console, 0, 0
+
+    def run_started(self, jobs: list[Job]) -> None:
+        self.total = len(jobs)
+
+    def result_ready(self, job: Job, result: Result, reused: bool) -> None:
+        self.done += 1
+        took = "recorded earlier" if reused else f"{result.duration_s:.1f}s" if result.launched else "not launched"
+        expected = f" (expected {result.expected.value})" if result.expected else ""
+        self.console.print(f"[{self.done}/{self.total}] {result.item_id} cell={job.cell_name} "
+                           f"{result.outcome.value}{expected} {took}", soft_wrap=True, markup=False, highlight=False)
+
+
 class ProgressDisplay(Observer):
     """Advances `progress` by one for every result, reused ones included, naming the item and its outcome."""
 

@@ -14,7 +14,7 @@ from harness.analysis.transitions import Axis, Dater, axes, cell_status
 from harness.model.common import item_id
 from harness.model.outcome import Outcome, shown
 from harness.model.result import Result
-from harness.output.tables import STYLE
+from harness.output.tables import STYLE, whole_columns
 
 SYMBOL = {"reproduced": "R", "fixed": "F", "unknown": "?"}
 COLOUR = {"reproduced": "#d7301f", "fixed": "#2b8c3e", "unknown": "#bdbdbd", "infra": "#f0ad4e",
@@ -62,9 +62,8 @@ def to_table(report: MatrixReport) -> Table:
     table = Table(title=f"bugmatrix report: {len(report.cells)} cells, {len(report.results)} results")
     for column in ("case", "variant", "dev", "package", "summary"):
         table.add_column(column, overflow="fold")
-    for axis, summary in report.summaries():
-        table.add_row(axis.case, axis.variant, axis.device, axis.package, summary)
-    return table
+    rows = [[axis.case, axis.variant, axis.device, axis.package, summary] for axis, summary in report.summaries()]
+    return whole_columns(table, rows, {"case", "variant", "dev", "package"})
 
 
 def to_markdown(report: MatrixReport, changes: list[Change] | None = None) -> str:

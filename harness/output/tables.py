@@ -9,7 +9,7 @@ from rich.table import Table
 
 from harness.model.case import Case
 from harness.model.outcome import Outcome
-from harness.model.result import Result
+from harness.model.result import Result, counts
 
 STYLE = {
     Outcome.REPRODUCED: "bold red",
@@ -20,6 +20,24 @@ STYLE = {
     Outcome.INFRA: "yellow",
     Outcome.FLAKY: "bold cyan",
 }
+
+
+def whole_columns(table: Table, rows: list[list[str]], whole: set[str]) -> Table:
+    """Add `rows` to `table`; the columns named in `whole` (ids, variants, cells, versions) are never folded or
+    cropped: they keep the width of their longest entry, and the other columns give way."""
+    for i, column in enumerate(table.columns):
+        if str(column.header) in whole:
+            column.no_wrap = True
+            column.min_width = max([len(str(column.header))] + [len(_plain(row[i])) for row in rows])
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def _plain(markup: str) -> str:
+    from rich.text import Text
+
+    return Text.from_markup(markup).plain
 
 
 def case_row(case: Case) -> dict[str, Any]:
@@ -46,13 +64,9 @@ def cases_table(cases: list[Case]) -> Table:
     table = Table(title=f"{len(cases)} cases", show_lines=False)
     for column in ("case", "title", "variants", "nproc", "devices", "upstream"):
         table.add_column(column, overflow="fold")
-    for case in cases:
-        spec = case.spec
-        table.add_row(
-            case.id, spec.title, ", ".join(spec.variants), ",".join(map(str, spec.nproc)),
-            ",".join(spec.devices), spec.upstream[0],
-        )
-    return table
+    rows = [[case.id, case.spec.title, ", ".join(case.spec.variants), ",".join(map(str, case.spec.nproc)),
+             ",".join(case.spec.devices), case.spec.upstream[0]] for case in cases]
+    return whole_columns(table, rows, {"case", "upstream"})
 
 
 def results_table(results: list[Result], cells: list[str] | None = None) -> Table:
@@ -61,21 +75,20 @@ def results_table(results: list[Result], cells: list[str] | None = None) -> Tabl
     columns = ("cell",) * bool(cells) + ("case", "variant", "dev", "n", "outcome", "expected", "", "time", "reason")
     for column in columns:
         table.add_column(column, overflow="fold")
+    rows = []
     for i, r in enumerate(results):
-        shown = r.launched or r.outcome is Outcome.INFRA
-        if not shown:
+        if not counts(r):
             mark = ""
         elif r.outcome is Outcome.INFRA:
             mark = "[yellow]no env[/]"
         else:
             mark = "[green]ok[/]" if r.ok else "[bold red]MISMATCH[/]"
-        table.add_row(
+        rows.append([
             *([cells[i]] if cells else []), r.case, r.variant, r.device, str(r.nproc),
-            f"[{STYLE[r.outcome]}]{r.outcome.value}[/]",
-            r.expected.value if r.expected else "-", mark,
+            f"[{STYLE[r.outcome]}]{r.outcome.value}[/]", r.expected.value if r.expected else "-", mark,
             f"{r.duration_s:.1f}s" if r.launched else "", r.reason[:160],
-        )
-    return table
+        ])
+    return whole_columns(table, rows, {"cell", "case", "variant", "dev", "n", "outcome", "expected"})
 
 
 def versions_line(results: list[Result]) -> str:

@@ -46,6 +46,25 @@ class Selection:
         """The cases whose id contains any of `self.cases` (all when none is given)."""
         return [c for c in cases if not self.cases or any(p in c.id for p in self.cases)]
 
+    def unmatched(self, cases: list[Case]) -> list[str]:
+        """What in the selection matched nothing, one phrase each, naming it (empty when every part matched)."""
+        problems = []
+        missing = [p for p in self.cases if not any(p in c.id for c in cases)]
+        if missing:
+            problems.append(f"no case id contains {', '.join(map(repr, missing))}")
+        chosen = self.chosen_cases(cases)
+        have: dict[str, set] = {
+            "variant": {v for c in chosen for v in c.spec.variants},
+            "world size": {n for c in chosen for n in c.spec.nproc},
+            "device": {d for c in chosen for d in c.spec.devices},
+        }
+        for what, asked in (("variant", self.variants), ("world size", self.nprocs), ("device", self.devices)):
+            absent = [a for a in asked if a not in have[what]]
+            if absent and chosen:
+                shown = ", ".join(map(str, sorted(have[what], key=str)))
+                problems.append(f"no selected case has {what} {', '.join(map(repr, absent))} (they have: {shown})")
+        return problems
+
     def keeps(self, job: Job) -> bool:
         """Whether `job` is among the selected variants, world sizes and devices."""
         return ((not self.variants or job.variant in self.variants)

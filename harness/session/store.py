@@ -117,6 +117,7 @@ class ResultStore:
         try:
             db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
             try:
+                _refuse_foreign(db, self.path)
                 db.execute("PRAGMA busy_timeout=60000")
                 db.execute("PRAGMA journal_mode=WAL")  # persistent: readers and writers stop blocking each other
                 db.executescript(_SCHEMA)  # idempotent, each statement atomic
@@ -171,10 +172,11 @@ class ResultStore:
             db.execute(f"INSERT OR REPLACE INTO results ({', '.join(_RESULT_COLUMNS)}) "
                        f"VALUES ({', '.join('?' * len(row))})", row)
 
-    def runs(self) -> list[Run]:
-        """Every run, oldest first."""
+    def runs(self, with_results: bool = False) -> list[Run]:
+        """Every run, oldest first (only those that recorded at least one result, with `with_results`)."""
+        where = " WHERE EXISTS (SELECT 1 FROM results WHERE results.run_id = runs.run_id)" if with_results else ""
         with self._connect() as db:
-            rows = db.execute("SELECT * FROM runs ORDER BY started_at, run_id").fetchall()
+            rows = db.execute(f"SELECT * FROM runs{where} ORDER BY started_at, run_id").fetchall()
         return [Run(*row) for row in rows]
 
     def results(self, run_id: str | None = None) -> list[tuple[str, str, Result]]:
@@ -248,7 +250,7 @@ class NullStore(ResultStore):
     def save(self, run_id: str, result: Result, cell: str = LOCAL_CELL) -> None:
         return None
 
-    def runs(self) -> list[Run]:
+    def runs(self, with_results: bool = False) -> list[Run]:
         return []
 
     def results(self, run_id: str | None = None) -> list[tuple[str, str, Result]]:
@@ -275,6 +277,14 @@ def recording(store: ResultStore, command: str, machine: str) -> Iterator[str]:
         store.end_run(run_id, "interrupted")
         raise
     store.end_run(run_id)
+
+
+def _refuse_foreign(db: sqlite3.Connection, path: Path) -> None:
+    """Raise `StoreError` for a SQLite file that holds tables but not a bugmatrix store's (left untouched)."""
+    tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if tables and not {"meta", "runs", "results"} <= tables:
+        shown = ", ".join(sorted(tables)[:5])
+        raise StoreError(f"{path}: not a bugmatrix results store (it holds other tables: {shown}); left untouched")
 
 
 def _upgrade(db: sqlite3.Connection) -> None:
