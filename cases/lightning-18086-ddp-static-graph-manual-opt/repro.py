@@ -83,11 +83,11 @@ def main():
 
     if args.device == "cuda" and not torch.cuda.is_available():
         print("SKIP: --device cuda but CUDA is not available")
-        sys.exit(125)
+        return 125
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     if world_size < 2:
         print("SKIP: the bug needs DDP with 2 or more ranks (run under torchrun --nproc_per_node=2)")
-        sys.exit(125)
+        return 125
     rank = int(os.environ.get("RANK", "0"))
 
     # Under torchrun, Lightning detects the torchelastic environment, uses the ranks it was given and
@@ -137,8 +137,8 @@ def main():
     finally:
         if dist.is_available() and dist.is_initialized():
             dist.destroy_process_group()
-    sys.exit(verdict)
+    return verdict
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

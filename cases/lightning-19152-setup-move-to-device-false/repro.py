@@ -45,10 +45,10 @@ def main():
 
     if args.device == "cuda" and not torch.cuda.is_available():
         print("SKIP: --device cuda but CUDA is not available")
-        sys.exit(125)
+        return 125
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         print("SKIP: a world of 1 only (DistributedDataParallel cannot wrap meta parameters)")
-        sys.exit(125)
+        return 125
 
     fabric = L.Fabric(accelerator="cuda" if args.device == "cuda" else "cpu", devices=1)
     # the user's own placement: the real weights stay on cpu, the rest is on meta until loaded
@@ -69,17 +69,17 @@ def main():
         if META_ERROR not in str(e):
             raise
         print(f"REPRODUCED: {SIGNATURE}: NotImplementedError: {META_ERROR} ({where})", flush=True)
-        sys.exit(1)
+        return 1
 
     expected_lazy = "cpu" if args.materialize_first else "meta"
     placement = f"real weight on {real.weight.device}, lazy weight on {lazy.weight.device}"
     if real.weight.device.type != "cpu" or lazy.weight.device.type != expected_lazy:
         print(f"REPRODUCED: {SIGNATURE}: {placement} ({where})", flush=True)
-        sys.exit(1)
+        return 1
     assert torch.equal(real.weight.detach(), weight_before)
     print(f"OK: parameters left in place: {placement}; fabric_model.device={fabric_model.device} ({where})")
-    sys.exit(0)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -89,7 +89,7 @@ def main():
 
     if args.device == "cuda" and not torch.cuda.is_available():
         print("SKIP: --device cuda but CUDA is not available")
-        sys.exit(125)
+        return 125
 
     # Under torchrun, Lightning detects the torchelastic environment, uses the ranks it was given and
     # initialises the process group itself (gloo on CPU, nccl on CUDA); it spawns no processes.
@@ -129,7 +129,7 @@ def main():
             f"(Trainer.fit, template as {args.template}; raised in Strategy.{' then '.join(sites)})",
             flush=True,
         )
-        sys.exit(1)
+        return 1
     finally:
         if dist.is_available() and dist.is_initialized():
             dist.destroy_process_group()
@@ -141,8 +141,8 @@ def main():
         f"(template as {args.template})",
         flush=True,
     )
-    sys.exit(0)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -56,7 +56,7 @@ def main():
 
     if args.device == "cuda" and not torch.cuda.is_available():
         print("SKIP: --device cuda but CUDA is not available")
-        sys.exit(125)
+        return 125
     rank = int(os.environ.get("RANK", "0"))
 
     if args.init == "meta-context":
@@ -66,13 +66,13 @@ def main():
     else:
         if args.device == "cpu":
             print("SKIP: --init trainer needs an accelerator other than the CPU (the CPU is the default device)")
-            sys.exit(125)
+            return 125
         # one device per process; under torchrun each rank takes its own GPU
         local_rank = int(os.environ.get("LOCAL_RANK", "0"))
         trainer = L.Trainer(accelerator="gpu", devices=[local_rank], logger=False)
         if not hasattr(trainer, "init_module"):
             print(f"SKIP: Trainer.init_module does not exist in lightning {L.__version__} (added in 2.1)")
-            sys.exit(125)
+            return 125
         target = trainer.strategy.root_device
         with trainer.init_module():
             model = LitModel()
@@ -89,10 +89,10 @@ def main():
             f"parameters on {param_device} ({where})",
             flush=True,
         )
-        sys.exit(1)
+        return 1
     print(f"[rank {rank}] OK: model.device={model.device} matches its parameters ({where})", flush=True)
-    sys.exit(0)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -33,10 +33,30 @@ SIGNATURE = "Cannot copy out of meta tensor"
 warnings.filterwarnings("ignore", message=".*has both parameters with requires_grad")
 
 
-def free_port() -> int:
+def free_port():
+    """A TCP port that is free now: the OS picks it when we bind to port 0."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def init_dist(device_type):
+    """Join the process group (gloo on CPU, nccl on CUDA); return this rank's device.
+
+    Under plain `python` (no RANK in the environment) this is a world of one on a free port.
+    """
+    if "RANK" not in os.environ:  # plain `python repro.py`: a world of one
+        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        if "MASTER_PORT" not in os.environ:
+            os.environ["MASTER_PORT"] = str(free_port())
+    if device_type == "cuda":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        device = torch.device("cuda", torch.cuda.current_device())
+    else:
+        device = torch.device("cpu")
+    dist.init_process_group("nccl" if device_type == "cuda" else "gloo")
+    return device
 
 
 def main() -> int:
@@ -51,18 +71,14 @@ def main() -> int:
         print("SKIP: --device cuda but CUDA is not available")
         return 125
 
-    if "RANK" not in os.environ:  # plain `python repro.py`: a world of one
-        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
-                          RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    if args.device == "cuda":
-        device = torch.device("cuda", local_rank)
-        torch.cuda.set_device(device)
-    else:
-        device = torch.device("cpu")
-    dist.init_process_group("nccl" if args.device == "cuda" else "gloo")
-    rank = dist.get_rank()
+    device = init_dist(args.device)
+    try:
+        return check(args, device, dist.get_rank())
+    finally:
+        dist.destroy_process_group()
 
+
+def check(args, device, rank):
     config = Config(
         n_layer=1, n_embd=16, n_head=4, n_query_groups=4, block_size=8,
         vocab_size=32, padded_vocab_size=32,
@@ -92,14 +108,12 @@ def main() -> int:
             raise
         print(f"[rank {rank}] REPRODUCED: {SIGNATURE} in LoRA forward "
               f"(enable_lora={enable_lora}): {e}", flush=True)
-        dist.destroy_process_group()
         return 1
 
     assert logits.shape == (2, config.block_size, config.padded_vocab_size), logits.shape
     assert torch.isfinite(logits).all()
     print(f"[rank {rank}] OK: forward after meta init + FSDP materialisation works "
           f"(enable_lora={enable_lora}, logits on {logits.device})", flush=True)
-    dist.destroy_process_group()
     return 0
 
 

@@ -13,8 +13,8 @@ under `torch.device("meta")` with `assign=True`; PR #115285 (also in 2.2.0) fall
     python repro.py [--device cpu|cuda] [--check keep-count|meta-assign|with-metadata]
     torchrun --standalone --nproc_per_node=2 repro.py [--device cpu|cuda] [--check ...]
 
-Under torchrun every rank initialises a process group (gloo on CPU, nccl on CUDA) and runs the
-same single-process check on its own.
+Every rank (a world of one under plain `python`) initialises a process group (gloo on CPU, nccl on
+CUDA) and runs the same single-process check on its own.
 
 Checks:
   keep-count     the issue: a BatchNorm1d that has seen 3 batches loads a plain dict holding
@@ -31,6 +31,7 @@ Exit code: 0 = correct, 1 = bug reproduced, 125 = cannot test here.
 import argparse
 import inspect
 import os
+import socket
 import sys
 from collections import OrderedDict
 
@@ -39,6 +40,32 @@ import torch.distributed as dist
 import torch.nn as nn
 
 SIGNATURE = "num_batches_tracked wrong after load_state_dict"
+
+
+def free_port():
+    """A TCP port that is free now: the OS picks it when we bind to port 0."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def init_dist(device_type):
+    """Join the process group (gloo on CPU, nccl on CUDA); return this rank's device.
+
+    Under plain `python` (no RANK in the environment) this is a world of one on a free port.
+    """
+    if "RANK" not in os.environ:  # plain `python repro.py`: a world of one
+        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        if "MASTER_PORT" not in os.environ:
+            os.environ["MASTER_PORT"] = str(free_port())
+    if device_type == "cuda":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        device = torch.device("cuda", torch.cuda.current_device())
+    else:
+        device = torch.device("cpu")
+    dist.init_process_group("nccl" if device_type == "cuda" else "gloo")
+    return device
 
 
 def main() -> int:
@@ -61,17 +88,14 @@ def main() -> int:
         print(f"SKIP: torch {torch.__version__} has no load_state_dict(assign=...) (added in 2.1)")
         return 125
 
-    distributed = "WORLD_SIZE" in os.environ
-    rank = 0
-    if args.device == "cuda":
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
-        torch.cuda.set_device(device)
-    else:
-        device = torch.device("cpu")
-    if distributed:
-        dist.init_process_group(backend="nccl" if args.device == "cuda" else "gloo")
-        rank = dist.get_rank()
+    device = init_dist(args.device)
+    try:
+        return check(args, device, dist.get_rank())
+    finally:
+        dist.destroy_process_group()
 
+
+def check(args, device, rank):
     torch.manual_seed(0)
     if args.check in ("keep-count", "with-metadata"):
         bn = nn.BatchNorm1d(3).to(device)
@@ -107,9 +131,7 @@ def main() -> int:
         print(f"[rank {rank}] REPRODUCED: {SIGNATURE}: {detail}")
         verdict = 1
 
-    if distributed:
-        dist.barrier()
-        dist.destroy_process_group()
+    dist.barrier()
     return verdict
 
 

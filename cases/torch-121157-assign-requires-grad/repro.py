@@ -17,8 +17,8 @@ state dict with assign=True, and compares every parameter's requires_grad with t
     python repro.py [--device cpu|cuda] [--check frozen|keep-vars|freeze-after-load]
     torchrun --standalone --nproc_per_node=2 repro.py [--device cpu|cuda] [--check ...]
 
-Under torchrun every rank initialises a process group (gloo on CPU, nccl on CUDA) and runs the
-same single-process check on its own.
+Every rank (a world of one under plain `python`) initialises a process group (gloo on CPU, nccl on
+CUDA) and runs the same single-process check on its own.
 
 Checks:
   frozen            the bug: frozen backbone built on meta, loaded from model.state_dict()
@@ -33,6 +33,7 @@ Exit code: 0 = requires_grad preserved, 1 = bug reproduced, 125 = cannot test he
 import argparse
 import inspect
 import os
+import socket
 import sys
 
 import torch
@@ -40,6 +41,32 @@ import torch.distributed as dist
 import torch.nn as nn
 
 SIGNATURE = "requires_grad not preserved by load_state_dict(assign=True)"
+
+
+def free_port():
+    """A TCP port that is free now: the OS picks it when we bind to port 0."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def init_dist(device_type):
+    """Join the process group (gloo on CPU, nccl on CUDA); return this rank's device.
+
+    Under plain `python` (no RANK in the environment) this is a world of one on a free port.
+    """
+    if "RANK" not in os.environ:  # plain `python repro.py`: a world of one
+        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        if "MASTER_PORT" not in os.environ:
+            os.environ["MASTER_PORT"] = str(free_port())
+    if device_type == "cuda":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        device = torch.device("cuda", torch.cuda.current_device())
+    else:
+        device = torch.device("cpu")
+    dist.init_process_group("nccl" if device_type == "cuda" else "gloo")
+    return device
 
 
 class Net(nn.Module):
@@ -70,17 +97,14 @@ def main() -> int:
         print(f"SKIP: torch {torch.__version__} has no load_state_dict(assign=...) (added in 2.1)")
         return 125
 
-    distributed = "WORLD_SIZE" in os.environ
-    rank = 0
-    if args.device == "cuda":
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
-        torch.cuda.set_device(device)
-    else:
-        device = torch.device("cpu")
-    if distributed:
-        dist.init_process_group(backend="nccl" if args.device == "cuda" else "gloo")
-        rank = dist.get_rank()
+    device = init_dist(args.device)
+    try:
+        return check(args, device, dist.get_rank())
+    finally:
+        dist.destroy_process_group()
 
+
+def check(args, device, rank):
     # The checkpoint: a trained model on the real device.
     torch.manual_seed(0)
     source = Net().to(device)
@@ -121,9 +145,7 @@ def main() -> int:
         print(f"[rank {rank}] FIXED: every parameter kept the module's requires_grad")
         verdict = 0
 
-    if distributed:
-        dist.barrier()
-        dist.destroy_process_group()
+    dist.barrier()
     return verdict
 
 

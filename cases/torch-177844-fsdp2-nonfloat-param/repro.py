@@ -30,6 +30,7 @@ support: torch < 2.7 with --device cpu).
 """
 import argparse
 import os
+import socket
 import sys
 
 import torch
@@ -37,6 +38,32 @@ import torch.distributed as dist
 import torch.nn as nn
 
 SIGNATURE = "only Tensors of floating point dtype can require gradients"
+
+
+def free_port():
+    """A TCP port that is free now: the OS picks it when we bind to port 0."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def init_dist(device_type):
+    """Join the process group (gloo on CPU, nccl on CUDA); return this rank's device.
+
+    Under plain `python` (no RANK in the environment) this is a world of one on a free port.
+    """
+    if "RANK" not in os.environ:  # plain `python repro.py`: a world of one
+        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        if "MASTER_PORT" not in os.environ:
+            os.environ["MASTER_PORT"] = str(free_port())
+    if device_type == "cuda":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        device = torch.device("cuda", torch.cuda.current_device())
+    else:
+        device = torch.device("cpu")
+    dist.init_process_group("nccl" if device_type == "cuda" else "gloo")
+    return device
 
 
 def torch_version():
@@ -92,18 +119,10 @@ def main() -> int:
         return 125
     from torch.distributed.device_mesh import init_device_mesh
 
-    if "RANK" not in os.environ:  # plain `python repro.py`: a world of one
-        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0",
-                          MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ.get("MASTER_PORT", "29517"))
-    rank = int(os.environ["RANK"])
-    world = int(os.environ["WORLD_SIZE"])
-    if args.device == "cuda":
-        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
-        device = torch.device("cuda", torch.cuda.current_device())
-    else:
-        device = torch.device("cpu")
-    dist.init_process_group("nccl" if args.device == "cuda" else "gloo")
+    device = init_dist(args.device)
     try:
+        rank = dist.get_rank()
+        world = dist.get_world_size()
         mesh = init_device_mesh(args.device, (world,))
         torch.manual_seed(0)
         model = Quantised(args.as_buffer).to(device)

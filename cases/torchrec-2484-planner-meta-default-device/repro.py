@@ -44,7 +44,33 @@ from torchrec.modules.embedding_modules import EmbeddingBagCollection
 SIGNATURE = "Tensor.item() cannot be called on meta tensors"
 
 
-def main() -> None:
+def free_port():
+    """A TCP port that is free now: the OS picks it when we bind to port 0."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def init_dist(device_type):
+    """Join the process group (gloo on CPU, nccl on CUDA); return this rank's device.
+
+    Under plain `python` (no RANK in the environment) this is a world of one on a free port.
+    """
+    if "RANK" not in os.environ:  # plain `python repro.py`: a world of one
+        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        if "MASTER_PORT" not in os.environ:
+            os.environ["MASTER_PORT"] = str(free_port())
+    if device_type == "cuda":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        device = torch.device("cuda", torch.cuda.current_device())
+    else:
+        device = torch.device("cpu")
+    dist.init_process_group("nccl" if device_type == "cuda" else "gloo")
+    return device
+
+
+def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument(
         "--device",
@@ -60,25 +86,16 @@ def main() -> None:
 
     if args.device == "cuda" and not torch.cuda.is_available():
         print("SKIP: --device cuda requested but CUDA is not available")
-        sys.exit(125)
+        return 125
 
-    if "RANK" not in os.environ:  # plain `python repro.py`: a world of one
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        os.environ.update(
-            MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0", WORLD_SIZE="1",
-            LOCAL_RANK="0",
-        )
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    if args.device == "cuda":
-        torch.cuda.set_device(local_rank)
-        backend = "nccl"
-    else:
-        backend = "gloo"
-    dist.init_process_group(backend=backend)
-    rank = dist.get_rank()
+    init_dist(args.device)
+    try:
+        return check(args, dist.get_rank())
+    finally:
+        dist.destroy_process_group()
 
+
+def check(args, rank):
     names = ["t0", "t1", "t2"]
     tables = [
         EmbeddingBagConfig(name=n, embedding_dim=64, num_embeddings=1_000_000,
@@ -114,13 +131,13 @@ def main() -> None:
                     raise
                 print(f"[rank {rank}] REPRODUCED: planner.plan() under torch.device('meta') "
                       f"failed: {type(e).__name__}: {SIGNATURE}")
-                sys.exit(1)
+                return 1
     if args.plan_outside_meta:
         plan = planner.plan(ebc, [EmbeddingBagCollectionSharder()])
 
     if proposer.search is None:  # the LuusJaakolaSearch never started: nothing was tested
         print("SKIP: the planner never started the cache scale-up search")
-        sys.exit(125)
+        return 125
     weight_device = ebc.embedding_bags["t0"].weight.device
     ranks = {
         name: ps.ranks for name, ps in plan.plan[""].items()  # module path "" = ebc
@@ -128,9 +145,8 @@ def main() -> None:
     print(f"[rank {rank}] FIXED: planner returned a plan (weights on {weight_device}); "
           f"ranks {ranks}")
     dist.barrier()
-    dist.destroy_process_group()
-    sys.exit(0)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

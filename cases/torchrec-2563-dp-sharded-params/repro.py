@@ -45,12 +45,23 @@ def parse_args():
     return p.parse_args()
 
 
+def free_port():
+    """A TCP port that is free now: the OS picks it when we bind to port 0."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def init_dist(device_type):
+    """Join the process group (gloo on CPU, nccl on CUDA); return this rank's device.
+
+    Under plain `python` (no RANK in the environment) this is a world of one on a free port.
+    """
     if "RANK" not in os.environ:  # plain `python repro.py`: a world of one
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0", WORLD_SIZE="1")
+        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        if "MASTER_PORT" not in os.environ:
+            os.environ["MASTER_PORT"] = str(free_port())
     if device_type == "cuda":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
         device = torch.device("cuda", torch.cuda.current_device())
@@ -100,9 +111,15 @@ def main():
     args = parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         print("cannot test: --device cuda but CUDA is not available")
-        sys.exit(125)
+        return 125
     device = init_dist(args.device)
-    rank = dist.get_rank()
+    try:
+        return check(args, device, dist.get_rank())
+    finally:
+        dist.destroy_process_group()
+
+
+def check(args, device, rank):
     dtype, data_type = DTYPES[args.dtype]
     verdict, msg = 0, ""
 
@@ -158,7 +175,7 @@ def main():
             if "not implemented for" not in str(e):
                 raise
             print(f"cannot test: {args.dtype} table on {args.device}: {e}")
-            sys.exit(125)
+            return 125
         w = weight_of(model)
         if not changed:
             verdict, msg = 1, (f"with EmbeddingConfig(data_type={data_type}) optimizer step did not "
@@ -168,9 +185,8 @@ def main():
 
     print(f"[rank {rank}] {'REPRODUCED' if verdict else 'OK'}: {msg}", flush=True)
     dist.barrier()
-    dist.destroy_process_group()
-    sys.exit(verdict)
+    return verdict
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -48,6 +48,32 @@ SIGNATURE = "RW EBC with MEAN and SUM tables"
 SPLIT_ERROR = "Split sizes doesn't match total dim 0 size"
 
 
+def free_port():
+    """A TCP port that is free now: the OS picks it when we bind to port 0."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def init_dist(device_type):
+    """Join the process group (gloo on CPU, nccl on CUDA); return this rank's device.
+
+    Under plain `python` (no RANK in the environment) this is a world of one on a free port.
+    """
+    if "RANK" not in os.environ:  # plain `python repro.py`: a world of one
+        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        if "MASTER_PORT" not in os.environ:
+            os.environ["MASTER_PORT"] = str(free_port())
+    if device_type == "cuda":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        device = torch.device("cuda", torch.cuda.current_device())
+    else:
+        device = torch.device("cpu")
+    dist.init_process_group("nccl" if device_type == "cuda" else "gloo")
+    return device
+
+
 def copy_weights_into_shards(model, full_state):
     """Give the sharded tables the reference's weights, shard by shard.
 
@@ -68,7 +94,7 @@ def copy_weights_into_shards(model, full_state):
                 tensor.copy_(full[row:row + rows, col:col + cols])
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument(
         "--device",
@@ -84,27 +110,16 @@ def main() -> None:
 
     if args.device == "cuda" and not torch.cuda.is_available():
         print("SKIP: --device cuda requested but CUDA is not available")
-        sys.exit(125)
+        return 125
 
-    if "RANK" not in os.environ:  # plain `python repro.py`: a world of one
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        os.environ.update(
-            MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0", WORLD_SIZE="1",
-            LOCAL_RANK="0",
-        )
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    if args.device == "cuda":
-        device = torch.device("cuda", local_rank)
-        torch.cuda.set_device(device)
-        backend = "nccl"
-    else:
-        device = torch.device("cpu")
-        backend = "gloo"
-    dist.init_process_group(backend=backend)
-    rank, world_size = dist.get_rank(), dist.get_world_size()
+    device = init_dist(args.device)
+    try:
+        return check(args, device, dist.get_rank(), dist.get_world_size())
+    finally:
+        dist.destroy_process_group()
 
+
+def check(args, device, rank, world_size):
     first_pooling = PoolingType.MEAN if args.all_mean else PoolingType.SUM
     tables = [
         EmbeddingBagConfig(name="t_sum", embedding_dim=4, num_embeddings=16,
@@ -156,7 +171,7 @@ def main() -> None:
         print(f"[rank {rank}] REPRODUCED: {SIGNATURE}: forward failed: "
               f"{type(e).__name__}: {msg.splitlines()[0][:200]}", flush=True)
         traceback.print_exc(limit=-2)
-        sys.exit(1)
+        return 1
 
     problems = []
     lengths_after = kjt_dev.lengths().cpu()
@@ -170,15 +185,14 @@ def main() -> None:
                             f"(max abs diff {diff:.4g})")
     if problems:
         print(f"[rank {rank}] REPRODUCED: {SIGNATURE}: " + "; ".join(problems))
-        sys.exit(1)
+        return 1
 
     print(f"[rank {rank}] FIXED: RW-sharded output matches the unsharded module and the "
           f"input KJT lengths are unchanged ({lengths_before.tolist()})")
     # Avoids gloo teardown hangs seen with torchrec on CPU.
     dist.barrier()
-    dist.destroy_process_group()
-    sys.exit(0)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -53,6 +53,32 @@ ZCH_SIZE = 16
 KEY = "_managed_collision_collection._managed_collision_modules.t1._mch_sorted_raw_ids"
 
 
+def free_port():
+    """A TCP port that is free now: the OS picks it when we bind to port 0."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def init_dist(device_type):
+    """Join the process group (gloo on CPU, nccl on CUDA); return this rank's device.
+
+    Under plain `python` (no RANK in the environment) this is a world of one on a free port.
+    """
+    if "RANK" not in os.environ:  # plain `python repro.py`: a world of one
+        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        if "MASTER_PORT" not in os.environ:
+            os.environ["MASTER_PORT"] = str(free_port())
+    if device_type == "cuda":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        device = torch.device("cuda", torch.cuda.current_device())
+    else:
+        device = torch.device("cpu")
+    dist.init_process_group("nccl" if device_type == "cuda" else "gloo")
+    return device
+
+
 def build(device: torch.device, tables) -> ManagedCollisionEmbeddingBagCollection:
     ebc = EmbeddingBagCollection(tables=tables, device=device)
     mcc = ManagedCollisionCollection(
@@ -69,7 +95,7 @@ def build(device: torch.device, tables) -> ManagedCollisionEmbeddingBagCollectio
     return ManagedCollisionEmbeddingBagCollection(ebc, mcc, return_remapped_features=False)
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument(
         "--device",
@@ -85,27 +111,16 @@ def main() -> None:
 
     if args.device == "cuda" and not torch.cuda.is_available():
         print("SKIP: --device cuda requested but CUDA is not available")
-        sys.exit(125)
+        return 125
 
-    if "RANK" not in os.environ:  # plain `python repro.py`: a world of one
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        os.environ.update(
-            MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0", WORLD_SIZE="1",
-            LOCAL_RANK="0",
-        )
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    if args.device == "cuda":
-        device = torch.device("cuda", local_rank)
-        torch.cuda.set_device(device)
-        backend = "nccl"
-    else:
-        device = torch.device("cpu")
-        backend = "gloo"
-    dist.init_process_group(backend=backend)
-    rank, world_size = dist.get_rank(), dist.get_world_size()
+    device = init_dist(args.device)
+    try:
+        return check(args, device, dist.get_rank(), dist.get_world_size())
+    finally:
+        dist.destroy_process_group()
 
+
+def check(args, device, rank, world_size):
     tables = [EmbeddingBagConfig(name="t1", embedding_dim=8, num_embeddings=ZCH_SIZE,
                                  feature_names=["f1"])]
     mc_ebc = build(torch.device("meta"), tables)
@@ -156,9 +171,8 @@ def main() -> None:
     del model, src, dst, raw_ids, mc_ebc
     gc.collect()
     dist.barrier()
-    dist.destroy_process_group()
-    sys.exit(verdict)
+    return verdict
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

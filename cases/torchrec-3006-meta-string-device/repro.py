@@ -30,7 +30,33 @@ from torchrec.modules.embedding_modules import EmbeddingCollection
 SIGNATURE = "Cannot copy out of meta tensor"
 
 
-def main() -> None:
+def free_port():
+    """A TCP port that is free now: the OS picks it when we bind to port 0."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def init_dist(device_type):
+    """Join the process group (gloo on CPU, nccl on CUDA); return this rank's device.
+
+    Under plain `python` (no RANK in the environment) this is a world of one on a free port.
+    """
+    if "RANK" not in os.environ:  # plain `python repro.py`: a world of one
+        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        if "MASTER_PORT" not in os.environ:
+            os.environ["MASTER_PORT"] = str(free_port())
+    if device_type == "cuda":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        device = torch.device("cuda", torch.cuda.current_device())
+    else:
+        device = torch.device("cpu")
+    dist.init_process_group("nccl" if device_type == "cuda" else "gloo")
+    return device
+
+
+def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument(
         "--device",
@@ -46,27 +72,16 @@ def main() -> None:
 
     if args.device == "cuda" and not torch.cuda.is_available():
         print("SKIP: --device cuda requested but CUDA is not available")
-        sys.exit(125)
+        return 125
 
-    if "RANK" not in os.environ:  # plain `python repro.py`: a world of one
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        os.environ.update(
-            MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0", WORLD_SIZE="1",
-            LOCAL_RANK="0",
-        )
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    if args.device == "cuda":
-        device = torch.device("cuda", local_rank)
-        torch.cuda.set_device(device)
-        backend = "nccl"
-    else:
-        device = torch.device("cpu")
-        backend = "gloo"
-    dist.init_process_group(backend=backend)
-    rank, world_size = dist.get_rank(), dist.get_world_size()
+    device = init_dist(args.device)
+    try:
+        return check(args, device, dist.get_rank(), dist.get_world_size())
+    finally:
+        dist.destroy_process_group()
 
+
+def check(args, device, rank, world_size):
     tables = [
         EmbeddingConfig(name="t1", embedding_dim=8, num_embeddings=100, feature_names=["f1"])
     ]
@@ -94,16 +109,15 @@ def main() -> None:
             raise
         print(f"[rank {rank}] REPRODUCED: DistributedModelParallel failed: "
               f"{type(e).__name__}: {SIGNATURE}; no data!")
-        sys.exit(1)
+        return 1
 
     shapes = {k: tuple(v.size()) for k, v in model.state_dict().items()}
     print(f"[rank {rank}] FIXED: DistributedModelParallel wrapped the meta EmbeddingCollection; "
           f"state_dict {shapes}")
     # Without this barrier, a rank hung at exit about 1 run in 4 (torch 2.6.0, gloo, 2 ranks).
     dist.barrier()
-    dist.destroy_process_group()
-    sys.exit(0)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,0 +1,286 @@
+"""Every cases/*/repro.py follows the canonical set-up of cases/README.md (checked statically).
+
+The scripts are parsed with `ast`, never imported or run (the cases themselves run as pytest items elsewhere),
+and this module imports no harness code. `check_script(source)` returns one line per broken rule:
+
+- it parses with Python 3.8's grammar (the oldest cells run it);
+- no `import harness` / `from harness ...`;
+- an argparse `--device` option with choices cpu/cuda, defaulting on `torch.cuda.is_available()`;
+- `MASTER_PORT` is never given a fixed port: where the script sets it, the value comes from `free_port()`, a helper
+  that binds port 0; a script that calls `init_process_group` itself must set it that way;
+- a script that chooses a backend names both "gloo" and "nccl";
+- `main()` has no `sys.exit` / `exit` / `quit` / `os._exit` and raises no `SystemExit`; every `return` in it carries
+  a value, and it cannot fall off its end (an implicit None would exit 0, i.e. "fixed");
+- the module ends with `if __name__ == "__main__": sys.exit(main())`.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CASES = ROOT / "cases"
+CASE_DIRS = sorted(p.parent for p in CASES.glob("*/repro.py"))
+
+EXIT_CALLS = {"sys.exit", "exit", "quit", "os._exit", "_exit"}
+
+
+def _name(node: ast.AST) -> str:
+    """Dotted name of a Name/Attribute chain ('sys.exit'), or ''."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _name(node.value)
+        return f"{base}.{node.attr}" if base else ""
+    return ""
+
+
+def _const_str(node: ast.AST | None) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def _walk_own(node: ast.AST):
+    """The nodes of a function body, not descending into nested functions, lambdas or classes."""
+    stack = list(ast.iter_child_nodes(node))
+    while stack:
+        n = stack.pop()
+        yield n
+        if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(n))
+
+
+def _always_returns(body: list[ast.stmt]) -> bool:
+    """True when control cannot run off the end of `body` (it ends in return/raise on every path)."""
+    if not body:
+        return False
+    last = body[-1]
+    if isinstance(last, (ast.Return, ast.Raise)):
+        return True
+    if isinstance(last, ast.If):
+        return _always_returns(last.body) and _always_returns(last.orelse)
+    if isinstance(last, (ast.With, ast.AsyncWith)):
+        return _always_returns(last.body)
+    if isinstance(last, ast.Try):
+        if _always_returns(last.finalbody):
+            return True
+        normal = _always_returns(last.orelse) if last.orelse else _always_returns(last.body)
+        return normal and all(_always_returns(h.body) for h in last.handlers)
+    if isinstance(last, ast.While) and isinstance(last.test, ast.Constant) and last.test.value is True:
+        return not any(isinstance(n, ast.Break) for n in _walk_own(last))
+    return False
+
+
+def _master_port_values(tree: ast.AST) -> list[ast.AST]:
+    """Every expression the script gives MASTER_PORT (None stands for 'set, value unknown')."""
+    values: list[ast.AST] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Subscript) and _const_str(target.slice) == "MASTER_PORT":
+                    values.append(node.value)
+        elif isinstance(node, ast.Call):
+            for kw in node.keywords:
+                if kw.arg == "MASTER_PORT":
+                    values.append(kw.value)
+            method = node.func.attr if isinstance(node.func, ast.Attribute) else ""
+            if method in ("setdefault", "get", "putenv", "__setitem__") and node.args:
+                if _const_str(node.args[0]) == "MASTER_PORT" and len(node.args) > 1:
+                    values.append(node.args[1])
+        elif isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values, strict=True):
+                if _const_str(key) == "MASTER_PORT":
+                    values.append(value)
+    return values
+
+
+def _is_free_port_helper(func: ast.FunctionDef) -> bool:
+    """`def free_port(): ... s.bind((host, 0)) ...`"""
+    for node in ast.walk(func):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "bind":
+            arg = node.args[0] if node.args else None
+            if isinstance(arg, ast.Tuple) and len(arg.elts) == 2:
+                port = arg.elts[1]
+                if isinstance(port, ast.Constant) and port.value == 0:
+                    return True
+    return False
+
+
+def check_script(source: str) -> list[str]:
+    """The canonical-set-up rules `source` breaks, one line each; [] when it follows cases/README.md."""
+    problems: list[str] = []
+    try:
+        tree = ast.parse(source, feature_version=(3, 8))
+    except SyntaxError as e:
+        return [f"does not parse with Python 3.8's grammar: line {e.lineno}: {e.msg}"]
+
+    # No harness code.
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "harness" for a in node.names):
+            problems.append(f"line {node.lineno}: imports harness")
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "harness":
+            problems.append(f"line {node.lineno}: imports from harness")
+
+    # --device cpu|cuda, defaulting to cuda when available.
+    device_opts = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr == "add_argument"
+        and n.args
+        and _const_str(n.args[0]) == "--device"
+    ]
+    if not device_opts:
+        problems.append("no argparse option --device")
+    for opt in device_opts:
+        kw = {k.arg: k.value for k in opt.keywords}
+        choices = kw.get("choices")
+        names = (
+            {_const_str(e) for e in choices.elts} if isinstance(choices, (ast.List, ast.Tuple, ast.Set)) else None
+        )
+        if names != {"cpu", "cuda"}:
+            problems.append(f"line {opt.lineno}: --device must have choices ['cpu', 'cuda']")
+        default = kw.get("default")
+        if default is None or "cuda.is_available()" not in ast.unparse(default):
+            problems.append(f"line {opt.lineno}: --device must default to cuda when torch.cuda.is_available()")
+
+    # Ports: never a fixed one; free_port() wherever MASTER_PORT is set or a process group is created here.
+    functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    helper = functions.get("free_port")
+    has_helper = helper is not None and _is_free_port_helper(helper)
+    port_values = _master_port_values(tree)
+    for value in port_values:
+        fixed = [
+            n
+            for n in ast.walk(value)
+            if isinstance(n, ast.Constant)
+            and not isinstance(n.value, bool)
+            and (isinstance(n.value, int) or (isinstance(n.value, str) and n.value.strip().isdigit()))
+        ]
+        if fixed:
+            problems.append(f"line {value.lineno}: fixed port {fixed[0].value!r} for MASTER_PORT")
+        calls = {_name(n.func) for n in ast.walk(value) if isinstance(n, ast.Call)}
+        if "free_port" not in calls:
+            problems.append(f"line {value.lineno}: MASTER_PORT not taken from free_port()")
+    creates_group = any(
+        isinstance(n, ast.Call) and _name(n.func).split(".")[-1] == "init_process_group" for n in ast.walk(tree)
+    )
+    if (port_values or creates_group) and not has_helper:
+        problems.append("no free_port() helper that binds port 0")
+    if creates_group and not port_values:
+        problems.append("calls init_process_group but never sets MASTER_PORT from free_port() for a world of one")
+    strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    if (creates_group or strings & {"gloo", "nccl"}) and not {"gloo", "nccl"} <= strings:
+        problems.append('backend: needs "gloo" on CPU and "nccl" on CUDA')
+
+    # main() returns the exit code.
+    main = functions.get("main")
+    if main is None:
+        problems.append("no top-level def main()")
+    else:
+        for node in _walk_own(main):
+            if isinstance(node, ast.Call) and _name(node.func) in EXIT_CALLS:
+                problems.append(f"line {node.lineno}: {_name(node.func)}() inside main (return the code instead)")
+            if isinstance(node, ast.Raise) and node.exc is not None:
+                exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+                if _name(exc) == "SystemExit":
+                    problems.append(f"line {node.lineno}: raise SystemExit inside main (return the code instead)")
+            if isinstance(node, ast.Return) and node.value is None:
+                problems.append(f"line {node.lineno}: bare return in main (return an exit code)")
+        if not _always_returns(main.body):
+            problems.append("main can fall off its end (an implicit None exits 0): end every path with a return")
+
+    # The one exit point.
+    last = tree.body[-1] if tree.body else None
+    ok_tail = (
+        isinstance(last, ast.If)
+        and not last.orelse
+        and re.fullmatch(r"__name__ == ['\"]__main__['\"]", ast.unparse(last.test)) is not None
+        and len(last.body) == 1
+        and isinstance(last.body[0], ast.Expr)
+        and ast.unparse(last.body[0].value) == "sys.exit(main())"
+    )
+    if not ok_tail:
+        problems.append('the module must end with: if __name__ == "__main__": sys.exit(main())')
+    return list(dict.fromkeys(problems))  # once each, in order
+
+
+def readme_snippet() -> str:
+    """The canonical snippet: the first ```python block of cases/README.md."""
+    text = (CASES / "README.md").read_text()
+    match = re.search(r"```python\n(.*?)```", text, re.S)
+    assert match, "cases/README.md has no ```python block"
+    return match.group(1)
+
+
+def test_there_are_cases():
+    assert len(CASE_DIRS) >= 16
+
+
+@pytest.mark.parametrize("case_dir", CASE_DIRS, ids=[p.name for p in CASE_DIRS])
+def test_case_follows_the_canonical_setup(case_dir: Path):
+    problems = check_script((case_dir / "repro.py").read_text())
+    assert not problems, f"cases/{case_dir.name}/repro.py:\n  " + "\n  ".join(problems)
+
+
+def test_readme_snippet_follows_its_own_rules():
+    assert check_script(readme_snippet()) == []
+
+
+BAD = '''
+import argparse
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cuda" if torch.cuda.is_available() else "cpu")
+    args = parser.parse_args()
+    if "RANK" not in os.environ:
+        os.environ.update(RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="29517")
+    dist.init_process_group("nccl" if args.device == "cuda" else "gloo")
+    print("REPRODUCED: something")
+    sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def test_checker_catches_a_fixed_port_and_sys_exit_in_main(tmp_path: Path):
+    script = tmp_path / "repro.py"
+    script.write_text(BAD)
+    problems = check_script(script.read_text())
+    joined = "\n".join(problems)
+    assert "fixed port '29517' for MASTER_PORT" in joined
+    assert "sys.exit() inside main" in joined
+    assert "must end with" in joined  # `main()` instead of `sys.exit(main())`
+    assert "fall off its end" in joined
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("import harness\n", "imports harness"),
+        ("from harness.cases import Case\n", "imports from harness"),
+        ("import os\nos.environ.setdefault('MASTER_PORT', 29500)\n", "fixed port 29500"),
+        ("import os\nport = os.environ.get('MASTER_PORT', '29518')\n", "fixed port '29518'"),
+        ("def main():\n    import os\n    os._exit(0)\n", "os._exit() inside main"),
+        ("def main():\n    return\n", "bare return in main"),
+        ("def main():\n    raise SystemExit(1)\n", "raise SystemExit inside main"),
+        ("def f():\n    match x:\n        case 1:\n            pass\n", "Python 3.8's grammar"),
+        ("p.add_argument('--device', choices=['cpu', 'gpu'], default='cpu')\n", "choices ['cpu', 'cuda']"),
+        ("import torch.distributed as dist\ndist.init_process_group('gloo')\n", "no free_port() helper"),
+    ],
+)
+def test_checker_reports(source: str, expected: str):
+    assert expected in "\n".join(check_script(source))
