@@ -14,27 +14,20 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from harness.analysis.bisect import BISECT_PREFIX, BisectError, BisectRequest, bisect, bisect_summary
-from harness.analysis.compare import compare
-from harness.analysis.search import BisectRefused
 from harness.launch.execute import default_devices
 from harness.launch.interpreter import InterpreterError, inspect_interpreter, machine_name
 from harness.matrix.cellenvs import CellEnvironments
 from harness.matrix.envcache import DEFAULT_ROOT, EnvCache, clean_cache, disk_usage
 from harness.matrix.expand import load_matrix
-from harness.matrix.git import GitError
 from harness.matrix.index import IndexLookupError
-from harness.matrix.resolve import made_at, resolve_cell
+from harness.matrix.resolve import resolve_cell
 from harness.matrix.spec import DEFAULT_MATRIX, MatrixError
 from harness.model.case import Case, discover, select
 from harness.model.case_schema import CaseError
 from harness.model.outcome import shown
 from harness.model.result import Result, counts, misses
-from harness.output import reports as matrix_report
 from harness.output.console import LOG_WIDTH, is_terminal, make_console
-from harness.output.github import job_matrix
 from harness.output.progress import LaunchLines, ProgressDisplay, progress_bar
-from harness.output.reports import build_report
 from harness.output.tables import case_row, cases_table, results_table, to_json, versions_line, whole_columns
 from harness.session.pipeline import (
     Collector,
@@ -54,9 +47,13 @@ class UsageError(Exception):
     """A command line that cannot be carried out as asked; one line, exit 2."""
 
 
-# Errors whose message already says what is wrong in one line (the file and field, the run, the package).
-ONE_LINE_ERRORS = (StoreError, MatrixError, CaseError, IndexLookupError, BisectError, GitError, InterpreterError,
-                   UsageError)
+def one_line_errors() -> tuple[type[Exception], ...]:
+    """Errors whose message already says what is wrong in one line (the file and field, the run, the package).
+    Evaluated only when an exception reaches `main`, so that a command imports only what it uses."""
+    from harness.analysis.bisect import BisectError
+    from harness.matrix.git import GitError
+
+    return (StoreError, MatrixError, CaseError, IndexLookupError, BisectError, GitError, InterpreterError, UsageError)
 
 # `cases/` in the current directory, else the one beside this package (a checkout of bugmatrix).
 DEFAULT_CASES = Path("cases") if Path("cases").is_dir() else Path(__file__).resolve().parent.parent / "cases"
@@ -73,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGHUP, _sigterm_as_interrupt)  # a closed terminal or a killed job shell: same cleanup
     try:
         return int(args.func(args))
-    except ONE_LINE_ERRORS as exc:  # a bad store, matrix, index answer or argument: one line, never a traceback
+    except one_line_errors() as exc:  # a bad store, matrix, index answer or argument: one line, never a traceback
         make_console(stderr=True).print(f"[red]bugmatrix {args.command}:[/] {escape(str(exc))}", soft_wrap=True,
                                         highlight=False)
         return 2
@@ -225,10 +222,12 @@ def cmd_list(args: argparse.Namespace) -> int:
 NOTHING_RAN = 5  # pytest's exit code when no test ran: a selection that matches nothing, a run where nothing could
 
 
-def _cases(args: argparse.Namespace) -> tuple[list[Case], list[CaseError]]:
+def _cases(args: argparse.Namespace, patterns: list[str] | None = None) -> tuple[list[Case], list[CaseError]]:
+    """The cases of --cases-dir (only the folders whose name contains one of `patterns`, when given: a run of one
+    case loads one case)."""
     if not args.cases_dir.is_dir():
         raise UsageError(f"--cases-dir {args.cases_dir}: no such folder")
-    return discover(args.cases_dir)
+    return discover(args.cases_dir, patterns)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -236,7 +235,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     equals the expected one (see `harness.model.result.misses`), 5 when the selection matches nothing or nothing
     could run, and record nothing for a selection that matches nothing."""
     err = make_console(stderr=True)
-    cases, errors = _cases(args)
+    cases, errors = _cases(args, args.cases)
     for error in errors:
         err.print(f"[red]invalid case[/] {error}", soft_wrap=True)
     selection = Selection(cases=tuple(args.cases), variants=tuple(args.variant or ()), nprocs=tuple(args.nproc or ()),
@@ -325,6 +324,8 @@ def open_store(args: argparse.Namespace) -> ResultStore:
 
 def cmd_matrix(args: argparse.Namespace) -> int:
     """Print the matrix's cells with their pins (table or JSON)."""
+    from harness.output.github import job_matrix
+
     try:
         matrix = load_matrix(args.matrix)
     except MatrixError as exc:
@@ -418,6 +419,10 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Render the matrix report from the store (newest result per case x cell, or one run)."""
+    from harness.analysis.bisect import BISECT_PREFIX
+    from harness.matrix.resolve import made_at
+    from harness.output import reports as matrix_report
+
     results = ResultStore(args.db).latest(args.run)
     if not args.probes and not args.run:  # bisect probes are recorded too; the matrix picture leaves them out
         results = [(cell, r) for cell, r in results if not cell.startswith(BISECT_PREFIX)]
@@ -433,7 +438,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         matrix = None
     order = [c.name for c in matrix.cells] if matrix else []
     dater = (lambda p, v, c: made_at(matrix, p, v, c)) if matrix else None
-    report = build_report(results, packages, order, dater)
+    report = matrix_report.build_report(results, packages, order, dater)
     if args.format == "table":
         console = Console(file=args.output.open("w"), width=LOG_WIDTH) if args.output else make_console()
         console.print(matrix_report.to_table(report))
@@ -450,6 +455,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """Print fixes, regressions and changed errors between two runs; exit 1 on an unexpected regression."""
+    from harness.analysis.compare import compare
+    from harness.output import reports as matrix_report
+
     err = make_console(stderr=True)
     store = ResultStore(args.db)
     if args.against:
@@ -487,6 +495,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_bisect(args: argparse.Namespace) -> int:
     """Release-level, then commit-level bisection; 0 when a boundary was found, 1 when refused or ambiguous."""
+    from harness.analysis.bisect import BisectError, BisectRequest, bisect, bisect_summary
+    from harness.analysis.search import BisectRefused
+    from harness.matrix.git import GitError
+
     err = make_console(stderr=True)
     cases, _ = discover(args.cases_dir)
     matches = [c for c in cases if c.id == args.case] or select(cases, [args.case])

@@ -37,11 +37,14 @@ def load_case(case_file: Path) -> Case:
     return Case(id=folder.name, folder=folder, spec=spec)
 
 
-def discover(root: Path) -> tuple[list[Case], list[CaseError]]:
-    """Load every `case.yaml` under `root`, sorted by id; invalid cases are returned as errors, not raised."""
+def discover(root: Path, patterns: list[str] | None = None) -> tuple[list[Case], list[CaseError]]:
+    """Load every `case.yaml` under `root` (only in folders whose name contains one of `patterns`, when given),
+    sorted by id; invalid cases are returned as errors, not raised."""
     cases: list[Case] = []
     errors: list[CaseError] = []
     for case_file in sorted(root.glob(f"*/{CASE_FILE}")):
+        if patterns and not any(p in case_file.parent.name for p in patterns):
+            continue
         try:
             cases.append(load_case(case_file))
         except CaseError as exc:
