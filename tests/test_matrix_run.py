@@ -251,3 +251,32 @@ def test_infra_faults_are_recorded_with_their_reason_never_fixed(tmp_path: Path,
     assert missing.outcome is Outcome.INFRA and "no release of fakelib matches ==9.9" in missing.reason
     assert aborted.outcome is Outcome.ERROR and "died without a verdict" in aborted.reason, aborted.reason
     assert not any(r.ok for r in (offline, missing, aborted))
+
+
+def test_the_next_cells_environments_are_built_while_the_current_cell_runs(tmp_path: Path) -> None:
+    """Build-ahead: with one core, cell 2's environment is ready before cell 1's (slow) launch has finished."""
+    releases = [fake_torch("2.5.0", "2024-01-01T00:00:00Z")]
+    releases += [FakeRelease("fakelib", v, f"2024-02-0{i + 1}T00:00:00Z", module="BUGGY = False\n")
+                 for i, v in enumerate(["1.0", "1.1", "1.2"])]
+    index = build_index(tmp_path / "index", releases)
+    (tmp_path / "matrix.yaml").write_text(yaml.safe_dump({
+        "indexes": {"local": index}, "defaults": {"index": "local"},
+        "groups": [{"name": "fakelib-{fakelib}", "axes": {"fakelib": ["1.0", "1.1", "1.2"]},
+                    "pins": {"torch": "2.5.0"}}],
+    }))
+    folder = tmp_path / "cases" / "fakelib-2-slow"
+    folder.mkdir(parents=True)
+    (folder / "repro.py").write_text("import time\ntime.sleep(4)\n")
+    (folder / "case.yaml").write_text(yaml.safe_dump({
+        "title": "slow", "upstream": ["https://example.invalid/2"], "packages": ["torch", "fakelib"], "timeout": 60,
+        "signature": "FAKE-SIG", "variants": {"bug": {"expect": [{"outcome": "fixed"}]}},
+    }))
+    matrix = load_matrix(tmp_path / "matrix.yaml")
+    jobs = plan_cells([load_case(folder / "case.yaml")], matrix)
+    cache = EnvCache(tmp_path / "envs")
+    results = Session(MatrixEnvironments(CellEnvironments(matrix, cache))).run(jobs, cores=1)
+    assert [r.outcome for r in results] == [Outcome.FIXED] * 3
+    built = {env["cell"]: json.loads((cache.path(str(env["key"])) / "bugmatrix-env.json").read_text())["built_at"]
+             for env in cache.list()}
+    first_done = results[0].started_at + results[0].duration_s
+    assert built["fakelib-1.1"] < first_done and built["fakelib-1.2"] < first_done, (built, first_done)

@@ -122,6 +122,9 @@ def test_a_job_for_an_absent_device_is_skipped_before_anything_is_resolved(make_
         def done(self, job: Job) -> None:
             return None
 
+        def close(self) -> None:
+            return None
+
     case = make_case(FIXED_SCRIPT, devices=["cuda"], variants={"bug": {"expect": [{"outcome": "fixed"}]}})
     [job] = plan_local([case], Selection(devices=("cuda",)))
     [skipped] = Session(Untouchable()).run([job])

@@ -67,6 +67,15 @@ class CellEnvironments:
         except InterpreterError as exc:
             return resolved, None, f"environment does not start: {exc}"
 
+    def build_ahead(self, cell: Cell) -> None:
+        """Build `cell`'s environment now, for jobs that will need it later; skipped (left to `get`) when a disk
+        budget is set and usage is over it even after evicting finished cells."""
+        if self.disk_budget is not None:
+            self._fit_budget()
+            if self._usage() > self.disk_budget:
+                return
+        self.get(cell)
+
     def cell_finished(self, cell: Cell) -> None:
         with self._guard:
             self._finished.add(cell.name)

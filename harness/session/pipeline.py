@@ -20,6 +20,7 @@ Each job goes through the same steps, in this order:
 
 from __future__ import annotations
 
+import queue
 import threading
 from collections import Counter
 from collections.abc import Sequence
@@ -28,6 +29,7 @@ from typing import Protocol
 from harness.launch.execute import device_missing, execute_repeated, infra_result, skip_result
 from harness.launch.interpreter import Environment
 from harness.matrix.cellenvs import CellEnvironments
+from harness.model.cell import Cell
 from harness.model.job import SETTLED, Job, fingerprint, local_pins
 from harness.model.result import Result
 from harness.session.scheduler import run_scheduled
@@ -95,6 +97,9 @@ class Environments(Protocol):
     def done(self, job: Job) -> None:
         """`job` has its result."""
 
+    def close(self) -> None:
+        """The run is over: stop any background work."""
+
 
 class LocalEnvironment:
     """One interpreter for every job (`bugmatrix run`, `--python`, pytest without `--cell`)."""
@@ -114,18 +119,34 @@ class LocalEnvironment:
     def done(self, job: Job) -> None:
         return None
 
+    def close(self) -> None:
+        return None
+
 
 class MatrixEnvironments:
-    """Each job's matrix cell: resolved once, built on first use, evictable once all its jobs are done."""
+    """Each job's matrix cell: resolved once, built on first use, evictable once all its jobs are done.
 
-    def __init__(self, cells: CellEnvironments) -> None:
-        self.cells = cells
+    Build-ahead: when a job first asks for its cell's environment, the environments of the next `ahead` cells in
+    job order are built in the background (one at a time, within the disk budget), so that downloads, installs and
+    first-import compiles overlap the current cell's launches instead of idling the cores between cells. A cell is
+    built ahead only once the run has reached the cell before it; a run that resumes everything builds nothing.
+    """
+
+    def __init__(self, cells: CellEnvironments, ahead: int = 2) -> None:
+        self.cells, self.ahead = cells, ahead
         self._remaining: Counter[str] = Counter()
         self._lock = threading.Lock()
+        self._order: list[Cell] = []  # distinct cells in job order, on devices this machine has
+        self._queued: set[str] = set()
+        self._ahead: queue.Queue[Cell | None] = queue.Queue()
+        self._builder: threading.Thread | None = None
 
     def expect(self, jobs: list[Job]) -> None:
         with self._lock:
             self._remaining.update(job.cell_name for job in jobs)
+            for job in jobs:
+                if job.cell is not None and job.cell not in self._order and device_missing(job.device) is None:
+                    self._order.append(job.cell)
 
     def pins(self, job: Job) -> str | None:
         assert job.cell is not None, "a matrix job has a cell"
@@ -134,6 +155,7 @@ class MatrixEnvironments:
 
     def get(self, job: Job) -> tuple[Environment | None, str, dict[str, str]]:
         assert job.cell is not None, "a matrix job has a cell"
+        self._build_after(job.cell)
         resolved, env, problem = self.cells.get(job.cell)
         return env, problem, dict(resolved.versions) if resolved else {}
 
@@ -145,6 +167,29 @@ class MatrixEnvironments:
             finished = self._remaining[job.cell_name] == 0
         if finished and job.cell is not None:
             self.cells.cell_finished(job.cell)
+
+    def close(self) -> None:
+        """Stop building ahead: queued builds are dropped (one in progress finishes in the background)."""
+        with self._lock:
+            self._queued.update(cell.name for cell in self._order)
+        self._ahead.put(None)
+
+    def _build_after(self, cell: Cell) -> None:
+        with self._lock:
+            if self.ahead < 1 or cell not in self._order:
+                return
+            start = self._order.index(cell) + 1
+            upcoming = [c for c in self._order[start:start + self.ahead] if c.name not in self._queued]
+            self._queued.update(c.name for c in upcoming)
+            if upcoming and self._builder is None:
+                self._builder = threading.Thread(target=self._build_loop, name="bugmatrix-build-ahead", daemon=True)
+                self._builder.start()
+        for upcoming_cell in upcoming:
+            self._ahead.put(upcoming_cell)
+
+    def _build_loop(self) -> None:
+        while (cell := self._ahead.get()) is not None:
+            self.cells.build_ahead(cell)
 
 
 class Session:
@@ -160,7 +205,10 @@ class Session:
         self.environments.expect(jobs)
         for observer in self.observers:
             observer.run_started(jobs)
-        return run_scheduled(jobs, self.run_job, cost=lambda job: job.nproc, cores=cores)
+        try:
+            return run_scheduled(jobs, self.run_job, cost=lambda job: job.nproc, cores=cores)
+        finally:
+            self.environments.close()
 
     def run_job(self, job: Job) -> Result:
         """One job's result, handed to every observer before it is returned."""
