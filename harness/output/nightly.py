@@ -130,6 +130,8 @@ class Actions:
 
 @dataclass(frozen=True)
 class Plan:
+    """The planned cell jobs, and the CUDA cells left out of them."""
+
     include: list[dict[str, Any]]  # the job matrix's entries (see harness/output/github.py)
     skipped: list[str]  # CUDA cells left out: no GPU runner enabled
 
@@ -154,6 +156,7 @@ def plan_jobs(matrix: Matrix, cells: str | Iterable[str] | None, cases: str | It
 
 
 def plan_summary(include: list[dict[str, Any]]) -> str:
+    """The step summary's table of the planned cells (runner labels joined, `all` when no case is picked)."""
     lines = ["## Planned cells", "", "| cell | device | runs on | cases |", "|---|---|---|---|"]
     for e in include:
         runs_on = e["runs-on"] if isinstance(e["runs-on"], str) else ", ".join(e["runs-on"])
@@ -197,6 +200,7 @@ def cell_argv(cell: str, db: Path, cases: str | Iterable[str] | None, matrix: Pa
 
 
 def exit_code_file(results: Path, slug: str) -> Path:
+    """Where a cell keeps `bugmatrix run`'s exit code, beside its store (both travel in its artifact)."""
     return results / f"{slug}.exit-code"
 
 
@@ -239,11 +243,14 @@ def run_gh(args: list[str]) -> str:
 
 @dataclass(frozen=True)
 class Baseline:
+    """The nightly run whose results are tonight's baseline."""
+
     run_id: str
     url: str
 
 
 def run_url(run_id: str, environ: Mapping[str, str] | None = None) -> str:
+    """A workflow run's page, from the runner's $GITHUB_SERVER_URL and $GITHUB_REPOSITORY."""
     env = os.environ if environ is None else environ
     server = env.get("GITHUB_SERVER_URL", "https://github.com")
     return f"{server}/{env.get('GITHUB_REPOSITORY') or env.get('GH_REPO', '')}/actions/runs/{run_id}"
@@ -407,6 +414,7 @@ class IssueAction:
 
 
 def issue_title(case: str) -> str:
+    """The title of a case's regression issue: how a later night finds the open one."""
     return f"bugmatrix: {case} regressed"
 
 
@@ -415,6 +423,7 @@ def _cell(value: Any) -> str:
 
 
 def issue_body(case: str, changes: list[dict[str, Any]], url: str) -> str:
+    """Markdown: the run, and one row per regressed result of the case (cell, variant, ranks, versions)."""
     lines = [f"The nightly matrix ([run]({url})) saw `{case}` reproduce where its metadata expects it fixed.", "",
              "| cell | variant | device | ranks | before | after | versions |", "|---|---|---|---|---|---|---|"]
     for c in changes:
@@ -439,10 +448,12 @@ def plan_issues(compared: dict[str, Any], open_issues: list[dict[str, Any]], url
 
 
 def label_command() -> list[str]:
+    """`gh label create`: the regression label, created or updated (--force), before any issue uses it."""
     return ["label", "create", LABEL, "--color", LABEL_COLOR, "--description", LABEL_DESCRIPTION, "--force"]
 
 
 def list_issues_command() -> list[str]:
+    """`gh issue list`: the open regression issues, number and title."""
     return ["issue", "list", "--label", LABEL, "--state", "open", "--limit", str(MAX_OPEN_ISSUES), "--json",
             "number,title"]
 
