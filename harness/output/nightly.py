@@ -219,7 +219,7 @@ def run_cell(cell: str, slug: str, cases: str | None, results: Path, runner: Run
     gh.summary(f"**{cell}**: `bugmatrix run` exited {rc} (0: every outcome as expected)")
     if rc != 0:
         gh.annotate("error", cell, f"bugmatrix run exited {rc} (1: an outcome differs from the expected one or the "
-                    "cell could not be built; see the log)")
+                    "cell could not be built; 2: invalid input; 5: nothing ran; see the log)")
     return rc
 
 
