@@ -178,6 +178,46 @@ def _parser() -> argparse.ArgumentParser:
                              parents=[db])
     p_merge.add_argument("sources", nargs="+", type=Path)
     p_merge.set_defaults(func=cmd_merge)
+
+    p_nightly = sub.add_parser("nightly", help="the nightly workflow's steps (.github/workflows/nightly.yml); "
+                               "they write $GITHUB_OUTPUT and $GITHUB_STEP_SUMMARY when those are set")
+    nightly_steps = p_nightly.add_subparsers(dest="step", required=True)
+    n_plan = nightly_steps.add_parser("plan", help="the cell jobs' matrix (one line of JSON, output `matrix`)",
+                                      parents=[matrix])
+    n_plan.add_argument("--cells", default="", help="names or globs, separated by commas or spaces; default: all")
+    n_plan.add_argument("--cases", default="", help="case-id substrings, separated by commas or spaces; "
+                        "default: all")
+    n_plan.add_argument("--cuda-runners", default="", help="'true': plan the CUDA cells too (a GPU runner is "
+                        "registered); anything else leaves them out, with a notice")
+    n_plan.set_defaults(func=cmd_nightly_plan)
+    n_cell = nightly_steps.add_parser("cell", help="run one cell's cases into RESULTS/SLUG.db, keep the exit code "
+                                      "as RESULTS/SLUG.exit-code, exit with it", parents=[matrix])
+    n_cell.add_argument("--cell", required=True)
+    n_cell.add_argument("--slug", help="file name for the cell (the plan's `slug`; default: the cell's name)")
+    n_cell.add_argument("--cases", default="", help="case-id substrings (the plan's `cases`); default: all")
+    n_cell.add_argument("--results", type=Path, default=Path("results"), help="folder (default: results)")
+    n_cell.set_defaults(func=cmd_nightly_cell)
+    n_baseline = nightly_steps.add_parser("baseline", help="download the newest successful scheduled nightly's "
+                                          "results (gh) into a folder; output `found`")
+    n_baseline.add_argument("--dir", type=Path, default=Path("previous"), help="folder (default: previous)")
+    n_baseline.set_defaults(func=cmd_nightly_baseline)
+    n_aggregate = nightly_steps.add_parser("aggregate", help="merge the shards, report, compare with the baseline; "
+                                           "exit 1 only on an unexpected regression", parents=[matrix])
+    n_aggregate.add_argument("--shards", type=Path, default=Path("shards"),
+                             help="the cells' SLUG.db and SLUG.exit-code files (default: shards)")
+    n_aggregate.add_argument("--results", type=Path, default=Path("results"),
+                             help="writes nightly.db, report.html, compare.json here (default: results)")
+    n_aggregate.add_argument("--plan", default="", help="the plan step's matrix (JSON): the cells expected")
+    n_aggregate.add_argument("--baseline", type=Path, help="the previous night: a `nightly baseline` folder or a "
+                             "store; none or missing: nothing to compare (a notice)")
+    n_aggregate.set_defaults(func=cmd_nightly_aggregate)
+    n_issues = nightly_steps.add_parser("issues", help="open or comment on one issue per unexpectedly regressed "
+                                        "case (gh)")
+    n_issues.add_argument("--compare", type=Path, default=Path("results/compare.json"),
+                          help="the aggregate step's compare.json (default: results/compare.json)")
+    n_issues.add_argument("--run-url", required=True, help="the nightly run, linked from each issue")
+    n_issues.add_argument("--dry-run", action="store_true", help="print the plan as JSON; open nothing")
+    n_issues.set_defaults(func=cmd_nightly_issues)
     return parser
 
 
@@ -536,3 +576,65 @@ def cmd_bisect(args: argparse.Namespace) -> int:
                             + ", ".join(f"{c}={o.value}" for c, o in r.probes), soft_wrap=True)
         make_console().print(summary, soft_wrap=True)
     return 1 if any(r.ambiguous for _, r in levels) else 0
+
+
+def cmd_nightly_plan(args: argparse.Namespace) -> int:
+    """`nightly plan`: the job matrix of the nightly's cell jobs (see harness/output/nightly.py)."""
+    from harness.output import nightly
+
+    actions = nightly.Actions.from_env()
+    try:
+        matrix = load_matrix(args.matrix)
+    except MatrixError as exc:
+        actions.annotate("error", "Invalid matrix", str(exc))
+        return 2
+    return nightly.run_plan(matrix, args.cells, args.cases, nightly.truthy(args.cuda_runners), actions)
+
+
+def cmd_nightly_cell(args: argparse.Namespace) -> int:
+    """`nightly cell`: `bugmatrix run` in one cell, its exit code kept for the aggregate job."""
+    from harness.output import nightly
+
+    def runner(argv: list[str]) -> int:
+        return main(["--cases-dir", str(args.cases_dir), *argv])
+
+    return nightly.run_cell(args.cell, args.slug or args.cell, args.cases, args.results, runner,
+                            nightly.Actions.from_env(), matrix=args.matrix)
+
+
+def cmd_nightly_baseline(args: argparse.Namespace) -> int:
+    """`nightly baseline`: the previous successful scheduled nightly's results, downloaded with gh."""
+    from harness.output import nightly
+
+    return nightly.fetch_baseline(args.dir, nightly.run_gh, nightly.Actions.from_env())
+
+
+def cmd_nightly_aggregate(args: argparse.Namespace) -> int:
+    """`nightly aggregate`: merge, report, compare, decide."""
+    from harness.output import nightly
+
+    actions = nightly.Actions.from_env()
+    try:
+        include = nightly.read_plan(args.plan)
+    except (ValueError, KeyError, TypeError) as exc:
+        actions.annotate("error", "Invalid plan", f"--plan is not the plan step's matrix: {exc}")
+        return 2
+    try:
+        matrix = load_matrix(args.matrix) if args.matrix.is_file() else None
+    except MatrixError:
+        matrix = None  # the report then has no upload dates
+    try:
+        decided = nightly.aggregate(args.shards, args.results, include, args.baseline, args.cases_dir, actions,
+                                    matrix)
+    except StoreError as exc:
+        actions.annotate("error", "Cannot merge", str(exc))
+        return 2
+    return decided.exit_code
+
+
+def cmd_nightly_issues(args: argparse.Namespace) -> int:
+    """`nightly issues`: one issue per unexpectedly regressed case, opened or commented on with gh."""
+    from harness.output import nightly
+
+    return nightly.open_issues(args.compare, args.run_url, nightly.run_gh, nightly.Actions.from_env(),
+                               dry_run=args.dry_run)

@@ -273,7 +273,7 @@ def test_nightly_plans_runs_every_cell_and_aggregates() -> None:
     assert inputs["open_issues"]["type"] == "boolean" and inputs["open_issues"]["default"] is False
     jobs = doc["jobs"]
     plan_script = "\n".join(s.get("run", "") for s in jobs["plan"]["steps"])
-    assert 'bugmatrix matrix --github --cells "$CELLS" --cases "$CASES"' in plan_script
+    assert 'bugmatrix nightly plan --cells "$CELLS" --cases "$CASES" --cuda-runners "$CUDA_RUNNERS"' in plan_script
     assert "matrix" in jobs["plan"]["outputs"]
 
     cell = jobs["cell"]
@@ -281,19 +281,53 @@ def test_nightly_plans_runs_every_cell_and_aggregates() -> None:
     assert cell["strategy"]["matrix"] == "${{ fromJSON(needs.plan.outputs.matrix) }}"
     assert cell["runs-on"] == "${{ matrix.runs-on }}"
     cell_script = "\n".join(s.get("run", "") for s in cell["steps"])
-    assert 'bugmatrix env build "$CELL"' in cell_script and '--cell "$CELL"' in cell_script
-    assert "|| rc=$?" in cell_script  # the exit code is recorded, a failing cell never stops the others
+    assert 'bugmatrix env build "$CELL"' in cell_script
+    assert 'bugmatrix nightly cell --cell "$CELL" --slug "$SLUG" --cases "$CASES" --results results' in cell_script
     uploads = [s for s in cell["steps"] if s.get("uses", "").startswith("actions/upload-artifact@")]
     assert uploads[0]["with"]["name"] == "results-${{ matrix.slug }}"
+    # a failing cell (its step exits with `bugmatrix run`'s code) still uploads its results
+    assert uploads[0]["if"] == "${{ !cancelled() }}"
 
     aggregate = jobs["aggregate"]
     assert "cell" in aggregate["needs"] and aggregate["if"].startswith("${{ always()")
     agg_script = "\n".join(s.get("run", "") for s in aggregate["steps"])
-    for command in ("bugmatrix merge", "bugmatrix report", "--format markdown", "$GITHUB_STEP_SUMMARY",
-                    "--format html", "gh run download", "bugmatrix compare", "--against previous/nightly.db"):
+    for command in ("bugmatrix nightly baseline --dir previous", "bugmatrix nightly aggregate", '--plan "$PLAN"',
+                    "--shards shards", "--baseline previous", "--results results"):
         assert command in agg_script, command
-    names = [s.get("with", {}).get("name") for s in aggregate["steps"] if "upload-artifact" in s.get("uses", "")]
-    assert "bugmatrix-results" in names and "bugmatrix-report" in names
+    assert aggregate["outputs"] == {"report": "${{ steps.aggregate.outputs.report }}",
+                                    "regressions": "${{ steps.aggregate.outputs.regressions }}"}
+    uploads = {s["with"]["name"]: s for s in aggregate["steps"] if "upload-artifact" in s.get("uses", "")}
+    assert set(uploads) == {"bugmatrix-results", "bugmatrix-report"}
+    for upload in uploads.values():  # kept even when the night fails on a regression
+        assert upload["if"] == "${{ !cancelled() && steps.aggregate.outputs.report == 'true' }}"
+    issues = "\n".join(s.get("run", "") for s in jobs["issues"]["steps"])
+    assert 'bugmatrix nightly issues --compare results/compare.json --run-url "$RUN_URL"' in issues
+
+
+def test_nightly_scripts_only_call_bugmatrix() -> None:
+    """The workflow's logic is Python (harness/output/nightly.py, tested in tests/test_nightly.py): every `run:`
+    is one `uv run bugmatrix` command line, but for moving the report into the Pages site."""
+    doc = load_workflow(WORKFLOWS / "nightly.yml")
+    scripts = [(name, s["run"].strip()) for name, s in steps(doc) if "run" in s]
+    assert scripts
+    for name, script in scripts:
+        assert "\n" not in script, f"job {name}: {script!r} is more than one command"
+        if name == "pages":
+            assert script == "mv site/report.html site/index.html"
+            continue
+        assert script.startswith("uv run bugmatrix "), f"job {name}: {script!r}"
+        for shell in ("jq", "|", ";", "&&", "||", ">", "<", "$(", "`"):
+            assert shell not in script, f"job {name}: {script!r} has shell logic ({shell})"
+
+
+def test_nightly_token_only_where_gh_runs() -> None:
+    """github.token reaches only the two steps that call gh (the baseline download, the issues), not whole jobs."""
+    doc = load_workflow(WORKFLOWS / "nightly.yml")
+    for name, job in doc["jobs"].items():
+        assert "GH_TOKEN" not in job.get("env", {}), f"job {name}: GH_TOKEN for every step"
+    with_token = [s["run"] for _, s in steps(doc) if "GH_TOKEN" in s.get("env", {})]
+    assert with_token == ["uv run bugmatrix nightly baseline --dir previous",
+                          'uv run bugmatrix nightly issues --compare results/compare.json --run-url "$RUN_URL"']
 
 
 def test_nightly_write_permissions_only_where_needed() -> None:

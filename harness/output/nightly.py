@@ -1,0 +1,499 @@
+"""The nightly workflow's steps, as code: `bugmatrix nightly plan|cell|baseline|aggregate|issues`.
+
+`.github/workflows/nightly.yml` only calls these; every decision the workflow makes about the matrix lives here,
+with unit tests (tests/test_nightly.py), and GitHub's side is reduced to files and annotations:
+
+- `$GITHUB_OUTPUT` (step outputs) and `$GITHUB_STEP_SUMMARY` (the run's summary page) are appended to when they
+  are set (`Actions.from_env`); outside a workflow both are skipped, so every step also runs on a laptop;
+- `::notice` / `::error` annotations are printed on stdout (`annotation`, escaped like GitHub's toolkit does).
+
+The steps:
+
+plan       `plan_jobs`: `job_matrix` (harness/output/github.py) minus the CUDA cells unless GPU runners are
+           enabled (a notice names the cells left out); an empty plan is an error. Output `matrix`; the summary
+           lists the planned cells.
+cell       `run_cell`: `bugmatrix run [CASES] --cell CELL --db RESULTS/SLUG.db --redo`, its exit code kept as
+           RESULTS/SLUG.exit-code (and output `exit-code`), an error annotation when it is not 0; the step exits
+           with that code, so the cell shows red (the job is continue-on-error: the verdict is the aggregate's).
+baseline   `find_baseline`: the newest successful *scheduled* nightly (`gh run list`), its `bugmatrix-results`
+           artifact downloaded (`gh run download`) into a folder, with baseline.json naming the run. A manual run
+           may cover only some cells and a failed run had an unexpected regression, so neither is ever a baseline:
+           a regression keeps failing until it is fixed or the case's expectations are updated.
+aggregate  `aggregate`: the cells' exit codes (summary), `ResultStore.merge` of the shards, the report (Markdown
+           into the summary, HTML file), then, with a baseline, `compare` (Markdown into the summary,
+           compare.json) and the verdict: exit 1 only on an unexpected regression (or when no cell left results);
+           the first night, without a baseline, is a notice. Outputs `report` and `regressions`.
+issues     `plan_issues`: from compare.json and the open issues, one issue per unexpectedly regressed case:
+           a comment on the open issue with the same title, else a new issue; `gh_commands` turns that plan into
+           `gh` argument lists (never a shell line), `--dry-run` prints the plan as JSON instead.
+
+`gh` is called through a `Gh` function (argument list in, stdout out, `GhError` on failure): `run_gh` runs the
+real CLI (it reads GH_TOKEN / GH_REPO from the environment); tests pass a fake.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import traceback
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from harness.analysis.compare import Change, compare
+from harness.matrix.expand import Matrix
+from harness.matrix.resolve import made_at
+from harness.matrix.spec import MatrixError
+from harness.model.case import discover
+from harness.model.result import Result
+from harness.output import reports
+from harness.output.github import job_matrix, split_list
+from harness.session.store import ResultStore
+
+WORKFLOW = "nightly.yml"
+RESULTS_ARTIFACT = "bugmatrix-results"  # tonight's results/ folder, kept 90 days: tomorrow's baseline
+DB_NAME = "nightly.db"  # the merged store, in results/ (and so in the baseline folder)
+BASELINE_FILE = "baseline.json"  # written by `baseline` beside the downloaded store: which run it came from
+COMPARE_FILE = "compare.json"
+REPORT_FILE = "report.html"
+LABEL = "bugmatrix-regression"
+LABEL_COLOR = "B60205"
+LABEL_DESCRIPTION = "bugmatrix nightly: a fixed bug came back"
+MAX_OPEN_ISSUES = 500
+
+Runner = Callable[[list[str]], int]  # `bugmatrix` argv -> exit code
+Gh = Callable[[list[str]], str]  # `gh` argv (without "gh") -> stdout; raises GhError when gh fails
+
+
+# --- GitHub's side: outputs, step summary, annotations ----------------------------------------------------------
+
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def annotation(kind: str, title: str, message: str) -> str:
+    """`::error title=T::message`: a workflow command GitHub shows on the run's page (kind: notice/warning/error)."""
+    if kind not in ("notice", "warning", "error"):
+        raise ValueError(f"not an annotation kind: {kind!r}")
+    return f"::{kind} title={_escape_property(title)}::{_escape_data(message)}"
+
+
+@dataclass
+class Actions:
+    """Where a step's results go: $GITHUB_OUTPUT, $GITHUB_STEP_SUMMARY (each skipped when None), annotations and
+    progress lines on `out`."""
+
+    output_file: Path | None = None
+    summary_file: Path | None = None
+    out: TextIO = field(default_factory=lambda: sys.stdout)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, out: TextIO | None = None) -> Actions:
+        env = os.environ if environ is None else environ
+        output, summary = env.get("GITHUB_OUTPUT"), env.get("GITHUB_STEP_SUMMARY")
+        return cls(Path(output) if output else None, Path(summary) if summary else None, out or sys.stdout)
+
+    def set_output(self, name: str, value: str) -> None:
+        if self.output_file is None:
+            return
+        with self.output_file.open("a") as f:
+            if "\n" in value or "\r" in value:
+                delimiter = f"ghadelimiter_{uuid.uuid4()}"
+                f.write(f"{name}<<{delimiter}\n{value}\n{delimiter}\n")
+            else:
+                f.write(f"{name}={value}\n")
+
+    def summary(self, markdown: str) -> None:
+        if self.summary_file is None:
+            return
+        with self.summary_file.open("a") as f:
+            f.write(markdown if markdown.endswith("\n") else markdown + "\n")
+
+    def annotate(self, kind: str, title: str, message: str) -> None:
+        print(annotation(kind, title, message), file=self.out, flush=True)
+
+    def say(self, line: str) -> None:
+        print(line, file=self.out, flush=True)
+
+
+# --- plan ------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The planned cell jobs, and the CUDA cells left out of them."""
+
+    include: list[dict[str, Any]]  # the job matrix's entries (see harness/output/github.py)
+    skipped: list[str]  # CUDA cells left out: no GPU runner enabled
+
+    @property
+    def matrix(self) -> dict[str, list[dict[str, Any]]]:
+        return {"include": self.include}
+
+
+def truthy(value: str | None) -> bool:
+    """A repository variable or input as GitHub compares it: 'true' in any case is true, anything else false."""
+    return (value or "").strip().lower() == "true"
+
+
+def plan_jobs(matrix: Matrix, cells: str | Iterable[str] | None, cases: str | Iterable[str] | None,
+              cuda_runners: bool) -> Plan:
+    """The `cell` job's matrix: `job_matrix`, without the CUDA cells unless `cuda_runners` (without a GPU runner
+    their jobs would wait a day for one). Raises MatrixError / ValueError like job_matrix."""
+    include = job_matrix(matrix, cells=cells, cases=cases)["include"]
+    if cuda_runners:
+        return Plan(include, [])
+    return Plan([e for e in include if e["device"] != "cuda"], [e["cell"] for e in include if e["device"] == "cuda"])
+
+
+def plan_summary(include: list[dict[str, Any]]) -> str:
+    """The step summary's table of the planned cells (runner labels joined, `all` when no case is picked)."""
+    lines = ["## Planned cells", "", "| cell | device | runs on | cases |", "|---|---|---|---|"]
+    for e in include:
+        runs_on = e["runs-on"] if isinstance(e["runs-on"], str) else ", ".join(e["runs-on"])
+        lines.append(f"| {e['cell']} | {e['device']} | {runs_on} | {e.get('cases') or 'all'} |")
+    return "\n".join(lines) + "\n"
+
+
+def run_plan(matrix: Matrix, cells: str, cases: str, cuda_runners: bool, gh: Actions) -> int:
+    """The plan step: prints the job matrix (one line of JSON) and sets the output `matrix`; 1 when nothing runs,
+    2 when the selection is invalid."""
+    try:
+        plan = plan_jobs(matrix, cells, cases, cuda_runners)
+    except (MatrixError, ValueError) as exc:
+        gh.annotate("error", "Cannot plan the cells", str(exc))
+        return 2
+    if plan.skipped:
+        gh.annotate("notice", "CUDA cells skipped", f"{', '.join(plan.skipped)} (set the repository variable "
+                    "BUGMATRIX_CUDA_RUNNERS to true once a GPU runner is registered)")
+    if not plan.include:
+        gh.annotate("error", "Nothing to run", f"no cell to run (cells: {cells!r}): every selected cell is a CUDA "
+                    "cell and BUGMATRIX_CUDA_RUNNERS is not true")
+        return 1
+    line = json.dumps(plan.matrix)
+    gh.say(line)
+    gh.set_output("matrix", line)
+    gh.summary(plan_summary(plan.include))
+    return 0
+
+
+# --- cell ------------------------------------------------------------------------------------------------------
+
+
+def cell_argv(cell: str, db: Path, cases: str | Iterable[str] | None, matrix: Path | None = None) -> list[str]:
+    """`bugmatrix run` for one cell: --redo, since a nightly launches everything, even where a self-hosted runner
+    kept last night's workspace; the case substrings come after `--`, so none is ever read as an option."""
+    argv = ["run", "--cell", cell, "--db", str(db), "--redo"]
+    if matrix is not None:
+        argv += ["--matrix", str(matrix)]
+    substrings = split_list(cases)
+    return argv + (["--", *substrings] if substrings else [])
+
+
+def exit_code_file(results: Path, slug: str) -> Path:
+    """Where a cell keeps `bugmatrix run`'s exit code, beside its store (both travel in its artifact)."""
+    return results / f"{slug}.exit-code"
+
+
+def run_cell(cell: str, slug: str, cases: str | None, results: Path, runner: Runner, gh: Actions,
+             matrix: Path | None = None) -> int:
+    """The cell step: run the cell's cases into RESULTS/SLUG.db and keep the exit code beside it (the aggregate
+    job reads it); returns that exit code (0: every outcome as expected)."""
+    results.mkdir(parents=True, exist_ok=True)
+    try:
+        rc = runner(cell_argv(cell, results / f"{slug}.db", cases, matrix))
+    except Exception:  # a crash is that cell's failure, recorded like any other; the other cells go on
+        traceback.print_exc()
+        rc = 1
+    exit_code_file(results, slug).write_text(f"{rc}\n")
+    gh.set_output("exit-code", str(rc))
+    gh.summary(f"**{cell}**: `bugmatrix run` exited {rc} (0: every outcome as expected)")
+    if rc != 0:
+        gh.annotate("error", cell, f"bugmatrix run exited {rc} (1: an outcome differs from the expected one or the "
+                    "cell could not be built; 2: invalid input; 5: nothing ran; see the log)")
+    return rc
+
+
+# --- baseline --------------------------------------------------------------------------------------------------
+
+
+class GhError(RuntimeError):
+    """A `gh` command failed."""
+
+
+def run_gh(args: list[str]) -> str:
+    """The GitHub CLI (`gh` on PATH, authenticated by $GH_TOKEN, repository $GH_REPO); stdout, or GhError."""
+    try:
+        proc = subprocess.run(["gh", *args], capture_output=True, text=True, check=False)
+    except OSError as exc:
+        raise GhError(f"gh {' '.join(args[:2])}: {exc}") from None
+    if proc.returncode != 0:
+        raise GhError(f"gh {' '.join(args[:2])} exited {proc.returncode}: {proc.stderr.strip()}")
+    return proc.stdout
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The nightly run whose results are tonight's baseline."""
+
+    run_id: str
+    url: str
+
+
+def run_url(run_id: str, environ: Mapping[str, str] | None = None) -> str:
+    """A workflow run's page, from the runner's $GITHUB_SERVER_URL and $GITHUB_REPOSITORY."""
+    env = os.environ if environ is None else environ
+    server = env.get("GITHUB_SERVER_URL", "https://github.com")
+    return f"{server}/{env.get('GITHUB_REPOSITORY') or env.get('GH_REPO', '')}/actions/runs/{run_id}"
+
+
+def find_baseline(gh: Gh, dest: Path, environ: Mapping[str, str] | None = None) -> tuple[Baseline | None, str]:
+    """Download the newest successful scheduled nightly's results into `dest`: (baseline, '') or (None, why not)."""
+    # schedules run on the default branch; the run in progress is not `success` yet, so never its own baseline
+    listing = ["run", "list", "--workflow", WORKFLOW, "--event", "schedule", "--status", "success", "--limit", "1",
+               "--json", "databaseId,url"]
+    try:
+        runs = json.loads(gh(listing) or "[]")
+    except (GhError, json.JSONDecodeError) as exc:
+        return None, f"cannot list the earlier nightlies: {exc}"
+    if not runs:
+        return None, "no earlier successful scheduled nightly"
+    run_id = str(runs[0]["databaseId"])
+    url = runs[0].get("url") or run_url(run_id, environ)
+    try:
+        gh(["run", "download", run_id, "--name", RESULTS_ARTIFACT, "--dir", str(dest)])
+    except GhError as exc:
+        return None, f"nightly run {run_id} has no {RESULTS_ARTIFACT} artifact to download ({exc})"
+    if not (dest / DB_NAME).is_file():
+        return None, f"nightly run {run_id}: its {RESULTS_ARTIFACT} artifact holds no {DB_NAME}"
+    baseline = Baseline(run_id, url)
+    (dest / BASELINE_FILE).write_text(json.dumps(asdict(baseline)) + "\n")
+    return baseline, ""
+
+
+def fetch_baseline(dest: Path, gh: Gh, actions: Actions, environ: Mapping[str, str] | None = None) -> int:
+    """The baseline step: never fails (the aggregate step says when there is nothing to compare with)."""
+    baseline, why = find_baseline(gh, dest, environ)
+    actions.set_output("found", "true" if baseline else "false")
+    actions.say(f"baseline: nightly run {baseline.run_id} ({baseline.url})" if baseline else f"no baseline: {why}")
+    return 0
+
+
+def load_baseline(folder: Path | None) -> tuple[Path, Baseline | None] | None:
+    """(the store, the run it came from if known) of a baseline folder (or a store file), or None: no store."""
+    if folder is not None and folder.is_file():
+        return folder, None
+    if folder is None or not (folder / DB_NAME).is_file():
+        return None
+    info = folder / BASELINE_FILE
+    if info.is_file():
+        doc = json.loads(info.read_text())
+        return folder / DB_NAME, Baseline(str(doc["run_id"]), str(doc["url"]))
+    return folder / DB_NAME, None
+
+
+# --- aggregate -------------------------------------------------------------------------------------------------
+
+
+def cells_summary(include: list[dict[str, Any]], shards: Path) -> str:
+    """Each planned cell with its `bugmatrix run` exit code, or why there is none."""
+    lines = ["## Cells", "", "| cell | `bugmatrix run` exit code |", "|---|---|"]
+    for e in include:
+        path = exit_code_file(shards, e["slug"])
+        code = path.read_text().strip() if path.is_file() else ""
+        lines.append(f"| {e['cell']} | {code or 'no results (the job failed, timed out or was cancelled)'} |")
+    return "\n".join(lines) + "\n\n"
+
+
+def report_of(results: list[tuple[str, Result]], cases_dir: Path, cell_order: list[str],
+              matrix: Matrix | None = None) -> reports.MatrixReport:
+    """`build_report` as `bugmatrix report` calls it: each case's packages from its case.yaml, upload dates from
+    the matrix's index when there is a matrix."""
+    cases, _ = discover(cases_dir)
+    dater = (lambda p, v, c: made_at(matrix, p, v, c)) if matrix is not None else None
+    return reports.build_report(results, {c.id: list(c.spec.packages) for c in cases}, cell_order, dater)
+
+
+def comparison(changes: list[Change], old: str, new: str) -> dict[str, Any]:
+    """compare.json: what `bugmatrix compare --json` prints."""
+    unexpected = [c for c in changes if c.unexpected]
+    return {"old": old, "new": new, "unexpected_regressions": len(unexpected),
+            "changes": [json.loads(json.dumps(c.__dict__ | {"unexpected": c.unexpected}, default=str))
+                        for c in changes]}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the aggregate step decided."""
+
+    exit_code: int
+    report: bool = False  # the report was written (results/ is worth keeping)
+    regressions: int | None = None  # unexpected regressions; None: not compared
+
+
+def verdict(shards: list[Path], merged: int, compared: dict[str, Any] | None) -> Verdict:
+    """Fail without shards or results; else fail only on an unexpected regression."""
+    if not shards or not merged:
+        return Verdict(1)
+    if compared is None:
+        return Verdict(0, True)
+    n = int(compared["unexpected_regressions"])
+    return Verdict(1 if n else 0, True, n)
+
+
+def aggregate(shards: Path, results: Path, include: list[dict[str, Any]], baseline: Path | None, cases_dir: Path,
+              gh: Actions, matrix: Matrix | None = None) -> Verdict:
+    """The aggregate step: merge the shards into RESULTS/nightly.db, report, compare with the baseline folder's
+    store (when there is one), write compare.json, and decide (see `verdict`)."""
+    results.mkdir(parents=True, exist_ok=True)
+    gh.summary(cells_summary(include, shards))
+    found = sorted(shards.glob("*.db")) if shards.is_dir() else []
+    if not found:
+        gh.annotate("error", "No results", "no cell uploaded a results store")
+        return verdict(found, 0, None)
+    db = results / DB_NAME
+    store = ResultStore(db)
+    added = store.merge(found)
+    gh.say(f"merged {len(found)} store(s) into {db}: {added} new result(s)")
+    latest = store.latest()
+    if not latest:
+        gh.annotate("error", "No results", f"the cells' stores hold no result ({len(found)} store(s))")
+        return verdict(found, 0, None)
+    report = report_of(latest, cases_dir, [e["cell"] for e in include], matrix)
+    gh.summary(reports.to_markdown(report))
+    (results / REPORT_FILE).write_text(reports.to_html(report))
+    gh.say(f"wrote {results / REPORT_FILE}")
+
+    previous = load_baseline(baseline)
+    if previous is None:
+        gh.annotate("notice", "No baseline", "no earlier successful scheduled nightly with results: nothing to "
+                    "compare")
+        decided = verdict(found, len(latest), None)
+    else:
+        old_db, origin = previous
+        if origin is not None:
+            gh.summary(f"\nCompared with nightly run [{origin.run_id}]({origin.url}).\n")
+        changes = compare(ResultStore(old_db).latest(), latest)
+        gh.summary(reports.to_markdown_changes(changes, (str(old_db), str(db))))
+        compared = comparison(changes, str(old_db), str(db))
+        (results / COMPARE_FILE).write_text(json.dumps(compared, indent=2) + "\n")
+        decided = verdict(found, len(latest), compared)
+        if decided.regressions:
+            gh.annotate("error", "Unexpected regression", f"{decided.regressions} unexpected regression(s): a bug "
+                        "its case expects fixed reproduces again; see the summary")
+    gh.set_output("report", "true")
+    if decided.regressions is not None:
+        gh.set_output("regressions", str(decided.regressions))
+    return decided
+
+
+# --- issues ----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IssueAction:
+    """Open an issue for a regressed case, or comment on the open one (`number`)."""
+
+    case: str
+    title: str
+    body: str
+    number: int | None = None
+
+    @property
+    def kind(self) -> str:
+        return "comment" if self.number is not None else "create"
+
+
+def issue_title(case: str) -> str:
+    """The title of a case's regression issue: how a later night finds the open one."""
+    return f"bugmatrix: {case} regressed"
+
+
+def _cell(value: Any) -> str:
+    return "-" if value is None or value == "" else str(value)
+
+
+def issue_body(case: str, changes: list[dict[str, Any]], url: str) -> str:
+    """Markdown: the run, and one row per regressed result of the case (cell, variant, ranks, versions)."""
+    lines = [f"The nightly matrix ([run]({url})) saw `{case}` reproduce where its metadata expects it fixed.", "",
+             "| cell | variant | device | ranks | before | after | versions |", "|---|---|---|---|---|---|---|"]
+    for c in changes:
+        versions = ", ".join(f"{k} {v}" for k, v in (c.get("versions") or {}).items())
+        lines.append(f"| {c['cell']} | {c['variant']} | {c['device']} | {c['nproc']} | {_cell(c.get('before'))} | "
+                     f"{_cell(c.get('after'))} | {versions} |")
+    return "\n".join(lines)
+
+
+def plan_issues(compared: dict[str, Any], open_issues: list[dict[str, Any]], url: str) -> list[IssueAction]:
+    """One action per unexpectedly regressed case (sorted): comment on the open issue titled for it, else open one."""
+    unexpected = [c for c in compared.get("changes", []) if c.get("unexpected")]
+    by_title = {}
+    for issue in open_issues:
+        by_title.setdefault(issue["title"], int(issue["number"]))  # gh lists the newest first
+    actions = []
+    for case in sorted({c["case"] for c in unexpected}):
+        title = issue_title(case)
+        body = issue_body(case, [c for c in unexpected if c["case"] == case], url)
+        actions.append(IssueAction(case, title, body, by_title.get(title)))
+    return actions
+
+
+def label_command() -> list[str]:
+    """`gh label create`: the regression label, created or updated (--force), before any issue uses it."""
+    return ["label", "create", LABEL, "--color", LABEL_COLOR, "--description", LABEL_DESCRIPTION, "--force"]
+
+
+def list_issues_command() -> list[str]:
+    """`gh issue list`: the open regression issues, number and title."""
+    return ["issue", "list", "--label", LABEL, "--state", "open", "--limit", str(MAX_OPEN_ISSUES), "--json",
+            "number,title"]
+
+
+def gh_commands(actions: list[IssueAction]) -> list[list[str]]:
+    """The `gh` argument lists that carry out the plan (the label first, when there is anything to do)."""
+    commands = [label_command()] if actions else []
+    for a in actions:
+        if a.number is not None:
+            commands.append(["issue", "comment", str(a.number), "--body", a.body])
+        else:
+            commands.append(["issue", "create", "--title", a.title, "--label", LABEL, "--body", a.body])
+    return commands
+
+
+def open_issues(compare_file: Path, url: str, gh: Gh, actions: Actions, dry_run: bool = False) -> int:
+    """The issues step: 0 when every issue was opened or commented on (or, dry, the plan printed), 1 when gh
+    failed, 2 when there is no comparison."""
+    if not compare_file.is_file():
+        actions.annotate("error", "No comparison", f"{compare_file} is missing: nothing to open issues for")
+        return 2
+    try:
+        existing = json.loads(gh(list_issues_command()) or "[]")
+        plan = plan_issues(json.loads(compare_file.read_text()), existing, url)
+        if dry_run:
+            actions.say(json.dumps([asdict(a) | {"kind": a.kind} for a in plan], indent=2))
+            return 0
+        for command in gh_commands(plan):
+            gh(command)
+    except GhError as exc:
+        actions.annotate("error", "Cannot open issues", str(exc))
+        return 1
+    for a in plan:
+        actions.say(f"{a.case}: {'commented on #' + str(a.number) if a.number is not None else 'opened an issue'}")
+    return 0
+
+
+def read_plan(text: str | None) -> list[dict[str, Any]]:
+    """The plan job's `matrix` output, as the aggregate job gets it: its entries (none when empty)."""
+    if not text or not text.strip():
+        return []
+    return list(json.loads(text)["include"])
+

@@ -1,0 +1,653 @@
+"""The nightly workflow's steps (`bugmatrix nightly plan|cell|baseline|aggregate|issues`) as ordinary code.
+
+Unit tests of each decision in harness/output/nightly.py, then three nights end to end through the CLI, as
+.github/workflows/nightly.yml calls it (each step with its own $GITHUB_OUTPUT and $GITHUB_STEP_SUMMARY):
+
+  night 1  fakelib-lts on 1.2 (reproduces, as expected), fakelib-latest on 1.4 (fixed, as expected), a CUDA cell
+           left out (no GPU runner); no earlier nightly: nothing to compare (a notice), green
+  night 2  fakelib-latest on 1.5, where the bug is back although the case expects it fixed: that cell exits 1,
+           and the aggregate compares with night 1 and fails on the unexpected regression; the issues step opens
+           one issue for it
+  night 3  fakelib-lts on 1.4 (a fix), fakelib-latest back on 1.4: compared with night 1 (night 2 failed, so it
+           is no baseline): a fix is no failure, green
+
+GitHub's own parts are stand-ins: the artifacts are folders, `gh` is `FakeGitHub` (it knows the nights so far),
+and `bugmatrix run` in a cell is `fake_run`, which records what the night's world says (real runs of cases in
+cells are tested in tests/test_matrix_run.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+import harness.cli
+import harness.output.nightly as nightly
+from harness.analysis.compare import compare
+from harness.cli import main
+from harness.matrix.expand import load_matrix
+from harness.model.outcome import Outcome
+from harness.model.result import Result
+from harness.output.nightly import Actions
+from harness.session.store import ResultStore
+
+CASE = "fakelib-1-bug"
+GPU = ["self-hosted", "linux", "x64", "gpu"]
+R, F = Outcome.REPRODUCED, Outcome.FIXED
+
+
+def result(outcome: Outcome, expected: Outcome | None, fakelib: str = "1.2", case: str = CASE,
+           started_at: float = 100.0) -> Result:
+    return Result(case=case, variant="bug", nproc=1, device="cpu", outcome=outcome, expected=expected,
+                  reason="fake", versions={"torch": "2.5.0", "fakelib": fakelib}, python="3.11.7",
+                  started_at=started_at)
+
+
+def store(path: Path, *cells: tuple[str, Result]) -> Path:
+    """A results store holding one run with these (cell, result)s."""
+    db = ResultStore(path)
+    run = db.begin_run("bugmatrix run", "host")
+    for cell, r in cells:
+        db.save(run, r, cell=cell)
+    db.end_run(run)
+    return path
+
+
+def matrix_doc(lts: str = "1.2", latest: str = "1.4") -> dict[str, Any]:
+    """Two CPU cells (fakelib `lts`, fakelib `latest`) and a CUDA cell."""
+    return {
+        "runners": {"cpu": "ubuntu-latest", "cuda": GPU},
+        "cells": [
+            {"name": "fakelib-lts", "pins": {"torch": "2.5.0", "fakelib": lts}},
+            {"name": "fakelib-latest", "pins": {"torch": "2.5.0", "fakelib": latest}},
+            {"name": "fakelib-latest-cuda", "device": "cuda", "pins": {"torch": "2.5.0", "fakelib": latest}},
+        ],
+    }
+
+
+def write_matrix(folder: Path, doc: dict[str, Any] | None = None) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "matrix.yaml"
+    path.write_text(yaml.safe_dump(doc or matrix_doc(), sort_keys=False))
+    return path
+
+
+@dataclass
+class Step:
+    """What GitHub keeps of one step: its outputs, what it added to the summary, what it printed."""
+
+    folder: Path
+    out: io.StringIO = field(default_factory=io.StringIO)
+
+    @property
+    def actions(self) -> Actions:
+        return Actions(self.folder / "output", self.folder / "summary.md", self.out)
+
+    @property
+    def outputs(self) -> dict[str, str]:
+        path = self.folder / "output"
+        return dict(line.split("=", 1) for line in path.read_text().splitlines()) if path.is_file() else {}
+
+    @property
+    def summary(self) -> str:
+        path = self.folder / "summary.md"
+        return path.read_text() if path.is_file() else ""
+
+    @property
+    def log(self) -> str:
+        return self.out.getvalue()
+
+
+@pytest.fixture
+def step(tmp_path: Path) -> Step:
+    folder = tmp_path / "step"
+    folder.mkdir()
+    return Step(folder)
+
+
+# --- GitHub's side ---------------------------------------------------------------------------------------------
+
+
+def test_annotations_are_escaped_like_githubs_toolkit() -> None:
+    assert nightly.annotation("notice", "No baseline", "nothing") == "::notice title=No baseline::nothing"
+    assert nightly.annotation("error", "a: b, c", "50%\nnext") == "::error title=a%3A b%2C c::50%25%0Anext"
+    with pytest.raises(ValueError):
+        nightly.annotation("debug", "t", "m")
+
+
+def test_outputs_and_summary_go_to_githubs_files_when_set(tmp_path: Path) -> None:
+    out = io.StringIO()
+    actions = Actions.from_env({"GITHUB_OUTPUT": str(tmp_path / "o"), "GITHUB_STEP_SUMMARY": str(tmp_path / "s")},
+                               out)
+    actions.set_output("found", "true")
+    actions.set_output("text", "two\nlines")
+    actions.summary("## a")
+    actions.summary("b\n")
+    lines = (tmp_path / "o").read_text().splitlines()
+    assert lines[0] == "found=true"
+    assert lines[1].startswith("text<<ghadelimiter_") and lines[2:] == ["two", "lines", lines[1].split("<<")[1]]
+    assert (tmp_path / "s").read_text() == "## a\nb\n"
+    # outside a workflow: nothing is written anywhere, annotations are still printed
+    local = Actions.from_env({}, out)
+    local.set_output("x", "1")
+    local.summary("y")
+    local.annotate("notice", "t", "m")
+    assert out.getvalue() == "::notice title=t::m\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["o", "s"]
+
+
+@pytest.mark.parametrize(("value", "expected"), [("true", True), ("True", True), (" TRUE ", True), ("", False),
+                                                 (None, False), ("false", False), ("1", False), ("yes", False)])
+def test_truthy_compares_like_a_github_expression(value: str | None, expected: bool) -> None:
+    assert nightly.truthy(value) is expected
+
+
+# --- plan ------------------------------------------------------------------------------------------------------
+
+
+def test_plan_leaves_the_cuda_cells_out_without_gpu_runners(tmp_path: Path, step: Step) -> None:
+    matrix = load_matrix(write_matrix(tmp_path))
+    assert nightly.run_plan(matrix, "", "", False, step.actions) == 0
+    include = [{"cell": "fakelib-lts", "device": "cpu", "runs-on": "ubuntu-latest", "slug": "fakelib-lts"},
+               {"cell": "fakelib-latest", "device": "cpu", "runs-on": "ubuntu-latest", "slug": "fakelib-latest"}]
+    assert json.loads(step.outputs["matrix"]) == {"include": include}
+    assert step.log.splitlines() == [
+        "::notice title=CUDA cells skipped::fakelib-latest-cuda (set the repository variable BUGMATRIX_CUDA_RUNNERS "
+        "to true once a GPU runner is registered)",
+        step.outputs["matrix"],
+    ]
+    assert step.summary.splitlines() == [
+        "## Planned cells", "", "| cell | device | runs on | cases |", "|---|---|---|---|",
+        "| fakelib-lts | cpu | ubuntu-latest | all |", "| fakelib-latest | cpu | ubuntu-latest | all |"]
+
+
+def test_plan_keeps_the_cuda_cells_with_gpu_runners(tmp_path: Path, step: Step) -> None:
+    matrix = load_matrix(write_matrix(tmp_path))
+    assert nightly.run_plan(matrix, "*-cuda", "lightning,torchrec", True, step.actions) == 0
+    [entry] = json.loads(step.outputs["matrix"])["include"]
+    assert entry == {"cell": "fakelib-latest-cuda", "device": "cuda", "runs-on": GPU, "slug": "fakelib-latest-cuda",
+                     "cases": "lightning torchrec"}
+    assert "::notice" not in step.log
+    assert "| fakelib-latest-cuda | cuda | self-hosted, linux, x64, gpu | lightning torchrec |" in step.summary
+
+
+def test_a_plan_with_only_cuda_cells_and_no_gpu_runner_is_an_error(tmp_path: Path, step: Step) -> None:
+    matrix = load_matrix(write_matrix(tmp_path))
+    assert nightly.plan_jobs(matrix, "*-cuda", None, False) == nightly.Plan([], ["fakelib-latest-cuda"])
+    assert nightly.run_plan(matrix, "*-cuda", "", False, step.actions) == 1
+    assert "::error title=Nothing to run::no cell to run (cells: '*-cuda')" in step.log
+    assert step.outputs == {} and step.summary == ""
+
+
+@pytest.mark.parametrize(("cells", "cases", "message"), [
+    ("torchrec-9.*", "", "no cell named 'torchrec-9.*'"),
+    ("", "--all-cells", "is not a case-id substring"),
+])
+def test_an_invalid_selection_fails_the_plan_with_the_reason(tmp_path: Path, step: Step, cells: str, cases: str,
+                                                             message: str) -> None:
+    matrix = load_matrix(write_matrix(tmp_path))
+    assert nightly.run_plan(matrix, cells, cases, False, step.actions) == 2
+    assert step.log.startswith("::error title=Cannot plan the cells::") and message in step.log
+    assert step.outputs == {}
+
+
+def test_bugmatrix_nightly_plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("GITHUB_OUTPUT", str(tmp_path / "output"))
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    path = write_matrix(tmp_path)
+    assert main(["nightly", "plan", "--matrix", str(path), "--cells", "fakelib-l*", "--cuda-runners", "true"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[-1] == (tmp_path / "output").read_text().strip().removeprefix("matrix=")
+    assert len(json.loads(out.splitlines()[-1])["include"]) == 3
+    (tmp_path / "broken.yaml").write_text("cells: [")
+    assert main(["nightly", "plan", "--matrix", str(tmp_path / "broken.yaml")]) == 2
+    assert "::error title=Invalid matrix::" in capsys.readouterr().out
+
+
+# --- cell ------------------------------------------------------------------------------------------------------
+
+
+def test_cell_argv_redoes_and_never_reads_a_case_as_an_option() -> None:
+    db = Path("results/c.db")
+    assert nightly.cell_argv("c", db, "") == ["run", "--cell", "c", "--db", "results/c.db", "--redo"]
+    assert nightly.cell_argv("c", db, "lightning torchrec-3006", Path("m.yaml")) == [
+        "run", "--cell", "c", "--db", "results/c.db", "--redo", "--matrix", "m.yaml", "--", "lightning",
+        "torchrec-3006"]
+
+
+@pytest.mark.parametrize("rc", [0, 1, 2])
+def test_a_cell_keeps_its_exit_code_and_shows_red_unless_0(tmp_path: Path, step: Step, rc: int) -> None:
+    calls = []
+
+    def runner(argv: list[str]) -> int:
+        calls.append(argv)
+        return rc
+
+    results = tmp_path / "results"
+    assert nightly.run_cell("rec==1.0.*", "rec__1.0._", "x", results, runner, step.actions) == rc
+    assert calls == [["run", "--cell", "rec==1.0.*", "--db", str(results / "rec__1.0._.db"), "--redo", "--", "x"]]
+    assert (results / "rec__1.0._.exit-code").read_text() == f"{rc}\n"
+    assert step.outputs == {"exit-code": str(rc)}
+    assert step.summary == f"**rec==1.0.***: `bugmatrix run` exited {rc} (0: every outcome as expected)\n"
+    if rc:
+        assert step.log.startswith(f"::error title=rec==1.0.*::bugmatrix run exited {rc} (1: an outcome differs")
+    else:
+        assert step.log == ""
+
+
+def test_a_crashing_run_is_the_cells_failure_not_the_jobs(tmp_path: Path, step: Step) -> None:
+    def runner(argv: list[str]) -> int:
+        raise RuntimeError("boom")
+
+    assert nightly.run_cell("c", "c", None, tmp_path, runner, step.actions) == 1
+    assert (tmp_path / "c.exit-code").read_text() == "1\n"
+
+
+def test_bugmatrix_nightly_cell_runs_bugmatrix_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[argparse.Namespace] = []
+
+    def fake_cmd_run(args: argparse.Namespace) -> int:
+        seen.append(args)
+        return 1
+
+    monkeypatch.setattr(harness.cli, "cmd_run", fake_cmd_run)
+    monkeypatch.delenv("GITHUB_OUTPUT", raising=False)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    rc = main(["--cases-dir", str(tmp_path / "cases"), "nightly", "cell", "--cell", "fakelib-lts", "--cases",
+               "fakelib, other", "--results", str(tmp_path / "results"), "--matrix", str(tmp_path / "m.yaml")])
+    assert rc == 1
+    [args] = seen
+    assert (args.cell, args.cases, args.redo) == (["fakelib-lts"], ["fakelib", "other"], True)
+    assert (args.db, args.matrix, args.cases_dir) == (tmp_path / "results" / "fakelib-lts.db", tmp_path / "m.yaml",
+                                                       tmp_path / "cases")
+    assert (tmp_path / "results" / "fakelib-lts.exit-code").read_text() == "1\n"
+
+
+# --- the stand-in for GitHub: runs, artifacts, issues ---------------------------------------------------------
+
+
+@dataclass
+class FakeGitHub:
+    """Answers the `gh` calls the steps make, from the nights replayed so far (and refuses any other)."""
+
+    runs: list[dict[str, Any]] = field(default_factory=list)  # id, event, conclusion, artifacts: name -> folder
+    issues: list[dict[str, Any]] = field(default_factory=list)  # number, title, state, comments
+    calls: list[list[str]] = field(default_factory=list)
+    fail: str = ""  # a subcommand ("run download", "issue create") that fails
+
+    def __call__(self, args: list[str]) -> str:
+        self.calls.append(args)
+        command = " ".join(args[:2])
+        if command == self.fail:
+            raise nightly.GhError(f"gh {command} exited 1: HTTP 500")
+        if args[:2] == ["run", "list"]:
+            assert args[2:] == ["--workflow", "nightly.yml", "--event", "schedule", "--status", "success",
+                                "--limit", "1", "--json", "databaseId,url"], args
+            found = [r for r in reversed(self.runs) if (r["event"], r["conclusion"]) == ("schedule", "success")]
+            return json.dumps([{"databaseId": r["id"], "url": f"https://github.com/o/r/actions/runs/{r['id']}"}
+                               for r in found[:1]])
+        if args[:2] == ["run", "download"]:
+            run_id, name, folder = args[2], args[4], args[6]
+            assert args[3::2] == ["--name", "--dir"], args
+            run = next(r for r in self.runs if str(r["id"]) == run_id)
+            if name not in run["artifacts"]:
+                raise nightly.GhError(f"no artifact named {name}")
+            shutil.copytree(run["artifacts"][name], folder, dirs_exist_ok=True)
+            return ""
+        if args[:2] == ["issue", "list"]:
+            assert args[2:] == ["--label", "bugmatrix-regression", "--state", "open", "--limit", "500", "--json",
+                                "number,title"], args
+            return json.dumps([{"number": i["number"], "title": i["title"]} for i in reversed(self.issues)
+                               if i["state"] == "open"])
+        if args[:2] == ["label", "create"]:
+            return ""
+        if args[:2] == ["issue", "create"]:
+            title, label, body = args[3], args[5], args[7]
+            assert args[2::2] == ["--title", "--label", "--body"] and label == "bugmatrix-regression", args
+            self.issues.append({"number": len(self.issues) + 1, "title": title, "state": "open", "body": body,
+                                "comments": []})
+            return ""
+        if args[:2] == ["issue", "comment"]:
+            assert args[3] == "--body", args
+            next(i for i in self.issues if i["number"] == int(args[2]))["comments"].append(args[4])
+            return ""
+        raise AssertionError(f"gh stand-in: not supported: {args}")
+
+
+# --- baseline --------------------------------------------------------------------------------------------------
+
+
+def results_folder(path: Path, *cells: tuple[str, Result]) -> Path:
+    store(path / "nightly.db", *cells)
+    return path
+
+
+def test_the_baseline_is_the_newest_successful_scheduled_nightly(tmp_path: Path, step: Step) -> None:
+    good_old = results_folder(tmp_path / "a1", ("c", result(F, F)))
+    good_new = results_folder(tmp_path / "a2", ("c", result(R, F)))
+    gh = FakeGitHub(runs=[
+        {"id": 1, "event": "schedule", "conclusion": "success", "artifacts": {"bugmatrix-results": good_old}},
+        {"id": 2, "event": "schedule", "conclusion": "success", "artifacts": {"bugmatrix-results": good_new}},
+        {"id": 3, "event": "schedule", "conclusion": "failure", "artifacts": {"bugmatrix-results": good_old}},
+        {"id": 4, "event": "workflow_dispatch", "conclusion": "success", "artifacts": {}},
+    ])
+    dest = tmp_path / "previous"
+    assert nightly.fetch_baseline(dest, gh, step.actions) == 0
+    assert step.outputs == {"found": "true"}
+    assert json.loads((dest / "baseline.json").read_text()) == {
+        "run_id": "2", "url": "https://github.com/o/r/actions/runs/2"}
+    assert nightly.load_baseline(dest) == (dest / "nightly.db", nightly.Baseline("2",
+                                                                                 "https://github.com/o/r/actions/runs/2"))
+    assert [r.outcome for _, r in ResultStore(dest / "nightly.db").latest()] == [R]
+    assert gh.calls[1] == ["run", "download", "2", "--name", "bugmatrix-results", "--dir", str(dest)]
+
+
+@pytest.mark.parametrize(("runs", "fail", "why"), [
+    ([], "", "no earlier successful scheduled nightly"),
+    ([{"id": 7, "event": "schedule", "conclusion": "success", "artifacts": {}}], "",
+     "nightly run 7 has no bugmatrix-results artifact"),
+    ([{"id": 7, "event": "schedule", "conclusion": "success", "artifacts": {"bugmatrix-results": "EMPTY"}}], "",
+     "nightly run 7: its bugmatrix-results artifact holds no nightly.db"),
+    ([], "run list", "cannot list the earlier nightlies"),
+])
+def test_no_baseline_says_why_and_never_fails(tmp_path: Path, step: Step, runs: list[dict[str, Any]], fail: str,
+                                              why: str) -> None:
+    (tmp_path / "EMPTY").mkdir()
+    for run in runs:
+        run["artifacts"] = {k: tmp_path / v for k, v in run["artifacts"].items()}
+    gh = FakeGitHub(runs=runs, fail=fail)
+    baseline, reason = nightly.find_baseline(gh, tmp_path / "previous", {})
+    assert baseline is None and reason.startswith(why)
+    assert nightly.fetch_baseline(tmp_path / "previous", gh, step.actions) == 0
+    assert step.outputs == {"found": "false"} and step.log.startswith(f"no baseline: {why}")
+    assert nightly.load_baseline(tmp_path / "previous") is None
+
+
+def test_a_baseline_url_is_made_when_gh_gives_none() -> None:
+    env = {"GITHUB_SERVER_URL": "https://ghe.example", "GITHUB_REPOSITORY": "o/r"}
+    assert nightly.run_url("12", env) == "https://ghe.example/o/r/actions/runs/12"
+
+
+def test_bugmatrix_nightly_baseline_uses_gh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    gh = FakeGitHub()
+    monkeypatch.setattr(nightly, "run_gh", gh)
+    monkeypatch.setenv("GITHUB_OUTPUT", str(tmp_path / "output"))
+    assert main(["nightly", "baseline", "--dir", str(tmp_path / "previous")]) == 0
+    assert (tmp_path / "output").read_text() == "found=false\n"
+    assert gh.calls[0][:2] == ["run", "list"]
+
+
+# --- aggregate -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("shards", "merged", "compared", "expected"), [
+    ([], 0, None, nightly.Verdict(1)),
+    ([Path("a.db")], 0, None, nightly.Verdict(1)),
+    ([Path("a.db")], 3, None, nightly.Verdict(0, True)),
+    ([Path("a.db")], 3, {"unexpected_regressions": 0}, nightly.Verdict(0, True, 0)),
+    ([Path("a.db")], 3, {"unexpected_regressions": 2}, nightly.Verdict(1, True, 2)),
+])
+def test_the_verdict_fails_only_on_an_unexpected_regression_or_no_results(
+        shards: list[Path], merged: int, compared: dict[str, Any] | None, expected: nightly.Verdict) -> None:
+    assert nightly.verdict(shards, merged, compared) == expected
+
+
+def test_the_cells_table_names_the_cells_without_results(tmp_path: Path) -> None:
+    (tmp_path / "a.exit-code").write_text("0\n")
+    (tmp_path / "b.exit-code").write_text("1\n")
+    include = [{"cell": "a", "slug": "a"}, {"cell": "b", "slug": "b"}, {"cell": "c*", "slug": "c_"}]
+    assert nightly.cells_summary(include, tmp_path).splitlines() == [
+        "## Cells", "", "| cell | `bugmatrix run` exit code |", "|---|---|", "| a | 0 |", "| b | 1 |",
+        "| c* | no results (the job failed, timed out or was cancelled) |", ""]
+
+
+def test_no_shards_fails_the_night(tmp_path: Path, step: Step) -> None:
+    decided = nightly.aggregate(tmp_path / "shards", tmp_path / "results", [{"cell": "a", "slug": "a"}], None,
+                                tmp_path, step.actions)
+    assert decided == nightly.Verdict(1)
+    assert "::error title=No results::no cell uploaded a results store" in step.log
+    assert "| a | no results" in step.summary and step.outputs == {}
+
+
+def test_empty_shards_fail_the_night(tmp_path: Path, step: Step) -> None:
+    ResultStore(tmp_path / "shards" / "a.db")
+    decided = nightly.aggregate(tmp_path / "shards", tmp_path / "results", [], None, tmp_path, step.actions)
+    assert decided == nightly.Verdict(1) and "::error title=No results::the cells' stores hold no result" in step.log
+
+
+def test_a_baseline_may_be_a_store_file(tmp_path: Path, step: Step) -> None:
+    store(tmp_path / "shards" / "c.db", ("c", result(F, F)))
+    old = store(tmp_path / "old.db", ("c", result(F, F)))
+    decided = nightly.aggregate(tmp_path / "shards", tmp_path / "results", [], old, tmp_path, step.actions)
+    assert decided == nightly.Verdict(0, True, 0)
+    assert step.outputs == {"report": "true", "regressions": "0"}
+    assert "Compared with nightly run" not in step.summary  # which run it was is unknown
+    assert "No outcome changed since the previous run." in step.summary
+
+
+def test_compare_json_is_what_bugmatrix_compare_prints(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    old = store(tmp_path / "old.db", ("a", result(F, F)), ("b", result(R, R)), ("c", result(F, F, case="x")))
+    new = store(tmp_path / "new.db", ("a", result(R, F, "1.5")), ("b", result(F, R)), ("c", result(R, R, case="x")))
+    assert main(["compare", "--db", str(new), "--against", str(old), "--json"]) == 1
+    printed = json.loads(capsys.readouterr().out)
+    changes = compare(ResultStore(old).latest(), ResultStore(new).latest())
+    assert nightly.comparison(changes, str(old), str(new)) == printed
+    assert printed["unexpected_regressions"] == 1  # `c` regressed, but its case expects it to reproduce there
+
+
+# --- issues ----------------------------------------------------------------------------------------------------
+
+
+def change(case: str, cell: str, unexpected: bool = True, before: str | None = "fixed") -> dict[str, Any]:
+    return {"kind": "regressed", "case": case, "variant": "bug", "nproc": 2, "device": "cpu", "cell": cell,
+            "before": before, "after": "reproduced", "expected": "fixed", "versions": {"torch": "2.5.0", "x": "1"},
+            "tally": "", "unexpected": unexpected}
+
+
+def test_one_issue_per_unexpectedly_regressed_case() -> None:
+    compared = {"changes": [change("b-case", "c1"), change("a-case", "c1"), change("b-case", "c2", before=None),
+                            change("z-case", "c1", unexpected=False)]}
+    open_issues = [{"number": 9, "title": "bugmatrix: b-case regressed"}, {"number": 4, "title": "other"}]
+    plan = nightly.plan_issues(compared, open_issues, "https://run")
+    assert [(a.kind, a.case, a.title, a.number) for a in plan] == [
+        ("create", "a-case", "bugmatrix: a-case regressed", None),
+        ("comment", "b-case", "bugmatrix: b-case regressed", 9)]
+    assert plan[1].body == "\n".join([
+        "The nightly matrix ([run](https://run)) saw `b-case` reproduce where its metadata expects it fixed.", "",
+        "| cell | variant | device | ranks | before | after | versions |", "|---|---|---|---|---|---|---|",
+        "| c1 | bug | cpu | 2 | fixed | reproduced | torch 2.5.0, x 1 |",
+        "| c2 | bug | cpu | 2 | - | reproduced | torch 2.5.0, x 1 |"])
+    assert nightly.gh_commands(plan) == [
+        ["label", "create", "bugmatrix-regression", "--color", "B60205", "--description",
+         "bugmatrix nightly: a fixed bug came back", "--force"],
+        ["issue", "create", "--title", "bugmatrix: a-case regressed", "--label", "bugmatrix-regression", "--body",
+         plan[0].body],
+        ["issue", "comment", "9", "--body", plan[1].body]]
+    assert nightly.plan_issues({"changes": [change("z", "c", unexpected=False)]}, [], "u") == []
+    assert nightly.gh_commands([]) == []
+
+
+def test_the_issues_step_opens_then_comments(tmp_path: Path, step: Step) -> None:
+    compare_file = tmp_path / "compare.json"
+    compare_file.write_text(json.dumps({"changes": [change("a-case", "c1")]}))
+    gh = FakeGitHub()
+    assert nightly.open_issues(compare_file, "https://run/1", gh, step.actions) == 0
+    assert nightly.open_issues(compare_file, "https://run/2", gh, step.actions) == 0
+    [issue] = gh.issues
+    assert issue["title"] == "bugmatrix: a-case regressed" and "([run](https://run/1))" in issue["body"]
+    assert len(issue["comments"]) == 1 and "([run](https://run/2))" in issue["comments"][0]
+    assert step.log.splitlines() == ["a-case: opened an issue", "a-case: commented on #1"]
+
+
+def test_the_issues_step_dry_run_opens_nothing(tmp_path: Path, step: Step) -> None:
+    compare_file = tmp_path / "compare.json"
+    compare_file.write_text(json.dumps({"changes": [change("a-case", "c1")]}))
+    gh = FakeGitHub()
+    assert nightly.open_issues(compare_file, "u", gh, step.actions, dry_run=True) == 0
+    assert [c[:2] for c in gh.calls] == [["issue", "list"]]
+    [planned] = json.loads(step.log)
+    assert (planned["kind"], planned["case"], planned["number"]) == ("create", "a-case", None)
+
+
+def test_the_issues_step_fails_when_gh_does_or_without_a_comparison(tmp_path: Path, step: Step) -> None:
+    compare_file = tmp_path / "compare.json"
+    assert nightly.open_issues(compare_file, "u", FakeGitHub(), step.actions) == 2
+    assert "::error title=No comparison::" in step.log
+    compare_file.write_text(json.dumps({"changes": [change("a-case", "c1")]}))
+    assert nightly.open_issues(compare_file, "u", FakeGitHub(fail="issue create"), step.actions) == 1
+    assert "::error title=Cannot open issues::gh issue create exited 1: HTTP 500" in step.log
+
+
+def test_bugmatrix_nightly_issues(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    gh = FakeGitHub()
+    monkeypatch.setattr(nightly, "run_gh", gh)
+    compare_file = tmp_path / "compare.json"
+    compare_file.write_text(json.dumps({"changes": [change("a-case", "c1")]}))
+    assert main(["nightly", "issues", "--compare", str(compare_file), "--run-url", "https://run"]) == 0
+    assert [i["title"] for i in gh.issues] == ["bugmatrix: a-case regressed"]
+
+
+# --- three nights, through the CLI -----------------------------------------------------------------------------
+
+
+@dataclass
+class Night:
+    steps: dict[str, Step]
+    rcs: dict[str, int]
+    conclusion: str
+    results: Path  # the aggregate's results/ folder
+
+
+class Replay:
+    """The workflow's jobs plan -> cell (each entry) -> aggregate (-> issues), each step a `bugmatrix nightly`
+    command line with GitHub's files set in its environment."""
+
+    def __init__(self, root: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+        self.root, self.monkeypatch, self.capsys = root, monkeypatch, capsys
+        self.gh = FakeGitHub()
+        self.world: dict[str, str] = {}  # cell -> fakelib version tonight
+        monkeypatch.setattr(nightly, "run_gh", self.gh)
+        monkeypatch.setattr(harness.cli, "cmd_run", self.fake_run)
+
+    def fake_run(self, args: argparse.Namespace) -> int:
+        """`bugmatrix run --cell CELL --db DB`: fakelib < 1.3 (and 1.5) has the bug; the case expects it fixed
+        from 1.3 on. Exit 1 when an outcome is not the expected one."""
+        [cell] = args.cell
+        version = self.world[cell]
+        outcome = R if version in ("1.2", "1.5") else F
+        expected = R if version < "1.3" else F
+        store(args.db, (cell, result(outcome, expected, version)))
+        return 0 if outcome == expected else 1
+
+    def step(self, folder: Path, argv: list[str]) -> tuple[int, Step]:
+        folder.mkdir(parents=True, exist_ok=True)
+        step = Step(folder)
+        self.monkeypatch.setenv("GITHUB_OUTPUT", str(folder / "output"))
+        self.monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(folder / "summary.md"))
+        self.capsys.readouterr()
+        rc = main(["--cases-dir", str(self.root / "cases"), *argv])
+        step.out.write(self.capsys.readouterr().out)
+        return rc, step
+
+    def night(self, lts: str, latest: str) -> Night:
+        number = len(self.gh.runs) + 1
+        base = self.root / f"night-{number}"
+        matrix = write_matrix(base / "checkout", matrix_doc(lts, latest))
+        self.world = {"fakelib-lts": lts, "fakelib-latest": latest}
+        steps, rcs = {}, {}
+        rcs["plan"], steps["plan"] = self.step(base / "plan", ["nightly", "plan", "--matrix", str(matrix),
+                                                               "--cells", "", "--cases", "", "--cuda-runners", ""])
+        plan = steps["plan"].outputs["matrix"]
+        shards = base / "shards"  # download-artifact, pattern results-*, merge-multiple
+        for entry in json.loads(plan)["include"]:
+            key = f"cell {entry['cell']}"
+            rcs[key], steps[key] = self.step(base / entry["slug"], [
+                "nightly", "cell", "--matrix", str(matrix), "--cell", entry["cell"], "--slug", entry["slug"],
+                "--cases", entry.get("cases", ""), "--results", str(shards)])
+        rcs["baseline"], steps["baseline"] = self.step(base / "baseline", [
+            "nightly", "baseline", "--dir", str(base / "previous")])
+        results = base / "results"
+        rcs["aggregate"], steps["aggregate"] = self.step(base / "aggregate", [
+            "nightly", "aggregate", "--matrix", str(base / "no-matrix.yaml"), "--plan", plan, "--shards",
+            str(shards), "--baseline", str(base / "previous"), "--results", str(results)])
+        conclusion = "failure" if rcs["plan"] or rcs["aggregate"] else "success"
+        artifacts = {"bugmatrix-results": results} if steps["aggregate"].outputs.get("report") == "true" else {}
+        self.gh.runs.append({"id": 1000 + number, "event": "schedule", "conclusion": conclusion,
+                             "artifacts": artifacts})
+        regressions = steps["aggregate"].outputs.get("regressions", "")
+        if regressions not in ("", "0"):  # the issues job's `if:`, with BUGMATRIX_OPEN_ISSUES=true
+            rcs["issues"], steps["issues"] = self.step(base / "issues", [
+                "nightly", "issues", "--compare", str(results / "compare.json"), "--run-url",
+                f"https://github.com/o/r/actions/runs/{1000 + number}"])
+        return Night(steps, rcs, conclusion, results)
+
+
+def test_three_nights(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    replay = Replay(tmp_path, monkeypatch, capsys)
+
+    # night 1: as expected everywhere, the CUDA cell left out, nothing to compare with
+    first = replay.night("1.2", "1.4")
+    plan = first.steps["plan"]
+    assert [e["cell"] for e in json.loads(plan.outputs["matrix"])["include"]] == ["fakelib-lts", "fakelib-latest"]
+    assert "::notice title=CUDA cells skipped::fakelib-latest-cuda" in plan.log
+    assert "| fakelib-latest | cpu | ubuntu-latest | all |" in plan.summary
+    assert first.rcs == {"plan": 0, "cell fakelib-lts": 0, "cell fakelib-latest": 0, "baseline": 0, "aggregate": 0}
+    assert first.steps["cell fakelib-lts"].outputs == {"exit-code": "0"}
+    assert first.steps["baseline"].outputs == {"found": "false"}
+    aggregate = first.steps["aggregate"]
+    assert sorted((c, r.case, r.outcome.value) for c, r in ResultStore(first.results / "nightly.db").latest()) == [
+        ("fakelib-latest", CASE, "fixed"), ("fakelib-lts", CASE, "reproduced")]
+    assert len(ResultStore(first.results / "nightly.db").runs()) == 2  # one run per shard
+    assert "| fakelib-lts | 0 |" in aggregate.summary and "| fakelib-latest | 0 |" in aggregate.summary
+    assert "## bugmatrix report" in aggregate.summary
+    assert f"| {CASE} · bug (cpu) | R | F |" in aggregate.summary  # the plan's cell order
+    html = (first.results / "report.html").read_text()
+    assert html.lstrip().lower().startswith("<!doctype html") and "fakelib-latest" in html
+    assert "::notice title=No baseline::" in aggregate.log
+    assert aggregate.outputs == {"report": "true"}  # no `regressions`: nothing was compared
+    assert not (first.results / "compare.json").exists()
+    assert first.conclusion == "success"
+
+    # night 2: fakelib 1.5 brings the bug back where the case expects it fixed
+    second = replay.night("1.2", "1.5")
+    assert second.rcs["cell fakelib-lts"] == 0 and second.rcs["cell fakelib-latest"] == 1
+    assert "::error title=fakelib-latest::bugmatrix run exited 1" in second.steps["cell fakelib-latest"].log
+    assert second.steps["baseline"].outputs == {"found": "true"}
+    aggregate = second.steps["aggregate"]
+    assert second.rcs["aggregate"] == 1
+    assert "| fakelib-latest | 1 |" in aggregate.summary
+    assert "Compared with nightly run [1001](https://github.com/o/r/actions/runs/1001)." in aggregate.summary
+    assert f"| **unexpected regression** | fakelib-latest | {CASE}::bug[cpu-1] | fixed | reproduced | fixed |" in (
+        aggregate.summary)
+    assert "::error title=Unexpected regression::1 unexpected regression(s)" in aggregate.log
+    assert aggregate.outputs == {"report": "true", "regressions": "1"}  # the results are kept all the same
+    compared = json.loads((second.results / "compare.json").read_text())
+    [regressed] = compared["changes"]
+    assert (regressed["cell"], regressed["case"], regressed["unexpected"]) == ("fakelib-latest", CASE, True)
+    assert regressed["versions"]["fakelib"] == "1.5"
+    assert second.rcs["issues"] == 0
+    [issue] = replay.gh.issues
+    assert issue["title"] == f"bugmatrix: {CASE} regressed"
+    assert "| fakelib-latest | bug | cpu | 1 | fixed | reproduced | torch 2.5.0, fakelib 1.5 |" in issue["body"]
+    assert second.conclusion == "failure"
+
+    # night 3: the failed night is no baseline; a fix is no failure
+    third = replay.night("1.4", "1.4")
+    aggregate = third.steps["aggregate"]
+    assert third.rcs == {"plan": 0, "cell fakelib-lts": 0, "cell fakelib-latest": 0, "baseline": 0, "aggregate": 0}
+    assert "Compared with nightly run [1001]" in aggregate.summary
+    assert f"| fixed | fakelib-lts | {CASE}::bug[cpu-1] | reproduced | fixed | fixed |" in aggregate.summary
+    assert "unexpected regression" not in aggregate.summary and "::error" not in aggregate.log
+    assert aggregate.outputs == {"report": "true", "regressions": "0"}
+    assert "issues" not in third.rcs and len(replay.gh.issues) == 1
+    assert third.conclusion == "success"
