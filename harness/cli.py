@@ -460,7 +460,6 @@ def cmd_merge(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     """Render the matrix report from the store (newest result per case x cell, or one run)."""
     from harness.analysis.bisect import BISECT_PREFIX
-    from harness.matrix.resolve import made_at
     from harness.output import reports as matrix_report
 
     results = ResultStore(args.db).latest(args.run)
@@ -470,15 +469,12 @@ def cmd_report(args: argparse.Namespace) -> int:
         which = f" for run {args.run}" if args.run else ""
         make_console(stderr=True).print(f"[yellow]no results in {args.db}{which}[/]")
         return 1
-    cases, _ = discover(args.cases_dir)
-    packages = {c.id: list(c.spec.packages) for c in cases}
     try:
         matrix = load_matrix(args.matrix) if args.matrix.is_file() else None
     except MatrixError:
         matrix = None
-    order = [c.name for c in matrix.cells] if matrix else []
-    dater = (lambda p, v, c: made_at(matrix, p, v, c)) if matrix else None
-    report = matrix_report.build_report(results, packages, order, dater)
+    report = matrix_report.report_for(results, args.cases_dir, [c.name for c in matrix.cells] if matrix else [],
+                                      matrix)
     if args.format == "table":
         console = Console(file=args.output.open("w"), width=LOG_WIDTH) if args.output else make_console()
         console.print(matrix_report.to_table(report))
@@ -495,7 +491,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """Print fixes, regressions and changed errors between two runs; exit 1 on an unexpected regression."""
-    from harness.analysis.compare import compare
+    from harness.analysis.compare import compare, comparison
     from harness.output import reports as matrix_report
 
     err = make_console(stderr=True)
@@ -517,8 +513,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     changes = compare(old, new)
     unexpected = [c for c in changes if c.unexpected]
     if args.json:
-        print(to_json({"old": names[0], "new": names[1], "unexpected_regressions": len(unexpected),
-                       "changes": [c.__dict__ | {"unexpected": c.unexpected} for c in changes]}))
+        print(to_json(comparison(changes, names[0], names[1])))
     elif args.markdown:
         sys.stdout.write(matrix_report.to_markdown_changes(changes, names))
     else:

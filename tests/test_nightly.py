@@ -31,7 +31,7 @@ import yaml
 
 import harness.cli
 import harness.output.nightly as nightly
-from harness.analysis.compare import compare
+from harness.analysis.compare import compare, comparison
 from harness.cli import main
 from harness.matrix.expand import load_matrix
 from harness.model.outcome import Outcome
@@ -440,7 +440,7 @@ def test_compare_json_is_what_bugmatrix_compare_prints(tmp_path: Path, capsys: p
     assert main(["compare", "--db", str(new), "--against", str(old), "--json"]) == 1
     printed = json.loads(capsys.readouterr().out)
     changes = compare(ResultStore(old).latest(), ResultStore(new).latest())
-    assert nightly.comparison(changes, str(old), str(new)) == printed
+    assert comparison(changes, str(old), str(new)) == printed
     assert printed["unexpected_regressions"] == 1  # `c` regressed, but its case expects it to reproduce there
 
 

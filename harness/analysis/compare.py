@@ -10,7 +10,9 @@ outcome is not `reproduced` (the case's metadata does not allow it); only those 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from typing import Any
 
 from harness.model.common import item_id
 from harness.model.outcome import Outcome
@@ -70,3 +72,11 @@ def compare(old: list[tuple[str, Result]], new: list[tuple[str, Result]]) -> lis
                               r.expected, r.versions, r.tally))
     order = {REGRESSION: 0, FIX: 1, FLAKY: 2, CHANGED: 3}
     return sorted(changes, key=lambda c: (order[c.kind], c.item))
+
+
+def comparison(changes: list[Change], old: str, new: str) -> dict[str, Any]:
+    """The JSON form of a comparison: what `bugmatrix compare --json` prints and the nightly keeps as compare.json."""
+    unexpected = [c for c in changes if c.unexpected]
+    return {"old": old, "new": new, "unexpected_regressions": len(unexpected),
+            "changes": [json.loads(json.dumps(c.__dict__ | {"unexpected": c.unexpected}, default=str))
+                        for c in changes]}

@@ -44,12 +44,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from harness.analysis.compare import Change, compare
+from harness.analysis.compare import compare, comparison
 from harness.matrix.expand import Matrix
-from harness.matrix.resolve import made_at
 from harness.matrix.spec import MatrixError
-from harness.model.case import discover
-from harness.model.result import Result
 from harness.output import reports
 from harness.output.github import job_matrix, split_list
 from harness.session.store import ResultStore
@@ -314,23 +311,6 @@ def cells_summary(include: list[dict[str, Any]], shards: Path) -> str:
     return "\n".join(lines) + "\n\n"
 
 
-def report_of(results: list[tuple[str, Result]], cases_dir: Path, cell_order: list[str],
-              matrix: Matrix | None = None) -> reports.MatrixReport:
-    """`build_report` as `bugmatrix report` calls it: each case's packages from its case.yaml, upload dates from
-    the matrix's index when there is a matrix."""
-    cases, _ = discover(cases_dir)
-    dater = (lambda p, v, c: made_at(matrix, p, v, c)) if matrix is not None else None
-    return reports.build_report(results, {c.id: list(c.spec.packages) for c in cases}, cell_order, dater)
-
-
-def comparison(changes: list[Change], old: str, new: str) -> dict[str, Any]:
-    """compare.json: what `bugmatrix compare --json` prints."""
-    unexpected = [c for c in changes if c.unexpected]
-    return {"old": old, "new": new, "unexpected_regressions": len(unexpected),
-            "changes": [json.loads(json.dumps(c.__dict__ | {"unexpected": c.unexpected}, default=str))
-                        for c in changes]}
-
-
 @dataclass(frozen=True)
 class Verdict:
     """What the aggregate step decided."""
@@ -368,7 +348,7 @@ def aggregate(shards: Path, results: Path, include: list[dict[str, Any]], baseli
     if not latest:
         gh.annotate("error", "No results", f"the cells' stores hold no result ({len(found)} store(s))")
         return verdict(found, 0, None)
-    report = report_of(latest, cases_dir, [e["cell"] for e in include], matrix)
+    report = reports.report_for(latest, cases_dir, [e["cell"] for e in include], matrix)
     gh.summary(reports.to_markdown(report))
     (results / REPORT_FILE).write_text(reports.to_html(report))
     gh.say(f"wrote {results / REPORT_FILE}")

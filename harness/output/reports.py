@@ -5,12 +5,16 @@ from __future__ import annotations
 import html
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from rich.table import Table
 
 from harness.analysis.compare import Change
 from harness.analysis.transitions import Axis, Dater, axes, cell_status
+from harness.matrix.expand import Matrix
+from harness.matrix.resolve import made_at
+from harness.model.case import discover
 from harness.model.common import item_id
 from harness.model.outcome import Outcome, shown
 from harness.model.result import Result
@@ -173,3 +177,12 @@ def to_json(report: MatrixReport) -> str:
 
 __all__ = ["STYLE", "MatrixReport", "build_report", "to_html", "to_json", "to_markdown", "to_table",
            "to_markdown_changes"]
+
+
+def report_for(results: list[tuple[str, Result]], cases_dir: Path, cell_order: list[str],
+              matrix: Matrix | None = None) -> MatrixReport:
+    """`build_report` as `bugmatrix report` calls it: each case's packages from its case.yaml, upload dates from
+    the matrix's index when there is a matrix."""
+    cases, _ = discover(cases_dir)
+    dater = (lambda p, v, c: made_at(matrix, p, v, c)) if matrix is not None else None
+    return build_report(results, {c.id: list(c.spec.packages) for c in cases}, cell_order, dater)
