@@ -111,6 +111,15 @@ def _parser() -> argparse.ArgumentParser:
     p_list = sub.add_parser("list", help="show the cases", parents=[json_])
     p_list.set_defaults(func=cmd_list)
 
+    p_new = sub.add_parser("new", help="draft a case folder from an upstream issue or PR link (no network)")
+    p_new.add_argument("url", help="https://github.com/<owner>/<repo>/issues/<N> or .../pull/<N> of pytorch, "
+                       "torchrec, FBGEMM, Lightning or LitGPT")
+    p_new.add_argument("--slug", required=True, help="a few lowercase words saying what breaks, e.g. "
+                       "ddp-bool-buffer: the case is cases/<library>-<N>-<slug>/")
+    p_new.add_argument("--packages", help="distributions the case needs, separated by commas (default: the "
+                       "library's, e.g. torch,torchrec,fbgemm-gpu for torchrec)")
+    p_new.set_defaults(func=cmd_new)
+
     p_run = sub.add_parser("run", help="run cases x variants x world sizes (here, or in matrix cells)",
                            parents=[json_, db, matrix, envs, jobs])
     p_run.add_argument("cases", nargs="*", help="case ids (substrings); default: all")
@@ -257,6 +266,37 @@ def cmd_list(args: argparse.Namespace) -> int:
         make_console(stderr=True).print(f"[red]no cases in {args.cases_dir}[/]", soft_wrap=True)
         return NOTHING_RAN
     return 1 if errors else 0
+
+
+def cmd_new(args: argparse.Namespace) -> int:
+    """Write `cases/<library>-<N>-<slug>/{case.yaml,repro.py}`, a draft that can only skip until a person writes it
+    (see `harness.model.scaffold`); an unknown link, a bad slug or an existing folder is a one-line error (2)."""
+    from harness.model import scaffold
+
+    try:
+        upstream = scaffold.parse_url(args.url)
+        case_id = scaffold.case_id(upstream, args.slug)
+        packages = scaffold.parse_packages(args.packages, upstream.library)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if not args.cases_dir.is_dir():
+        raise UsageError(f"--cases-dir {args.cases_dir}: no such folder")
+    folder = args.cases_dir / case_id
+    if folder.exists():
+        raise UsageError(f"{folder} already exists: nothing written (choose another --slug, or edit that case)")
+    taken = sorted(p.name for p in args.cases_dir.glob(f"{upstream.library.name}-{upstream.number}-*"))
+    folder.mkdir()
+    (folder / "case.yaml").write_text(scaffold.render_case_yaml(upstream, args.slug, packages))
+    (folder / "repro.py").write_text(scaffold.render_repro(upstream, packages))
+    console = make_console()
+    console.print(escape(f"wrote {folder}/case.yaml and {folder}/repro.py (packages: {', '.join(packages)})"),
+                  soft_wrap=True, highlight=False)
+    if taken:
+        console.print(f"[yellow]note:[/] {upstream.ref} already has a case: {', '.join(taken)}", soft_wrap=True,
+                      highlight=False)
+    console.print(f'until both files are written, `bugmatrix run {case_id}` can only skip ("{scaffold.NOT_WRITTEN}"); '
+                  'see cases/README.md, "Starting a case"', soft_wrap=True, highlight=False)
+    return 0
 
 
 NOTHING_RAN = 5  # pytest's exit code when no test ran: a selection that matches nothing, a run where nothing could
