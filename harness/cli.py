@@ -183,6 +183,16 @@ def _parser() -> argparse.ArgumentParser:
     p_bisect.add_argument("--no-commits", action="store_true", help="stop at the release level")
     p_bisect.set_defaults(func=cmd_bisect)
 
+    p_narrow = sub.add_parser("narrow", help="bisect every interval boundary in the store until it is adjacent",
+                              parents=[json_, db, matrix, envs, jobs])
+    p_narrow.add_argument("cases", nargs="*", help="case ids (substrings); default: every case with an interval")
+    p_narrow.add_argument("--package", action="append", help="only boundaries along this package (repeatable)")
+    p_narrow.add_argument("--device", action="append", choices=["cpu", "cuda"], help="only this device (repeatable)")
+    p_narrow.add_argument("--commits", action="store_true", help="go on to first-parent commits (local clone)")
+    p_narrow.add_argument("--repeat", type=_positive, default=1, help="run each probe K times; disagreement is flaky")
+    p_narrow.add_argument("--dry-run", action="store_true", help="list the intervals, launch nothing")
+    p_narrow.set_defaults(func=cmd_narrow)
+
     p_merge = sub.add_parser("merge", help="fold results stores (e.g. nightly shards) into one, without duplicates",
                              parents=[db])
     p_merge.add_argument("sources", nargs="+", type=Path)
@@ -499,12 +509,9 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Render the matrix report from the store (newest result per case x cell, or one run)."""
-    from harness.analysis.bisect import BISECT_PREFIX
     from harness.output import reports as matrix_report
 
     results = ResultStore(args.db).latest(args.run)
-    if not args.probes and not args.run:  # bisect probes are recorded too; the matrix picture leaves them out
-        results = [(cell, r) for cell, r in results if not cell.startswith(BISECT_PREFIX)]
     if not results:
         which = f" for run {args.run}" if args.run else ""
         make_console(stderr=True).print(f"[yellow]no results in {args.db}{which}[/]")
@@ -514,7 +521,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     except MatrixError:
         matrix = None
     report = matrix_report.report_for(results, args.cases_dir, [c.name for c in matrix.cells] if matrix else [],
-                                      matrix)
+                                      matrix, probes=args.probes or bool(args.run))
     if args.format == "table":
         console = Console(file=args.output.open("w"), width=LOG_WIDTH) if args.output else make_console()
         console.print(matrix_report.to_table(report))
@@ -566,6 +573,45 @@ def cmd_compare(args: argparse.Namespace) -> int:
             console.print(f"{marks[c.kind]} {c.kind:9} {c.item}: {shown(c.before)} -> {shown(c.after)}{note}",
                           soft_wrap=True)
     return 1 if unexpected else 0
+
+
+def cmd_narrow(args: argparse.Namespace) -> int:
+    """Narrow every interval boundary of the store's results (see harness/analysis/narrow.py); 0 when every
+    boundary it looked at is adjacent afterwards, 1 when some could not be narrowed (each says why)."""
+    from harness.analysis.narrow import intervals, narrow
+    from harness.analysis.precision import between_on_index
+
+    err = make_console(stderr=True)
+    cases = {c.id: c for c in _cases(args, args.cases)[0]}
+    matrix = load_matrix(args.matrix)
+    store = ResultStore(args.db)
+    between = between_on_index(matrix, cases)
+    targets = intervals(store.latest(), cases, between, matrix, set(args.package or ()), set(args.device or ()),
+                        set(cases) if args.cases else None)
+    if args.dry_run or not targets:
+        for t in targets:
+            print(f"{t.axis.case}::{t.axis.variant} ({t.axis.device}) over {t.axis.package}: {t.boundary.text()}")
+        if not targets:
+            err.print("no interval boundary to narrow: every boundary in the store is adjacent")
+        return 0
+    with recording(store, " ".join(sys.argv), machine_name()) as run_id:
+        done = narrow(targets, cases, matrix, CellEnvironments(matrix, EnvCache(args.envs)), store, run_id,
+                      commits=args.commits, cores=args.jobs, repeat=args.repeat,
+                      say=lambda line: err.print(line, soft_wrap=True, markup=False, highlight=False))
+    left = [d for d in done if d.found is None or d.found.ambiguous]
+    if args.json:
+        print(to_json({"run_id": run_id, "narrowed": [
+            {"case": d.target.axis.case, "variant": d.target.axis.variant, "device": d.target.axis.device,
+             "package": d.target.axis.package, "before": d.target.boundary.text(), "after": d.line(),
+             "level": d.level, "probes": [{"candidate": c, "outcome": o.value} for c, o, _ in d.probes],
+             "why_not": d.why_not} for d in done]}))
+    else:
+        console = make_console()
+        console.print("Paste upstream:", highlight=False)
+        for d in done:
+            console.print(f"  bugmatrix narrow: {d.line()}", soft_wrap=True, markup=False, highlight=False)
+        console.print(f"{len(done) - len(left)} boundary(ies) narrowed to adjacent versions, {len(left)} not")
+    return 1 if left else 0
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:

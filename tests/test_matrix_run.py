@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from harness.analysis.compare import compare
+from harness.analysis.precision import between_on_index
 from harness.cli import main
 from harness.launch.interpreter import cuda_available
 from harness.matrix.cellenvs import CellEnvironments
@@ -87,13 +88,17 @@ def test_matrix_run_report_and_compare(project: Path) -> None:
     assert broken.outcome is Outcome.INFRA and "no_such_native_ext" in broken.reason  # never "fixed"
     assert by_cell[("fakelib-1.0", 1)].versions == {"torch": "2.5.0", "fakelib": "1.0"}
 
-    report = build_report(results, {case.id: ["torch", "fakelib"]})
+    report = build_report(results, {case.id: ["torch", "fakelib"]},
+                          between=between_on_index(matrix, {case.id: case}))
     [axis] = [a for a in report.axes if a.package == "fakelib"]
     assert axis.reproduced_in == ["1.0", "1.1", "1.2", "1.5"]
     assert axis.changes() == [("fixed", "1.2", "1.3"), ("regressed", "1.4", "1.5")]
     assert axis.unknown_in == ["1.6"]
-    assert axis.summary() == ("reproduces in 1.0 … 1.5 (4 versions); fixed in 1.3 (last reproduced: 1.2); "
-                              "regressed in 1.5 (last fixed: 1.4); could not say: 1.6")
+    assert axis.summary(report.between) == ("reproduces in 1.0 … 1.5 (4 versions); fixed in 1.3 (1.2 reproduced); "
+                                            "regressed in 1.5 (1.4 fixed); could not say: 1.6")
+    assert axis.summary() == ("reproduces in 1.0 … 1.5 (4 versions); fixed between 1.2 and 1.3 (what lies between "
+                              "is unknown: no package index was consulted); regressed between 1.4 and 1.5 (what lies "
+                              "between is unknown: no package index was consulted); could not say: 1.6")
     markdown = to_markdown(report)
     assert "| fakelib-1-bug · bug (cpu) | R | R | R | F | F | R | I |" in markdown
     page = to_html(report)
@@ -119,8 +124,9 @@ def test_cli_all_cells_store_report_compare(project: Path, capsys: pytest.Captur
     assert main([*argv, "--json"]) == 1  # resumes: only the cell that could not be built is tried again
     assert len(json.loads(capsys.readouterr().out)["reused"]) == 6 and len(store.results()) == 15
     capsys.readouterr()
-    assert main([*common, "report", "--db", str(db), "--format", "markdown"]) == 0
-    assert "fixed in 1.3 (last reproduced: 1.2)" in capsys.readouterr().out
+    assert main([*common, "report", "--db", str(db), "--format", "markdown",
+                 "--matrix", str(project / "matrix.yaml")]) == 0
+    assert "fixed in 1.3 (1.2 reproduced)" in capsys.readouterr().out
     assert main([*common, "compare", "--db", str(db), *[r.run_id for r in store.runs()[:2]]]) == 0
     # the two runs agree: nothing changed
     assert "0 change(s)" in capsys.readouterr().out

@@ -24,7 +24,7 @@ def test_commits_are_placed_by_date() -> None:
     dates = {v.partition(" @ ")[2] or v: datetime(2024, 4, d, tzinfo=timezone.utc) for v, _, d in HISTORY}
     [axis] = axes(results(), dater=lambda package, version, commit: dates[commit or version])
     assert axis.changes() == [("regressed", HISTORY[1][0], HISTORY[2][0]), ("fixed", HISTORY[2][0], HISTORY[3][0])]
-    assert "regressed in 0.4.0.dev0 @ aaaaaaaaaaaa (last fixed: 0.4.0.dev0 @ bbbbbbbbbbbb)" in axis.summary()
+    assert "regressed between 0.4.0.dev0 @ bbbbbbbbbbbb and 0.4.0.dev0 @ aaaaaaaaaaaa" in axis.summary()
 
 
 def test_without_dates_versions_order_the_axis() -> None:

@@ -26,6 +26,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from harness.analysis.search import SearchResult, search
+from harness.analysis.transitions import FIXED, REPRODUCED, cell_status
 from harness.launch.execute import infra_result
 from harness.matrix.cellenvs import CellEnvironments
 from harness.matrix.expand import Matrix, apply_couplings
@@ -37,7 +38,7 @@ from harness.model.cell import Cell, GitPin
 from harness.model.job import Job
 from harness.model.outcome import Outcome
 from harness.model.result import Result
-from harness.session.pipeline import MatrixEnvironments, Observer, Recorder, Session
+from harness.session.pipeline import NO_RESUME, MatrixEnvironments, Observer, Recorder, Resume, Session
 from harness.session.scheduler import run_scheduled
 from harness.session.store import ResultStore
 
@@ -46,11 +47,9 @@ class BisectError(Exception):
     """The bisection cannot start: bad arguments, no candidates, unreachable source; one line."""
 
 
-def release_candidates(
-    matrix: Matrix, case: Case, package: str, device: str, old: str | None, new: str | None, pre: bool = False
-) -> list[str]:
-    """Released versions of `package` from the index, oldest first, that the case (`supports`) and the matrix's
-    pairings allow, between `old` and `new` inclusive (default: the oldest and newest allowed)."""
+def allowed_releases(matrix: Matrix, case: Case, package: str, device: str, pre: bool = False) -> list[str]:
+    """Released versions of `package` on the matrix's index, oldest first, that the case (`supports`) and the
+    matrix's pairings allow (not yanked; pre-releases only with `pre`): what a bisection or narrowing may probe."""
     dist = matrix.distribution(package, device)
     allowed = SpecifierSet(case.spec.supports.get(package, ""))
     leads = [c for c in matrix.spec.couplings if c.lead == package]
@@ -61,12 +60,20 @@ def release_candidates(
             continue
         if leads and not all(any(SpecifierSet(r[package]).contains(v, True) for r in c.rows) for c in leads):
             continue
-        if (old and v < Version(old)) or (new and v > Version(new)):
-            continue
         versions.append(str(v))
+    return versions
+
+
+def release_candidates(
+    matrix: Matrix, case: Case, package: str, device: str, old: str | None, new: str | None, pre: bool = False
+) -> list[str]:
+    """`allowed_releases` between `old` and `new` inclusive (default: the oldest and newest allowed)."""
+    versions = [v for v in allowed_releases(matrix, case, package, device, pre)
+                if not (old and Version(v) < Version(old)) and not (new and Version(v) > Version(new))]
     for end, name in ((old, "--old"), (new, "--new")):
         if end and end not in versions and str(Version(end)) not in versions:
-            raise BisectError(f"{name} {end}: not a release of {dist} the case and matrix allow")
+            raise BisectError(f"{name} {end}: not a release of {matrix.distribution(package, device)} the case "
+                              "and matrix allow")
     if len(versions) < 2:
         raise BisectError(f"{package}: fewer than two releases to bisect between ({', '.join(versions) or 'none'})")
     return versions
@@ -76,8 +83,10 @@ BISECT_PREFIX = "bisect-"  # the cells of bisect probes are named bisect-<packag
 
 
 def probe_cell(matrix: Matrix, case: Case, package: str, candidate: str | Commit, device: str,
-               source: str | None = None, companions: dict[str, str | GitPin] | None = None) -> Cell:
-    """The cell that pins `package` to `candidate`, with the packages coupled to it moved along.
+               source: str | None = None, companions: dict[str, str | GitPin] | None = None,
+               base: dict[str, str | GitPin] | None = None) -> Cell:
+    """The cell that pins `package` to `candidate`, with the packages coupled to it moved along, and the other pins
+    of `base` (a matrix cell's, when narrowing between two of its cells) kept.
 
     A commit has no version to look up in a pairing: its coupled packages are `companions` (the commit level
     passes the pins of the release the commits lead to, e.g. torchrec 1.2.0's fbgemm 1.2 and torch 2.7).
@@ -95,6 +104,10 @@ def probe_cell(matrix: Matrix, case: Case, package: str, candidate: str | Commit
                 raise MatrixError(f"{package} {pin}: no row of the pairing {coupling.name!r} allows it")
             for member, spec in rows[-1].items():
                 pins.setdefault(member, spec)
+    coupled = {p for c in matrix.spec.couplings for row in c.rows if package in row for p in row}
+    for member, kept in (base or {}).items():
+        if member not in coupled:
+            pins.setdefault(member, kept)
     pins = apply_couplings(matrix.spec.couplings, pins, f"bisect {package} {candidate}")
     return Cell(name=f"{BISECT_PREFIX}{package}-{candidate}", device=device, python=matrix.spec.defaults.python,
                 index_url=matrix.index_url(), pins=pins, sources={package: source} if source else {})
@@ -118,22 +131,26 @@ class CaseProber:
     cores: int = 1
     source: str | None = None
     companions: dict[str, str | GitPin] = field(default_factory=dict)  # coupled pins for commit candidates
+    base: dict[str, str | GitPin] = field(default_factory=dict)  # other pins every probe keeps (narrow)
+    nprocs: tuple[int, ...] = ()  # world sizes per probe, combined like a matrix cell (default: `nproc` alone)
+    resume: Resume = NO_RESUME  # narrow reuses recorded probes; bisect launches every one
     on_probe: Callable[[str, Outcome, str], None] | None = None
     log: list[tuple[str, Outcome, str]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
-        self.session = Session(MatrixEnvironments(self.envs), repeat=self.repeat,
+        self.session = Session(MatrixEnvironments(self.envs), repeat=self.repeat, resume=self.resume,
                                observers=[Recorder(self.store, self.run_id), _ProbeLog(self)])
 
     def __call__(self, batch: list[str | Commit]) -> list[Outcome]:
-        return run_scheduled(batch, self.one, cost=lambda _: self.nproc * self.repeat, cores=self.cores)
+        cost = max(self.nprocs or (self.nproc,)) * self.repeat
+        return run_scheduled(batch, self.one, cost=lambda _: cost, cores=self.cores)
 
     def one(self, candidate: str | Commit) -> Outcome:
         """The outcome of the case with `package` at `candidate` (`infra` when its cell cannot be formed)."""
         try:
             cell = probe_cell(self.matrix, self.case, self.package, candidate, self.device, self.source,
-                              self.companions)
+                              self.companions, self.base)
         except MatrixError as exc:  # recorded where the probe would have run, as `infra`
             cell = Cell(name=f"{BISECT_PREFIX}{self.package}-{candidate}", device=self.device,
                         python=self.matrix.spec.defaults.python, index_url=self.matrix.index_url(), pins={})
@@ -141,7 +158,12 @@ class CaseProber:
             result = infra_result(job, str(exc))
             self.session.settle(job, result)
             return result.outcome
-        return self.session.run_job(Job(self.case, self.variant, self.nproc, self.device, cell)).outcome
+        results = [self.session.run_job(Job(self.case, self.variant, n, self.device, cell))
+                   for n in self.nprocs or (self.nproc,)]
+        if len(results) == 1:
+            return results[0].outcome
+        status = cell_status(results)  # several world sizes: as a matrix cell combines them
+        return {REPRODUCED: Outcome.REPRODUCED, FIXED: Outcome.FIXED}.get(status, Outcome.ERROR)
 
 
 class _ProbeLog(Observer):

@@ -44,11 +44,14 @@ class SearchResult(Generic[T]):
     ambiguous: list[T] = field(default_factory=list)  # untestable candidates between last_old and first_new
 
 
-def search(candidates: Sequence[T], probe: Prober[T], parallel: int = 1) -> SearchResult[T]:
-    """Bisect `candidates` (oldest first) for the first one showing the newest candidate's outcome."""
+def search(candidates: Sequence[T], probe: Prober[T], parallel: int = 1,
+           known: dict[int, Outcome] | None = None) -> SearchResult[T]:
+    """Bisect `candidates` (oldest first) for the first one showing the newest candidate's outcome. `known` gives
+    outcomes already measured (by index; e.g. both endpoints, when narrowing between two matrix cells): those are
+    not probed again, and not listed among the probes."""
     if len(candidates) < 2:
         raise BisectRefused(f"need at least two candidates, got {len(candidates)}")
-    seen: dict[int, Outcome] = {}
+    seen: dict[int, Outcome] = dict(known or {})
     order: list[int] = []
 
     def run(indices: list[int]) -> None:

@@ -5,6 +5,12 @@ Input: results as (cell, Result). Per case x variant x device, each cell gets on
 skip, or nothing conclusive). Cells are placed on a package's axis by the version the result recorded for that
 package (a git install sorts at its version, after the releases of that version); several cells at one version
 agree or are `mixed`.
+
+Every change along an axis is a `Boundary` that states its own precision: *adjacent* ("fixed in 2.1.3 (2.1.2
+reproduced)": nothing lies between the two versions that were run), an *interval* ("fixed between 2.0.9 and 2.2.5
+(9 releases not run)", which `bugmatrix narrow` can close), or unknown when what lies between cannot be listed (no
+index, or a commit without a clone to place it). What lies between comes from a `Between` function
+(harness/analysis/precision.py asks the package index and local clones).
 """
 
 from __future__ import annotations
@@ -42,6 +48,45 @@ class Point:
     cells: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class Boundary:
+    """Where the outcome changes: `before` (the last version run with the old status) and `after` (the first with
+    the new one), the releases between that were not run (`untested`; None when they cannot be listed) and the
+    versions between that were run but could not say (`undecided`)."""
+
+    kind: str  # "fixed" | "regressed"
+    before: str
+    after: str
+    untested: tuple[str, ...] | None
+    undecided: tuple[str, ...] = ()
+    unknown_because: str = ""  # why `untested` is None
+
+    @property
+    def adjacent(self) -> bool:
+        """A measurement: nothing lies between `before` and `after`."""
+        return self.untested == () and not self.undecided
+
+    @property
+    def old(self) -> str:
+        """The status before the change."""
+        return REPRODUCED if self.kind == "fixed" else FIXED
+
+    def text(self) -> str:
+        """`fixed in 2.1.3 (2.1.2 reproduced)` when adjacent, else `fixed between A and B (...)` saying why."""
+        before, after = _short(self.before), _short(self.after)
+        if self.adjacent:
+            return f"{self.kind} in {after} ({before} {self.old})"
+        notes = []
+        if self.untested is None:
+            notes.append(f"what lies between is unknown: {self.unknown_because}")
+        elif self.untested:
+            notes.append(f"{len(self.untested)} release{'s' * (len(self.untested) != 1)} not run"
+                         if " @ " not in self.before + self.after else f"{len(self.untested)} commit(s) not run")
+        if self.undecided:
+            notes.append(f"could not say: {', '.join(map(_short, self.undecided))}")
+        return f"{self.kind} between {before} and {after} ({'; '.join(notes)})"
+
+
 @dataclass
 class Axis:
     """One case x variant x device along one package's versions."""
@@ -60,6 +105,25 @@ class Axis:
     def unknown_in(self) -> list[str]:
         return [p.version for p in self.points if p.status in (UNKNOWN, MIXED)]
 
+    def narrow_command(self) -> str:
+        """The command that closes this axis's interval boundaries."""
+        return f"bugmatrix narrow {self.case} --package {self.package} --device {self.device}"
+
+    def boundaries(self, between: Between | None = None) -> list[Boundary]:
+        """Each fix and regression along the axis with its precision (see the module docstring)."""
+        out = []
+        for kind, before, after in self.changes():
+            run = [p.version for p in self.points]
+            inside = run[run.index(before) + 1:run.index(after)]  # points run between: all could not say
+            candidates = between(self.case, self.package, self.device, before, after) if between else None
+            ran = set(run) | {v.partition(" @ ")[2] for v in run}  # a commit is run under "<version> @ <sha>"
+            untested = None if candidates is None else tuple(v for v in candidates if v not in ran)
+            because = ("no package index was consulted" if between is None
+                       else "no local clone of the repository to place the commits" if " @ " in before + after
+                       else "the index does not list them")
+            out.append(Boundary(kind, before, after, untested, tuple(inside), because if untested is None else ""))
+        return out
+
     def changes(self) -> list[tuple[str, str, str]]:
         """(kind, last version before, first version after) for each fix and regression along the axis."""
         known = [p for p in self.points if p.status in (REPRODUCED, FIXED)]
@@ -71,16 +135,16 @@ class Axis:
                 out.append(("regressed", before.version, after.version))
         return out
 
-    def summary(self) -> str:
-        """One line: where it reproduces, where it was fixed, where it came back, what could not say."""
+    def summary(self, between: Between | None = None) -> str:
+        """One line: where it reproduces, where it was fixed or came back (each with its precision), what could
+        not say."""
         if not self.points:
             return "no results"
         parts = []
         rep = self.reproduced_in
         parts.append(f"reproduces in {_span(rep)}" if rep else "never reproduced")
-        for kind, before, after in self.changes():
-            last = "reproduced" if kind == "fixed" else "fixed"
-            parts.append(f"{kind} in {_short(after)} (last {last}: {_short(before)})")
+        for b in self.boundaries(between):
+            parts.append(b.text() + (f" — narrow with `{self.narrow_command()}`" if b.untested else ""))
         if self.unknown_in:
             parts.append(f"could not say: {', '.join(map(_short, self.unknown_in))}")
         return "; ".join(parts)
@@ -106,6 +170,8 @@ def _sort_key(text: str) -> tuple[Version, int, str]:
 
 
 Dater = Callable[[str, str, str | None], datetime | None]  # (package, version, commit) -> when it was made
+# (case, package, device, before, after) -> the releases (or commits) strictly between, oldest first; None: unknown
+Between = Callable[[str, str, str, str, str], tuple[str, ...] | None]
 
 
 def axes(

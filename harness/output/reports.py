@@ -10,8 +10,9 @@ from typing import Any
 
 from rich.table import Table
 
+from harness.analysis.bisect import BISECT_PREFIX
 from harness.analysis.compare import Change
-from harness.analysis.transitions import Axis, Dater, axes, cell_status
+from harness.analysis.transitions import Axis, Between, Dater, axes, cell_status
 from harness.matrix.expand import Matrix
 from harness.matrix.resolve import made_at
 from harness.model.case import discover
@@ -34,6 +35,7 @@ class MatrixReport:
     rows: list[tuple[str, str, str]]  # (case, variant, device)
     axes: list[Axis]
     primary: dict[str, str]  # case -> the package whose axis the summary shows
+    between: Between | None = None  # what lies between two versions (precision); None: unknown
 
     def status(self, row: tuple[str, str, str], cell: str) -> tuple[str, list[Result]]:
         case, variant, device = row
@@ -45,20 +47,24 @@ class MatrixReport:
         return cell_status(rs), rs
 
     def summaries(self) -> list[tuple[Axis, str]]:
-        return [(a, a.summary()) for a in self.axes if a.package == self.primary.get(a.case)]
+        """Each case's primary axis and its one-line summary, every boundary with its precision."""
+        return [(a, a.summary(self.between)) for a in self.axes if a.package == self.primary.get(a.case)]
 
 
 def build_report(results: list[tuple[str, Result]], case_packages: dict[str, list[str]],
-                 cell_order: list[str] | None = None, dater: Dater | None = None) -> MatrixReport:
-    """Assemble the report; each case's primary package is its first non-torch package (torch if none)."""
-    seen_cells = list(dict.fromkeys(c for c, _ in results))
+                 cell_order: list[str] | None = None, dater: Dater | None = None, between: Between | None = None,
+                 probes: bool = True) -> MatrixReport:
+    """Assemble the report; each case's primary package is its first non-torch package (torch if none). Every
+    result places its case on the axes (bisect and narrow probes too); the grid shows probe cells only with
+    `probes`."""
+    seen_cells = [c for c in dict.fromkeys(c for c, _ in results) if probes or not c.startswith(BISECT_PREFIX)]
     order = [c for c in (cell_order or []) if c in seen_cells] + [c for c in seen_cells if c not in (cell_order or [])]
     rows = sorted({(r.case, r.variant, r.device) for _, r in results})
     primary = {}
     for case in {r.case for _, r in results}:
         packages = case_packages.get(case, [])
         primary[case] = next((p for p in packages if p != "torch"), "torch")
-    return MatrixReport(results, order, rows, axes(results, dater=dater), primary)
+    return MatrixReport(results, order, rows, axes(results, dater=dater), primary, between)
 
 
 def to_table(report: MatrixReport) -> Table:
@@ -127,7 +133,10 @@ def to_html(report: MatrixReport, title: str = "bugmatrix report") -> str:
         body.append(f'<tr><th class="row">{html.escape(label)}</th>{"".join(tds)}</tr>')
     summaries = "".join(
         f"<tr><td>{html.escape(a.case)}</td><td>{html.escape(a.variant)}</td><td>{a.device}</td>"
-        f"<td>{html.escape(a.package)}</td><td>{html.escape(s)}</td></tr>"
+        f"<td>{html.escape(a.package)}</td>"
+        + (f'<td class="interval" title="an interval: not every version between was run">{html.escape(s)}</td>'
+           if any(not b.adjacent for b in a.boundaries(report.between)) else f"<td>{html.escape(s)}</td>")
+        + "</tr>"
         for a, s in report.summaries()
     )
     legend = "".join(f'<span class="key" style="background:{COLOUR[k]}"></span>{k} ' for k in
@@ -144,6 +153,7 @@ table.grid {{ border-collapse: collapse; }}
 .grid th.cell div {{ writing-mode: vertical-rl; transform: rotate(180deg); font-weight: 500; white-space: nowrap; }}
 table.sum {{ border-collapse: collapse; margin-top: 24px; }}
 .sum td, .sum th {{ border-bottom: 1px solid #ddd; padding: 4px 10px; text-align: left; }}
+.sum td.interval {{ background: #fff3cd; border-left: 4px solid #e6a700; }}
 .key {{ display: inline-block; width: 14px; height: 14px; margin: 0 4px 0 12px; vertical-align: middle; }}
 </style></head><body>
 <h1>{html.escape(title)}</h1>
@@ -152,6 +162,9 @@ table.sum {{ border-collapse: collapse; margin-top: 24px; }}
 <table class="grid"><tr><th></th>{head}</tr>
 {"".join(body)}
 </table>
+<p>A boundary reads <b>fixed in B (A reproduced)</b> when nothing lies between A and B: a measurement.
+<span style="background:#fff3cd;border-left:4px solid #e6a700;padding:0 6px">Highlighted</span> summaries hold an
+interval, <b>fixed between A and B</b>, with versions between that were not run (or could not say).</p>
 <table class="sum"><tr><th>case</th><th>variant</th><th>device</th><th>package</th><th>where it changes</th></tr>
 {summaries}</table>
 </body></html>
@@ -164,8 +177,13 @@ def to_json(report: MatrixReport) -> str:
         "cells": report.cells,
         "axes": [
             {"case": a.case, "variant": a.variant, "device": a.device, "package": a.package,
-             "summary": a.summary(), "reproduced_in": a.reproduced_in, "unknown_in": a.unknown_in,
+             "summary": a.summary(report.between), "reproduced_in": a.reproduced_in, "unknown_in": a.unknown_in,
              "changes": [{"kind": k, "last_before": b, "first_after": f} for k, b, f in a.changes()],
+             "boundaries": [{"kind": b.kind, "before": b.before, "after": b.after, "adjacent": b.adjacent,
+                             "not_run": None if b.untested is None else list(b.untested),
+                             "could_not_say": list(b.undecided), "text": b.text(),
+                             "narrow": None if b.adjacent else a.narrow_command()}
+                            for b in a.boundaries(report.between)],
              "points": [{"version": p.version, "status": p.status, "cells": p.cells} for p in a.points]}
             for a in report.axes
         ],
@@ -180,9 +198,12 @@ __all__ = ["STYLE", "MatrixReport", "build_report", "to_html", "to_json", "to_ma
 
 
 def report_for(results: list[tuple[str, Result]], cases_dir: Path, cell_order: list[str],
-              matrix: Matrix | None = None) -> MatrixReport:
-    """`build_report` as `bugmatrix report` calls it: each case's packages from its case.yaml, upload dates from
-    the matrix's index when there is a matrix."""
+               matrix: Matrix | None = None, probes: bool = False) -> MatrixReport:
+    """`build_report` as `bugmatrix report` calls it: each case's packages from its case.yaml; with a matrix, upload
+    dates and the releases between two versions from its index (each boundary's precision)."""
+    from harness.analysis.precision import between_on_index
+
     cases, _ = discover(cases_dir)
     dater = (lambda p, v, c: made_at(matrix, p, v, c)) if matrix is not None else None
-    return build_report(results, {c.id: list(c.spec.packages) for c in cases}, cell_order, dater)
+    between = between_on_index(matrix, {c.id: c for c in cases}) if matrix is not None else None
+    return build_report(results, {c.id: list(c.spec.packages) for c in cases}, cell_order, dater, between, probes)

@@ -1,0 +1,176 @@
+"""`bugmatrix narrow`: turn every interval boundary in the store into an adjacent one, by bisecting between them.
+
+    targets = intervals(results, cases, between, ...)     # boundaries with releases between that were not run
+    outcomes = narrow(targets, matrix, envs, store, run_id, ...)   # each bisected; probes recorded
+
+For each case x variant x device x package axis whose outcome changes between two versions that are not adjacent
+on the index, the releases strictly between are bisected. The two endpoints are not run again: their recorded
+statuses seed the search. Each probe is the cell at the older endpoint (its other pins kept) with the package moved
+to the candidate (coupled packages moved along by the pairing), run at the world sizes the case declares and
+combined as a matrix cell combines them; probes are recorded as `bisect-<package>-<version>` cells and resumed
+from the store, so a second `narrow` launches nothing. With `commits`, an adjacent release boundary of a package
+whose repository is known (a local clone: `sources`, $BUGMATRIX_MIRROR_<NAME>) goes on to the first-parent
+commits between the two releases. A boundary that cannot be narrowed says why, citing the results that show it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.analysis.bisect import CaseProber
+from harness.analysis.search import BisectRefused, SearchResult, search
+from harness.analysis.transitions import FIXED, REPRODUCED, Axis, Between, Boundary, axes
+from harness.matrix.cellenvs import CellEnvironments
+from harness.matrix.expand import Matrix
+from harness.matrix.git import Commit, git_candidates, resolve_ref
+from harness.model.case import Case
+from harness.model.cell import Pin
+from harness.model.outcome import Outcome
+from harness.model.result import Result
+from harness.session.pipeline import Resume
+from harness.session.store import ResultStore
+
+STATUS = {REPRODUCED: Outcome.REPRODUCED, FIXED: Outcome.FIXED}
+
+
+@dataclass(frozen=True)
+class Target:
+    """One boundary to narrow, on its axis, with the pins of the cell at its older endpoint."""
+
+    axis: Axis
+    boundary: Boundary
+    base: dict[str, Pin]
+
+
+@dataclass
+class Narrowed:
+    """What narrowing one boundary found: the new boundary (or why there is none), and the probes it took."""
+
+    target: Target
+    found: SearchResult | None = None
+    level: str = "release"
+    why_not: str = ""
+    probes: list[tuple[str, Outcome, str]] = field(default_factory=list)
+
+    def line(self) -> str:
+        """One line fit for an upstream comment."""
+        a, b = self.target.axis, self.target.boundary
+        head = f"{a.case}::{a.variant} ({a.device}) over {a.package}"
+        if self.found is None:
+            return f"{head}: {b.text()} — not narrowed: {self.why_not}"
+        f = self.found
+        new = f"{f.first_new.sha[:12]} \"{f.first_new.subject}\"" if isinstance(f.first_new, Commit) else f.first_new
+        old = f.last_old.sha[:12] if isinstance(f.last_old, Commit) else f.last_old
+        where = f"{b.kind} in {new} ({old} {f.old.value})"
+        if f.ambiguous:
+            where = (f"{b.kind} between {old} and {new} (untestable in between: "
+                     f"{', '.join(map(str, f.ambiguous))}; {self.why_not})")
+        return f"{head}: {where} [{len(self.probes)} probes, {self.level} level]"
+
+
+def intervals(results: list[tuple[str, Result]], cases: dict[str, Case], between: Between, matrix: Matrix,
+              packages: set[str] | None = None, devices: set[str] | None = None,
+              case_ids: set[str] | None = None) -> list[Target]:
+    """Every boundary in `results` that is not adjacent (limited to the given packages, devices and cases), with
+    the pins of the matrix cell at its older endpoint (a probe cell's when only a probe ran there)."""
+    targets = []
+    cells = {c.name: c for c in matrix.cells}
+    for axis in axes(results, {cid: list(c.spec.packages) for cid, c in cases.items()}):
+        if (axis.case not in cases or (packages and axis.package not in packages)
+                or (devices and axis.device not in devices) or (case_ids and axis.case not in case_ids)):
+            continue
+        for boundary in axis.boundaries(between):
+            if boundary.adjacent:
+                continue
+            point = next(p for p in axis.points if p.version == boundary.before)
+            named = [cells[c] for c in point.cells if c in cells]
+            base = dict(named[0].pins) if named else {}
+            targets.append(Target(axis, boundary, base))
+    return targets
+
+
+def narrow(targets: list[Target], cases: dict[str, Case], matrix: Matrix, envs: CellEnvironments,
+           store: ResultStore, run_id: str, *, commits: bool = False, cores: int = 1, repeat: int = 1,
+           say: Callable[[str], None] = lambda _: None) -> list[Narrowed]:
+    """Bisect each target between its endpoints (see the module docstring); every probe is recorded in `store`."""
+    done = []
+    for target in targets:
+        axis, b = target.axis, target.boundary
+        outcome = Narrowed(target)
+        if not b.untested:
+            outcome.why_not = _undecided_why(axis, b, store) if b.undecided else "what lies between is unknown"
+            say(outcome.line())
+            done.append(outcome)
+            continue
+        case = cases[axis.case]
+        prober = CaseProber(
+            matrix, envs, case, axis.variant, max(case.spec.nproc), axis.device, axis.package, store, run_id,
+            repeat=repeat, cores=cores, base=target.base, nprocs=tuple(case.spec.nproc), resume=Resume(store),
+            source=matrix.source(axis.package),
+        )
+        candidates = [b.before, *b.untested, b.after]
+        old, new = STATUS[b.old], STATUS[FIXED if b.kind == "fixed" else REPRODUCED]
+        say(f"narrowing {axis.case}::{axis.variant} ({axis.device}) over {axis.package}: {b.before} … {b.after} "
+            f"({len(b.untested)} releases between)")
+        try:
+            found = search(candidates, prober, parallel=max(1, cores // max(case.spec.nproc)),
+                           known={0: old, len(candidates) - 1: new})
+        except BisectRefused as exc:  # cannot happen with two decisive endpoints; kept honest if it does
+            outcome.why_not = str(exc)
+        else:
+            outcome.found = found
+            if found.ambiguous:
+                outcome.why_not = _probe_reasons(prober.log, {str(a) for a in found.ambiguous})
+            elif commits and prober.source:
+                _commit_level(outcome, prober, matrix, say)
+        outcome.probes = list(prober.log)
+        say(outcome.line())
+        done.append(outcome)
+    return done
+
+
+def _commit_level(outcome: Narrowed, prober: CaseProber, matrix: Matrix, say: Callable[[str], None]) -> None:
+    """Go on to the first-parent commits between the two adjacent releases (a local clone is needed)."""
+    found = outcome.found
+    assert found is not None and prober.source
+    source = prober.source.removeprefix("file://")
+    repo = Path(source)
+    if "://" in source or not all(resolve_ref(repo, str(v)) for v in (found.last_old, found.first_new)):
+        outcome.why_not = f"no local clone with tags for {found.last_old} and {found.first_new} (commit level skipped)"
+        return
+    commits = git_candidates(repo, str(found.last_old), str(found.first_new))
+    newer = {k: v for k, v in prober.base.items() if k != prober.package}
+    prober.companions = newer
+    say(f"  {len(commits)} first-parent commits of {prober.package} between {found.last_old} and {found.first_new}")
+    try:
+        outcome.found = search(commits, prober, known={0: found.old, len(commits) - 1: found.new})
+        outcome.level = "commit"
+    except BisectRefused as exc:
+        outcome.why_not = f"commit level: {exc}"
+    prober.companions = {}
+
+
+def _undecided_why(axis: Axis, boundary: Boundary, store: ResultStore) -> str:
+    """Why a boundary with only undecided versions between cannot be narrowed: the results that show it."""
+    reasons = []
+    for point in axis.points:
+        if point.version not in boundary.undecided:
+            continue
+        for cell, r in store.latest():
+            if cell in point.cells and (r.case, r.variant, r.device) == (axis.case, axis.variant, axis.device):
+                reasons.append(f"{point.version} in {cell}: {r.outcome.value} ({_gist(r.reason)})")
+                break
+    return "the versions between could not say: " + "; ".join(reasons)
+
+
+def _probe_reasons(log: list[tuple[str, Outcome, str]], wanted: set[str]) -> str:
+    shown = [f"{c}: {o.value} ({_gist(why)})" for c, o, why in log if c in wanted]
+    return "the releases between could not say: " + ("; ".join(shown) or "not probed")
+
+
+def _gist(reason: str, limit: int = 160) -> str:
+    """The telling end of a reason: a traceback's last line rather than its first (`... | ` joins lines)."""
+    last = reason.strip().rsplit(" | ", 1)[-1].strip()
+    return last if len(last) <= limit else "…" + last[-limit:]

@@ -1,0 +1,75 @@
+"""What lies between two versions that were run: the releases on the index (or the first-parent commits of a local
+clone) that a case could run at, so that a boundary can say whether it is adjacent or an interval.
+
+    between = between_on_index(matrix, cases)      # a `Between` for transitions.Axis.boundaries / summary
+    between(case_id, package, device, "2.0.9", "2.2.5") -> ("2.1.0", "2.1.1", ...) or None when unknown
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+
+from harness.analysis.bisect import allowed_releases
+from harness.analysis.transitions import Between
+from harness.matrix.expand import Matrix
+from harness.matrix.git import resolve_ref
+from harness.matrix.index import IndexLookupError
+from harness.matrix.spec import MatrixError
+from harness.model.case import Case
+
+
+def between_on_index(matrix: Matrix, cases: dict[str, Case]) -> Between:
+    """A `Between` that lists the releases the matrix's index holds (those the case's `supports` and the pairings
+    allow) strictly between two released versions, and the first-parent commits of a local clone between two
+    commits or a release and a commit; None when the index cannot be read or no local clone is known."""
+    listed: dict[tuple[str, str, str, bool], list[str] | None] = {}
+
+    def releases(case: Case, package: str, device: str, pre: bool) -> list[str] | None:
+        key = (case.id, package, device, pre)
+        if key not in listed:
+            try:
+                listed[key] = allowed_releases(matrix, case, package, device, pre)
+            except (IndexLookupError, MatrixError, OSError):
+                listed[key] = None
+        return listed[key]
+
+    def between(case_id: str, package: str, device: str, before: str, after: str) -> tuple[str, ...] | None:
+        case = cases.get(case_id)
+        if case is None:
+            return None
+        if " @ " in before or " @ " in after:
+            return _commits_between(matrix, package, before, after)
+        try:
+            low, high = Version(before), Version(after)
+        except InvalidVersion:
+            return None
+        found = releases(case, package, device, low.is_prerelease or high.is_prerelease)
+        if found is None:
+            return None
+        lo, hi = min(low, high), max(low, high)
+        return tuple(v for v in found if lo < Version(v) < hi)
+
+    return between
+
+
+def _commits_between(matrix: Matrix, package: str, before: str, after: str) -> tuple[str, ...] | None:
+    """First-parent commits strictly between two points (`1.2.0` or `0.4.0.dev0 @ <sha>`) in a local clone, as
+    `<version> @ <sha>` would not be known for them: returned as bare SHAs; None without a local clone."""
+    source = matrix.source(package)
+    if not source or ("://" in source and not source.startswith("file://")):
+        return None
+    repo = Path(source.removeprefix("file://"))
+    ends = []
+    for point in (before, after):
+        version, _, commit = point.partition(" @ ")
+        ends.append(resolve_ref(repo, commit) if commit else resolve_ref(repo, version))
+    if None in ends:
+        return None
+    proc = subprocess.run(["git", "-C", str(repo), "rev-list", "--first-parent", "--reverse", f"{ends[0]}..{ends[1]}"],
+                          capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        return None
+    return tuple(proc.stdout.split()[:-1])

@@ -1,0 +1,99 @@
+"""`bugmatrix narrow` and the precision of every boundary, on fake packages served from a local index."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.cli import main
+from harness.session.store import ResultStore
+
+from .fakeindex import FakeRelease, build_index, fake_torch
+
+VERSIONS = [f"1.{i}" for i in range(10)] + ["2.0"]  # eleven releases; the bug is fixed in 1.3
+SCRIPT = """
+import sys
+import fakelib
+if fakelib.BUGGY:
+    print("RuntimeError: FAKE-SIG from fakelib", fakelib.__version__)
+    sys.exit(1)
+"""
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    releases = [fake_torch("2.5.0", "2024-01-01T00:00:00Z")]
+    for i, version in enumerate(VERSIONS):
+        releases.append(FakeRelease("fakelib", version, f"2024-02-{i + 1:02d}T00:00:00Z",
+                                    module=f"BUGGY = {version in ('1.0', '1.1', '1.2')}\n__version__ = {version!r}\n"))
+    index = build_index(tmp_path / "index", releases)
+    (tmp_path / "matrix.yaml").write_text(yaml.safe_dump({
+        "indexes": {"local": index}, "defaults": {"index": "local"},
+        "groups": [{"name": "fakelib-{fakelib}", "axes": {"fakelib": ["1.0", "2.0"]}, "pins": {"torch": "2.5.0"}}],
+    }))
+    case = tmp_path / "cases" / "fakelib-1-bug"
+    case.mkdir(parents=True)
+    (case / "repro.py").write_text(SCRIPT)
+    (case / "case.yaml").write_text(yaml.safe_dump({
+        "title": "fakelib bug", "upstream": ["https://example.invalid/1"], "packages": ["torch", "fakelib"],
+        "timeout": 60, "signature": "FAKE-SIG",
+        "variants": {"bug": {"expect": [{"when": {"fakelib": "<1.3"}, "outcome": "reproduced"}, {"outcome": "fixed"}]}},
+    }))
+    return tmp_path
+
+
+def cli(project: Path, *argv: str) -> int:
+    return main(["--cases-dir", str(project / "cases"), *argv, "--matrix", str(project / "matrix.yaml"),
+                 "--db", str(project / "r.db"), *(("--envs", str(project / "envs")) if argv[0] != "report" else ())])
+
+
+def launched_in(store: ResultStore, run_id: str) -> int:
+    return sum(1 for _, _, r in store.results(run_id) if r.launched)
+
+
+def test_narrow_turns_an_interval_into_adjacent_releases_and_a_second_run_launches_nothing(
+        project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli(project, "run", "--all-cells", "-j", "1") == 0
+    capsys.readouterr()
+    assert cli(project, "report", "--format", "json") == 0
+    [axis] = [a for a in json.loads(capsys.readouterr().out)["axes"] if a["package"] == "fakelib"]
+    [boundary] = axis["boundaries"]
+    assert boundary["adjacent"] is False and boundary["not_run"] == VERSIONS[1:-1]
+    assert boundary["text"] == "fixed between 1.0 and 2.0 (9 releases not run)"
+    assert boundary["narrow"] == "bugmatrix narrow fakelib-1-bug --package fakelib --device cpu"
+
+    assert cli(project, "narrow", "-j", "1") == 0
+    out = capsys.readouterr().out
+    assert "fixed in 1.3 (1.2 reproduced)" in out, out
+    store = ResultStore(project / "r.db")
+    narrow_run = store.runs()[-1].run_id
+    assert launched_in(store, narrow_run) <= math.ceil(math.log2(len(VERSIONS))) + 1
+
+    assert cli(project, "report", "--format", "markdown") == 0
+    markdown = capsys.readouterr().out
+    assert "fixed in 1.3 (1.2 reproduced)" in markdown and "bisect-" not in markdown  # probes: axes, not grid
+    runs_before = len(store.runs())
+    assert cli(project, "narrow", "-j", "1") == 0  # idempotent: nothing left to narrow, nothing launched
+    assert len(store.runs()) == runs_before
+    assert "every boundary in the store is adjacent" in capsys.readouterr().err
+
+
+def test_a_boundary_that_cannot_be_narrowed_says_why(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    index_root = project / "index"
+    # every release between 1.0 and 2.0 is unbuildable on this platform (a native extension that is missing)
+    releases = [fake_torch("2.5.0", "2024-01-01T00:00:00Z")]
+    for i, version in enumerate(VERSIONS):
+        body = (f"BUGGY = {version == '1.0'}\n__version__ = {version!r}\n" if version in ("1.0", "2.0")
+                else "import no_such_native_ext\n")
+        releases.append(FakeRelease("fakelib", version, f"2024-02-{i + 1:02d}T00:00:00Z", module=body))
+    build_index(index_root, releases)
+    assert cli(project, "run", "--all-cells", "-j", "1") == 0
+    capsys.readouterr()
+    assert cli(project, "narrow", "-j", "1") == 1
+    out = capsys.readouterr()
+    assert "not narrowed" in out.out + out.err or "untestable in between" in out.out, out
+    assert "infra" in out.out + out.err and "no_such_native_ext" in out.out + out.err
