@@ -578,7 +578,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_narrow(args: argparse.Namespace) -> int:
     """Narrow every interval boundary of the store's results (see harness/analysis/narrow.py); 0 when every
     boundary it looked at is adjacent afterwards, 1 when some could not be narrowed (each says why)."""
-    from harness.analysis.narrow import intervals, narrow
+    from harness.analysis.narrow import comments, intervals, narrow
     from harness.analysis.precision import between_on_index
 
     err = make_console(stderr=True)
@@ -599,24 +599,26 @@ def cmd_narrow(args: argparse.Namespace) -> int:
                       commits=args.commits, cores=args.jobs, repeat=args.repeat,
                       say=lambda line: err.print(line, soft_wrap=True, markup=False, highlight=False))
     left = [d for d in done if d.found is None or d.found.ambiguous]
+    pasted = comments(done, store.latest(), cases, between, matrix)
     if args.json:
-        print(to_json({"run_id": run_id, "narrowed": [
+        print(to_json({"run_id": run_id, "comments": pasted, "narrowed": [
             {"case": d.target.axis.case, "variant": d.target.axis.variant, "device": d.target.axis.device,
              "package": d.target.axis.package, "before": d.target.boundary.text(), "after": d.line(),
              "level": d.level, "probes": [{"candidate": c, "outcome": o.value} for c, o, _ in d.probes],
              "why_not": d.why_not} for d in done]}))
     else:
         console = make_console()
-        console.print("Paste upstream:", highlight=False)
         for d in done:
-            console.print(f"  bugmatrix narrow: {d.line()}", soft_wrap=True, markup=False, highlight=False)
+            console.print(f"bugmatrix narrow: {d.line()}", soft_wrap=True, markup=False, highlight=False)
+        for text in pasted:
+            console.print("\nPaste upstream:\n" + text, soft_wrap=True, markup=False, highlight=False)
         console.print(f"{len(done) - len(left)} boundary(ies) narrowed to adjacent versions, {len(left)} not")
     return 1 if left else 0
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:
     """Release-level, then commit-level bisection; 0 when a boundary was found, 1 when refused or ambiguous."""
-    from harness.analysis.bisect import BisectError, BisectRequest, bisect, bisect_summary
+    from harness.analysis.bisect import BisectError, BisectRequest, bisect, bisect_commands, bisect_summary
     from harness.analysis.search import BisectRefused
     from harness.matrix.git import GitError
 
@@ -652,10 +654,15 @@ def cmd_bisect(args: argparse.Namespace) -> int:
              "first_new_subject": getattr(r.first_new, "subject", None),
              "probes": [{"candidate": str(c), "outcome": o.value} for c, o in r.probes]} for level, r in levels]}))
     else:
+        console = make_console()
         for level, r in levels:
-            make_console().print(f"{level} level: {len(r.probes)} probes: "
-                            + ", ".join(f"{c}={o.value}" for c, o in r.probes), soft_wrap=True)
-        make_console().print(summary, soft_wrap=True)
+            console.print(f"{level} level: {len(r.probes)} probes: "
+                          + ", ".join(f"{c}={o.value}" for c, o in r.probes), soft_wrap=True)
+        console.print(summary, soft_wrap=True, markup=False, highlight=False)
+        if levels:
+            console.print("\nTo reproduce each side anywhere:", highlight=False)
+            for command in bisect_commands(case, levels[-1][1], store.results(run_id), matrix):
+                console.print(command, soft_wrap=True, markup=False, highlight=False)
     return 1 if any(r.ambiguous for _, r in levels) else 0
 
 

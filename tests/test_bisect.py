@@ -126,3 +126,16 @@ def test_the_policy_goes_from_releases_to_commits_without_the_cli(tmp_path: Path
     with recording(store, "test", "test") as run_id:
         levels = bisect_case(matrix, CellEnvironments(matrix, EnvCache(root / "envs")), no_commits, store, run_id)
     assert [level for level, _ in levels] == ["release"]
+
+
+def test_bisect_ends_with_the_command_for_each_side(tmp_path: Path, capsys) -> None:
+    root = project(tmp_path, [i < 3 for i in range(6)])
+    capsys.readouterr()
+    code = main(["--cases-dir", str(root / "cases"), "bisect", "fakelib-1-bug", "--package", "fakelib",
+                 "--device", "cpu", "--matrix", str(root / "matrix.yaml"), "--envs", str(root / "envs"),
+                 "--db", str(root / "r.db"), "-j", "1"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "releases 1.2.0 (reproduced) → 1.3.0 (fixed)" in out
+    assert "# 1.2.0: reproduced" in out and "# 1.3.0: fixed" in out
+    assert "--with fakelib==1.3.0" in out and "--nproc_per_node=1 cases/fakelib-1-bug/repro.py --device cpu" in out

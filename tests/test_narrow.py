@@ -65,10 +65,15 @@ def test_narrow_turns_an_interval_into_adjacent_releases_and_a_second_run_launch
     assert boundary["adjacent"] is False and boundary["not_run"] == VERSIONS[1:-1]
     assert boundary["text"] == "fixed between 1.0 and 2.0 (9 releases not run)"
     assert boundary["narrow"] == "bugmatrix narrow fakelib-1-bug --package fakelib --device cpu"
+    assert "--with fakelib==1.0" in boundary["reproduce"]["before"] and "fakelib==2.0" in boundary["reproduce"]["after"]
 
     assert cli(project, "narrow", "-j", "1") == 0
     out = capsys.readouterr().out
     assert "fixed in 1.3 (1.2 reproduced)" in out, out
+    # a comment ready to paste upstream, with the one command that reproduces each side anywhere
+    assert "Paste upstream:" in out and "--exclude-newer 2024-02-03T00:00:01Z" in out, out
+    assert "--with fakelib==1.2 --with torch==2.5.0 python -m torch.distributed.run --standalone" in out, out
+    assert "--with fakelib==1.3" in out and "cases/fakelib-1-bug/repro.py --device cpu" in out
     store = ResultStore(project / "r.db")
     narrow_run = store.runs()[-1].run_id
     assert launched_in(store, narrow_run) <= math.ceil(math.log2(len(VERSIONS))) + 1

@@ -251,3 +251,18 @@ def bisect_summary(case: str, variant: str, package: str, levels: list[Level]) -
             where += f"; untestable in between: {', '.join(map(str, r.ambiguous))}"
         parts.append(f"{level}s {where} [{len(r.probes)} probes]")
     return f"bugmatrix bisect {case}::{variant} over {package}: " + "; ".join(parts)
+
+
+def bisect_commands(case: Case, found: SearchResult, results: list[tuple[str, str, Result]],
+                    matrix: Matrix | None = None) -> list[str]:
+    """For the two sides of a boundary (`last_old`, `first_new`), a comment line and the command that reproduces
+    the recorded probe anywhere (harness/analysis/reproduce.py)."""
+    from harness.analysis.reproduce import repro_command
+
+    lines = []
+    for candidate in (found.last_old, found.first_new):
+        probed = [r for _, cell, r in results if cell.endswith(f"-{candidate}") and cell.startswith(BISECT_PREFIX)]
+        if probed:
+            result = max(probed, key=lambda r: r.nproc)
+            lines += [f"# {candidate}: {result.outcome.value}", repro_command(case, result, matrix)]
+    return lines

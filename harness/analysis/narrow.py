@@ -131,6 +131,28 @@ def narrow(targets: list[Target], cases: dict[str, Case], matrix: Matrix, envs: 
     return done
 
 
+def comments(done: list[Narrowed], results: list[tuple[str, Result]], cases: dict[str, Case], between: Between,
+             matrix: Matrix) -> list[str]:
+    """For each narrowed boundary, the comment to paste upstream (harness/analysis/reproduce.py), read from the
+    store's results after the narrowing: the boundary as it now stands, and the command for each side."""
+    from harness.analysis.reproduce import upstream_comment
+
+    out = []
+    now = axes(results, {cid: list(c.spec.packages) for cid, c in cases.items()})
+    for d in done:
+        old = d.target.boundary
+        for axis in now:
+            if (axis.case, axis.variant, axis.device, axis.package) != (d.target.axis.case, d.target.axis.variant,
+                                                                        d.target.axis.device, d.target.axis.package):
+                continue
+            versions = [p.version for p in axis.points]
+            lo, hi = versions.index(old.before), versions.index(old.after)
+            for b in axis.boundaries(between):
+                if b.kind == old.kind and lo <= versions.index(b.before) and versions.index(b.after) <= hi:
+                    out.append(upstream_comment(cases[axis.case], axis, b, results, matrix))
+    return out
+
+
 def _commit_level(outcome: Narrowed, prober: CaseProber, matrix: Matrix, say: Callable[[str], None]) -> None:
     """Go on to the first-parent commits between the two adjacent releases (a local clone is needed)."""
     found = outcome.found

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -12,10 +12,10 @@ from rich.table import Table
 
 from harness.analysis.bisect import BISECT_PREFIX
 from harness.analysis.compare import Change
-from harness.analysis.transitions import Axis, Between, Dater, axes, cell_status
+from harness.analysis.transitions import Axis, Between, Boundary, Dater, axes, cell_status
 from harness.matrix.expand import Matrix
 from harness.matrix.resolve import made_at
-from harness.model.case import discover
+from harness.model.case import Case, discover
 from harness.model.common import item_id
 from harness.model.outcome import Outcome, shown
 from harness.model.result import Result
@@ -36,6 +36,8 @@ class MatrixReport:
     axes: list[Axis]
     primary: dict[str, str]  # case -> the package whose axis the summary shows
     between: Between | None = None  # what lies between two versions (precision); None: unknown
+    cases: dict[str, Case] = field(default_factory=dict)  # for the commands that reproduce each verdict
+    matrix: Matrix | None = None
 
     def status(self, row: tuple[str, str, str], cell: str) -> tuple[str, list[Result]]:
         case, variant, device = row
@@ -182,7 +184,8 @@ def to_json(report: MatrixReport) -> str:
              "boundaries": [{"kind": b.kind, "before": b.before, "after": b.after, "adjacent": b.adjacent,
                              "not_run": None if b.untested is None else list(b.untested),
                              "could_not_say": list(b.undecided), "text": b.text(),
-                             "narrow": None if b.adjacent else a.narrow_command()}
+                             "narrow": None if b.adjacent else a.narrow_command(),
+                             "reproduce": _commands(report, a, b)}
                             for b in a.boundaries(report.between)],
              "points": [{"version": p.version, "status": p.status, "cells": p.cells} for p in a.points]}
             for a in report.axes
@@ -191,6 +194,18 @@ def to_json(report: MatrixReport) -> str:
                     for c, r in report.results],
     }
     return json.dumps(payload, indent=2)
+
+
+def _commands(report: MatrixReport, axis: Axis, boundary: Boundary) -> dict[str, str]:
+    """The command that reproduces the verdict on each side of `boundary` (when the case is known)."""
+    from harness.analysis.reproduce import at, repro_command
+
+    case = report.cases.get(axis.case)
+    if case is None:
+        return {}
+    sides = {"before": boundary.before, "after": boundary.after}
+    found = {side: at(report.results, axis, version) for side, version in sides.items()}
+    return {side: repro_command(case, r, report.matrix) for side, r in found.items() if r is not None}
 
 
 __all__ = ["STYLE", "MatrixReport", "build_report", "to_html", "to_json", "to_markdown", "to_table",
@@ -206,4 +221,6 @@ def report_for(results: list[tuple[str, Result]], cases_dir: Path, cell_order: l
     cases, _ = discover(cases_dir)
     dater = (lambda p, v, c: made_at(matrix, p, v, c)) if matrix is not None else None
     between = between_on_index(matrix, {c.id: c for c in cases}) if matrix is not None else None
-    return build_report(results, {c.id: list(c.spec.packages) for c in cases}, cell_order, dater, between, probes)
+    report = build_report(results, {c.id: list(c.spec.packages) for c in cases}, cell_order, dater, between, probes)
+    report.cases, report.matrix = {c.id: c for c in cases}, matrix
+    return report

@@ -1,0 +1,75 @@
+"""The one command that reproduces a recorded verdict anywhere, and the comment to paste upstream.
+
+    repro_command(case, result, matrix)   # uv run --no-project --exclude-newer ... --with torch==... torchrun ...
+
+A verdict is reproduced with exactly the versions the result recorded for the case's packages (a git install at its
+commit), everything else resolved as of the newest upload among them (uv `--exclude-newer`, as the matrix cells do),
+and the same torchrun line the harness used: the world size, `--device` and the variant's arguments.
+"""
+
+from __future__ import annotations
+
+import shlex
+from datetime import datetime
+
+from harness.analysis.transitions import Axis, Boundary
+from harness.matrix.envcache import exclude_newer
+from harness.matrix.expand import Matrix
+from harness.matrix.git import git_url
+from harness.matrix.resolve import made_at
+from harness.model.case import Case
+from harness.model.common import logical_name
+from harness.model.result import Result
+
+
+def repro_command(case: Case, result: Result, matrix: Matrix | None = None, python: str = "3.11") -> str:
+    """A shell command that runs `result`'s job again with its exact versions (see the module docstring). With a
+    matrix, the cut-off date comes from its index (and commit dates from local clones); without, it is left out."""
+    withs, stamps = [], []
+    for dist, recorded in sorted(result.versions.items()):
+        version, _, commit = recorded.partition(" @ ")
+        if commit:
+            source = case.spec.sources.get(logical_name(dist)) or (matrix.source(logical_name(dist)) if matrix
+                                                                    else None)
+            withs.append(f"{dist} @ git+{git_url(source)}@{commit}" if source else f"{dist}=={version}")
+        else:
+            withs.append(f"{dist}=={version}")
+        if matrix is not None:
+            stamp = made_at(matrix, logical_name(dist) if commit else dist, version, commit or None)
+            if stamp is not None:
+                stamps.append(stamp)
+    command = ["uv", "run", "--no-project", "--python", result.python.rpartition(".")[0] or python]
+    if stamps:
+        command += ["--exclude-newer", exclude_newer(max(stamps))]
+    for requirement in withs:
+        command += ["--with", requirement]
+    args = case.spec.variants[result.variant].args if result.variant in case.spec.variants else []
+    command += ["python", "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={result.nproc}",
+                f"cases/{case.id}/{case.spec.script}", "--device", result.device, *args]
+    return shlex.join(command)
+
+
+def at(results: list[tuple[str, Result]], axis: Axis, version: str) -> Result | None:
+    """The result that put `axis` at `version` (the largest world size there)."""
+    point = next((p for p in axis.points if p.version == version), None)
+    if point is None:
+        return None
+    found = [r for c, r in results if c in point.cells and (r.case, r.variant, r.device) ==
+             (axis.case, axis.variant, axis.device)]
+    return max(found, key=lambda r: r.nproc) if found else None
+
+
+def upstream_comment(case: Case, axis: Axis, boundary: Boundary, results: list[tuple[str, Result]],
+                     matrix: Matrix | None = None, when: datetime | None = None) -> str:
+    """Markdown to paste into the upstream issue: the boundary with its precision, and the command for each side."""
+    lines = [f"**bugmatrix**: `{case.id}` (`{axis.variant}`, {axis.device}) along `{axis.package}`: "
+             f"{boundary.text()}."]
+    for label, version in (("still reproduces" if boundary.kind == "fixed" else "works", boundary.before),
+                           ("fixed" if boundary.kind == "fixed" else "reproduces again", boundary.after)):
+        result = at(results, axis, version)
+        if result is not None:
+            lines += ["", f"{axis.package} {version} ({label}: `{result.outcome.value}`):", "```",
+                      repro_command(case, result, matrix), "```"]
+    if when is not None:
+        lines += ["", f"_Measured {when:%Y-%m-%d}; the case is {case.spec.upstream[0]}_"]
+    return "\n".join(lines)
