@@ -6,12 +6,26 @@ from __future__ import annotations
 import json
 import socket
 from collections.abc import Iterator
+from datetime import date
 from pathlib import Path
 
 import pytest
 import yaml
 
 import harness.matrix.index
+from harness.analysis.datebisect import (
+    Build,
+    DateLineError,
+    DevBuild,
+    build_date,
+    commit_range,
+    date_line,
+    date_summary,
+    plan_dates,
+    probe_cell,
+    read_builds,
+)
+from harness.analysis.search import search
 from harness.cli import main
 from harness.matrix.axes import forget, select
 from harness.matrix.cellenvs import CellEnvironments
@@ -20,6 +34,7 @@ from harness.matrix.expand import UNRESOLVED, load_matrix
 from harness.matrix.index import Release
 from harness.matrix.resolve import resolve_cell
 from harness.matrix.spec import AxisRule, MatrixError
+from harness.model.outcome import Outcome
 
 from .fakeindex import FakeRelease, build_index
 
@@ -259,3 +274,94 @@ def test_written_axes_never_touch_the_network(tmp_path: Path, monkeypatch: pytes
     path = write_matrix(tmp_path, "https://pypi.org/simple",
                         [{"name": "rec-{fakerec}", "axes": {"fakerec": ["1.0.0", "1.1.0"]}}])
     assert names(path) == ["rec-1.0.0", "rec-1.1.0"]
+
+
+# --- bisecting by date across dev builds ----------------------------------------------------------------------
+
+
+def dev(name: str, day: int, commit: str = "", **more: object) -> FakeRelease:
+    version = f"{'2.10.0' if name == 'faketorch' else '1.5.0'}.dev202508{day:02d}"
+    return FakeRelease(name, version, f"2025-08-{day:02d}T07:00:00Z", git_version=commit, **more)  # type: ignore[arg-type]
+
+
+def test_build_date() -> None:
+    assert str(build_date("2.10.0.dev20250801")) == "2025-08-01"
+    assert str(build_date("2.10.0.dev20250801+cpu")) == "2025-08-01"
+    assert str(build_date("2025.8.1")) == "2025-08-01"  # torchrec-nightly / fbgemm-gpu-nightly on PyPI
+    assert build_date("2.10.0") is None and build_date("2.10.0.dev1") is None
+    assert build_date("2.10.0.dev20251340") is None
+
+
+def test_the_date_line_over_a_fake_nightly_index(tmp_path: Path) -> None:
+    """Days with builds of new commits are candidates; a pruned day, a yanked day, a day without a wheel for this
+    platform and a day a companion lacks are gaps; a rebuild of the same commits is skipped; commits are read."""
+    sha = {d: f"{d:x}" * 40 for d in range(1, 10)}
+    nightly = build_index(tmp_path / "nightly", [
+        dev("faketorch", 1, sha[1]), dev("faketorch", 2, sha[2]),
+        # day 3: pruned from the index
+        dev("faketorch", 4, sha[4]),
+        dev("faketorch", 5, sha[5], tag="cp311-cp311-win_amd64"),  # no wheel for this platform
+        dev("faketorch", 6, sha[4]),  # the same commit as day 4, rebuilt
+        dev("faketorch", 7, sha[7]), dev("faketorch", 8, sha[8], yanked=True), dev("faketorch", 9, sha[9]),
+        FakeRelease("faketorch", "2.10.0.dev20250809+git" + "a" * 12, "2025-08-09T09:00:00Z"),  # a later one, +git
+        # the companion, same days (none on day 9); day 6 rebuilt day 4's commit too (else the stack changed)
+        *(dev("fakerec", d, f"{4 if d == 6 else d}" * 40) for d in (1, 2, 3, 4, 5, 6, 7, 8)),
+    ])
+    stable = build_index(tmp_path / "stable", stack())
+    matrix = load_matrix(write_matrix(tmp_path, stable, [], indexes={"local": stable, "nightly": nightly}))
+    line = date_line(matrix, "faketorch", ["fakerec"], date(2025, 8, 1), date(2025, 8, 9), "cpu",
+                     index_url=nightly)
+    assert [(str(b.day), b.version, b.commits["faketorch"]) for b in line.builds] == [
+        ("2025-08-01", "2.10.0.dev20250801", sha[1]),
+        ("2025-08-02", "2.10.0.dev20250802", sha[2]),
+        ("2025-08-04", "2.10.0.dev20250804", sha[4]),
+        ("2025-08-07", "2.10.0.dev20250807", sha[7]),
+    ]
+    assert line.builds[0].pins == {"faketorch": "2.10.0.dev20250801", "fakerec": "1.5.0.dev20250801"}  # same day
+    assert line.builds[0].commits["fakerec"] == "1" * 40
+    assert [(str(g.day), g.why) for g in line.gaps] == [
+        ("2025-08-03", "no faketorch build dated 2025-08-03 on the index (pruned, yanked or never made)"),
+        ("2025-08-05", "faketorch 2.10.0.dev20250805: no wheel for this platform"),
+        ("2025-08-08", "no faketorch build dated 2025-08-08 on the index (pruned, yanked or never made)"),
+        ("2025-08-09", "no fakerec build dated 2025-08-09 on the index (pruned, yanked or never made)"),
+    ]
+    assert [(str(a), str(b)) for a, b in line.same] == [("2025-08-06", "2025-08-04")]
+    solo = date_line(matrix, "faketorch", [], date(2025, 8, 9), date(2025, 8, 9), "cpu", index_url=nightly)
+    assert [(b.version, b.commits["faketorch"]) for b in solo.builds] == [
+        ("2.10.0.dev20250809+git" + "a" * 12, "a" * 12)]  # the newest of the day; the commit from its label
+
+    # The search over the line: the fix landed in day 7's commit. Gaps are never probed as good or bad.
+    fixed_from = date(2025, 8, 7)
+    probed: list[str] = []
+
+    def prober(batch: list[DevBuild]) -> list[Outcome]:
+        probed.extend(str(b.day) for b in batch)
+        return [Outcome.FIXED if b.day >= fixed_from else Outcome.REPRODUCED for b in batch]
+
+    found = search(line.builds, prober)
+    assert (str(found.last_old.day), str(found.first_new.day)) == ("2025-08-04", "2025-08-07")
+    assert commit_range(found) == (sha[4], sha[7])  # where the commit level starts
+    assert set(probed) <= {str(b.day) for b in line.builds}
+    assert line.between(found.last_old, found.first_new) == [
+        "2025-08-05: faketorch 2.10.0.dev20250805: no wheel for this platform",
+        "2025-08-06: the same commit(s) as 2025-08-04"]
+    summary = date_summary(line, found)
+    assert summary.startswith(f"dates 2025-08-04 (2.10.0.dev20250804, {sha[4][:12]}) (reproduced) → 2025-08-07 ")
+    assert "untestable in between: 2025-08-05" in summary and "\n" not in summary
+
+    # A probe is the stack of its day, installable from the nightly index.
+    cell = probe_cell(matrix, found.first_new, "cpu", nightly)
+    assert cell.name == "bisect-faketorch-2.10.0.dev20250807" and cell.index_url == nightly
+    assert resolve_cell(matrix, cell).versions == {"faketorch": "2.10.0.dev20250807", "fakerec": "1.5.0.dev20250807"}
+
+
+def test_the_date_line_is_pure(tmp_path: Path) -> None:
+    d = date(2025, 8, 1)
+    builds = {"t": [Build("t", "2.0.0.dev20250801", d, "w", None), Build("t", "2.0.0.dev20250802", d.replace(day=2),
+                                                                            "w", None)]}
+    line = plan_dates("t", builds, d, d.replace(day=2))
+    assert [b.version for b in line.builds] == ["2.0.0.dev20250801", "2.0.0.dev20250802"]  # unknown commits: kept
+    with pytest.raises(DateLineError):
+        plan_dates("t", builds, d.replace(day=2), d)
+    with pytest.raises(DateLineError, match="not on the index"):
+        read_builds("t", "t", (tmp_path / "none").as_uri(), d, d)
