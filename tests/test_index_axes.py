@@ -94,14 +94,15 @@ def test_select_is_a_pure_function_of_the_releases_and_the_rule() -> None:
 
     found = [rel("1.0.0", 1), rel("1.0.1", 2), rel("1.1.0", 3), rel("1.1.1", 4, yanked=True), rel("2.0.0rc1", 5),
              rel("2.0.0", 6), rel("2.1.0.dev20240107", 7)]
-    assert select(found, AxisRule()) == ["1.0.0", "1.0.1", "1.1.0", "2.0.0"]
-    assert select(found, AxisRule(per="minor")) == ["1.0.1", "1.1.0", "2.0.0"]
-    assert select(found, AxisRule(per="major")) == ["1.1.0", "2.0.0"]
+    assert select(found, AxisRule(releases="")) == ["1.0.0", "1.0.1", "1.1.0", "2.0.0"]
+    assert select(found, AxisRule(releases="", per="minor")) == ["1.0.1", "1.1.0", "2.0.0"]
+    assert select(found, AxisRule(releases="", per="major")) == ["1.1.0", "2.0.0"]
     assert select(found, AxisRule(releases="<2", last=2)) == ["1.0.1", "1.1.0"]
-    assert select(found, AxisRule(pre=True, last=3)) == ["2.0.0rc1", "2.0.0", "2.1.0.dev20240107"]
+    assert select(found, AxisRule(releases="", pre=True, last=3)) == ["2.0.0rc1", "2.0.0", "2.1.0.dev20240107"]
     assert select(found, AxisRule(releases=">=2.1.0.dev0", pre=True)) == ["2.1.0.dev20240107"]
-    assert select(found, AxisRule(per="minor"), datetime(2024, 1, 4, tzinfo=timezone.utc)) == ["1.0.1", "1.1.0"]
-    assert select(found, AxisRule(per="minor"), datetime(2024, 1, 4)) == ["1.0.1", "1.1.0"]  # naive is UTC
+    minor = AxisRule(releases="", per="minor")
+    assert select(found, minor, datetime(2024, 1, 4, tzinfo=timezone.utc)) == ["1.0.1", "1.1.0"]
+    assert select(found, minor, datetime(2024, 1, 4)) == ["1.0.1", "1.1.0"]  # a naive date is UTC
 
 
 def test_rule_axes_expand_from_the_index(tmp_path: Path) -> None:
@@ -109,9 +110,9 @@ def test_rule_axes_expand_from_the_index(tmp_path: Path) -> None:
     path = write_matrix(tmp_path, index, [
         {"name": "torch-{faketorch}", "axes": {"faketorch": {"releases": ">=2.4", "per": "minor"}}},
         {"name": "last-{faketorch}", "axes": {"faketorch": {"releases": "==2.*", "last": 2}}},
-        {"name": "pre-{faketorch}", "axes": {"faketorch": {"pre": True, "last": 1}}},
+        {"name": "pre-{faketorch}", "axes": {"faketorch": {"releases": "", "pre": True, "last": 1}}},
         {"name": "then-{faketorch}", "as_of": "2024-06-15T00:00:00Z",
-         "axes": {"faketorch": {"per": "minor"}}},
+         "axes": {"faketorch": {"releases": "", "per": "minor"}}},
     ])
     matrix = load_matrix(path)
     assert [c.name for c in matrix.cells] == [
@@ -221,7 +222,7 @@ def test_a_pre_release_channel_on_its_own_index(tmp_path: Path, monkeypatch: pyt
     path = write_matrix(tmp_path, stable, [
         {"name": "nightly-{faketorch}", "axes": {"faketorch": {"releases": ">=2.7.0.dev0", "pre": True, "last": 2,
                                                                "index": "nightly"}}},
-        {"name": "stable-{faketorch}", "axes": {"faketorch": {"last": 1}}},
+        {"name": "stable-{faketorch}", "axes": {"faketorch": {"releases": "", "last": 1}}},
     ], indexes={"local": stable, "nightly": nightly})
     matrix = load_matrix(path)
     assert [c.name for c in matrix.cells] == ["nightly-2.7.0.dev20240902", "nightly-2.7.0.dev20240903",
@@ -240,10 +241,11 @@ def test_a_pre_release_channel_on_its_own_index(tmp_path: Path, monkeypatch: pyt
 
 @pytest.mark.parametrize(("axis", "field"), [
     ({"releases": "banana"}, "faketorch: releases"),
-    ({"per": "week"}, "faketorch: per"),
-    ({"last": 0}, "faketorch: last"),
-    ({"surprise": 1}, "faketorch: surprise"),
-    ({"index": "elsewhere"}, "groups.0.axes.faketorch.index: index 'elsewhere' is not in `indexes`"),
+    ({"releases": "", "per": "week"}, "faketorch: per"),
+    ({"releases": "", "last": 0}, "faketorch: last"),
+    ({"releases": "", "surprise": 1}, "faketorch: surprise"),
+    ({}, "faketorch: releases: Field required"),
+    ({"releases": "", "index": "elsewhere"}, "groups.0.axes.faketorch.index: index 'elsewhere' is not in `indexes`"),
     (5, "faketorch: an axis is a list of versions or a rule"),
     ([5], "faketorch.0: must be a version"),
     ([{"git": ""}], "faketorch.0: git"),
@@ -258,7 +260,7 @@ def test_an_invalid_rule_names_file_and_field(tmp_path: Path, axis: object, fiel
 
 def test_one_index_per_group(tmp_path: Path) -> None:
     path = write_matrix(tmp_path, "file:///a", [{"name": "t-{faketorch}", "index": "local",
-                                                 "axes": {"faketorch": {"index": "other"}}}],
+                                                 "axes": {"faketorch": {"releases": "", "index": "other"}}}],
                         indexes={"local": "file:///a", "other": "file:///b"})
     with pytest.raises(MatrixError, match=r"groups.0: the group's cells install from one index"):
         load_matrix(path)

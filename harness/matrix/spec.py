@@ -91,7 +91,7 @@ class AxisRule(Strict):
     releases uploaded after the group's `as_of` (or $BUGMATRIX_PLAN_AS_OF) do not exist yet.
     """
 
-    releases: str = ""  # a PEP 440 specifier; empty: every release
+    releases: str  # a PEP 440 specifier, required ("" for every release): `{}` is no rule
     per: Literal["major", "minor"] | None = None  # keep only the newest release of each major / minor version
     last: int | None = Field(default=None, ge=1)  # then keep only the newest N
     pre: bool = False  # pre-releases and dev builds count too
