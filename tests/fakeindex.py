@@ -1,7 +1,9 @@
 """Small fake packages for hermetic tests: wheels built in a temp folder, served as a `file://` simple index.
 
 Each release may carry a module body, so a fake "library" can behave differently from one version to the next,
-and an upload time, so uv's --exclude-newer (time travel) can be tested.
+and an upload time, so uv's --exclude-newer (time travel) can be tested. A release may also be yanked, built for
+another platform (`tag`), or carry the commit it was built from (`git_version`, in `<package>/version.py` as torch's
+wheels do), for nightly channels and the date bisection.
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ class FakeRelease:
     module: str = ""  # source of <package>/__init__.py
     package: str = ""  # the import package it provides (default: the name with - as _)
     files: dict[str, str] = field(default_factory=dict)  # more files: path inside the wheel -> source
+    tag: str = "py3-none-any"  # the wheel's tag (e.g. cp311-cp311-win_amd64: no wheel for this machine)
+    yanked: bool = False
+    git_version: str = ""  # the commit, written as `git_version = '<sha>'` in <package>/version.py (like torch)
 
 
 def _record_line(path: str, data: bytes) -> str:
@@ -40,14 +45,17 @@ def build_wheel(release: FakeRelease, out: Path) -> Path:
     )
     files = {
         f"{module}/__init__.py": (release.module or f"__version__ = {release.version!r}\n").encode(),
+        **({f"{module}/version.py": f"__version__ = {release.version!r}\ngit_version = {release.git_version!r}\n"
+            .encode()} if release.git_version else {}),
         **{path: text.encode() for path, text in release.files.items()},
         f"{dist_info}/METADATA": meta.encode(),
-        f"{dist_info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: fake\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{dist_info}/WHEEL": (f"Wheel-Version: 1.0\nGenerator: fake\nRoot-Is-Purelib: true\n"
+                               f"Tag: {release.tag}\n").encode(),
     }
     record = [_record_line(p, d) for p, d in files.items()] + [f"{dist_info}/RECORD,,"]
     files[f"{dist_info}/RECORD"] = ("\n".join(record) + "\n").encode()
     out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{release.name.replace('-', '_')}-{release.version}-py3-none-any.whl"
+    path = out / f"{release.name.replace('-', '_')}-{release.version}-{release.tag}.whl"
     with zipfile.ZipFile(path, "w") as zf:
         for name, data in files.items():
             zf.writestr(name, data)
@@ -57,17 +65,17 @@ def build_wheel(release: FakeRelease, out: Path) -> Path:
 def build_index(root: Path, releases: list[FakeRelease]) -> str:
     """Write wheels and PEP 503 pages (with data-upload-time) under `root`; return the index URL."""
     files, simple = root / "files", root / "simple"
-    by_name: dict[str, list[tuple[Path, str]]] = {}
+    by_name: dict[str, list[tuple[Path, str, bool]]] = {}
     for release in releases:
         wheel = build_wheel(release, files)
-        by_name.setdefault(canonicalize_name(release.name), []).append((wheel, release.uploaded))
+        by_name.setdefault(canonicalize_name(release.name), []).append((wheel, release.uploaded, release.yanked))
     for name, wheels in by_name.items():
         page = simple / name
         page.mkdir(parents=True, exist_ok=True)
         links = "\n".join(
             f'<a href="{w.as_uri()}#sha256={hashlib.sha256(w.read_bytes()).hexdigest()}" '
-            f'data-upload-time="{t}">{w.name}</a><br/>'
-            for w, t in wheels
+            f'data-upload-time="{t}"{" data-yanked" if y else ""}>{w.name}</a><br/>'
+            for w, t, y in wheels
         )
         (page / "index.html").write_text(f"<!DOCTYPE html><html><body>\n{links}\n</body></html>\n")
     return simple.as_uri()

@@ -2,7 +2,8 @@
 
 Reads the same pages uv reads: `<index>/<name>/` with `data-upload-time` (PEP 700) and `data-yanked` on each file
 link; `file://` indexes (a folder of `<name>/index.html`) work the same way, which is what the hermetic tests use.
-Results are cached per (index, name) in memory for the life of the process.
+Results are cached per (index, name) in memory for the life of the process. `files` gives each file (its URL, for
+reading a wheel's commit; its name, for platform tags) where `releases` gives versions.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from datetime import datetime
 from functools import lru_cache
 from html.parser import HTMLParser
 from pathlib import Path
-from urllib.parse import unquote, urlparse
+from urllib.parse import unquote, urljoin, urlparse
 
 from packaging.specifiers import SpecifierSet
 from packaging.utils import (
@@ -46,10 +47,21 @@ class Release:
     yanked: bool
 
 
+@dataclass(frozen=True)
+class IndexFile:
+    """One file of a release on the index: its name, where to get it, when it was uploaded, whether yanked."""
+
+    filename: str
+    url: str
+    version: Version
+    uploaded: datetime | None
+    yanked: bool
+
+
 class _Links(HTMLParser):
     def __init__(self) -> None:
         super().__init__()
-        self.files: list[tuple[str, str | None, bool]] = []
+        self.files: list[tuple[str, str | None, bool, str]] = []
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag != "a":
@@ -57,7 +69,7 @@ class _Links(HTMLParser):
         a = dict(attrs)
         href = a.get("href") or ""
         filename = unquote(urlparse(href).path.rsplit("/", 1)[-1])
-        self.files.append((filename, a.get("data-upload-time"), "data-yanked" in a))
+        self.files.append((filename, a.get("data-upload-time"), "data-yanked" in a, href))
 
 
 def _version_of(filename: str) -> Version | None:
@@ -71,8 +83,12 @@ def _version_of(filename: str) -> Version | None:
     return None
 
 
+def _page_url(index: str, name: str) -> str:
+    return f"{index.rstrip('/')}/{canonicalize_name(name)}/"
+
+
 def _fetch(index: str, name: str) -> str:
-    url = f"{index.rstrip('/')}/{canonicalize_name(name)}/"
+    url = _page_url(index, name)
     if url.startswith("file://"):
         path = Path(urlparse(url).path) / "index.html"
         try:
@@ -90,26 +106,36 @@ def _fetch(index: str, name: str) -> str:
 
 
 @lru_cache(maxsize=512)
-def releases(name: str, index: str = PYPI) -> tuple[Release, ...]:
-    """Every release of `name` on `index`, oldest first; raises `IndexLookupError` when it cannot tell."""
+def files(name: str, index: str = PYPI) -> tuple[IndexFile, ...]:
+    """Every wheel and sdist of `name` on `index`, in page order; raises `IndexLookupError` when it cannot tell."""
     page = _fetch(index, name)
     if page.lstrip().startswith("{"):  # PEP 691 JSON
-        files = [(f["filename"], f.get("upload-time"), bool(f.get("yanked"))) for f in json.loads(page)["files"]]
+        links = [(f["filename"], f.get("upload-time"), bool(f.get("yanked")), f.get("url", ""))
+                 for f in json.loads(page)["files"]]
     else:
         parser = _Links()
         parser.feed(page)
-        files = parser.files
-    by_version: dict[Version, list[tuple[datetime | None, bool]]] = {}
-    for filename, uploaded, yanked in files:
+        links = parser.files
+    out = []
+    for filename, uploaded, yanked, href in links:
         version = _version_of(filename)
         if version is None:
             continue
         when = datetime.fromisoformat(re.sub(r"Z$", "+00:00", uploaded)) if uploaded else None
-        by_version.setdefault(version, []).append((when, yanked))
+        out.append(IndexFile(filename, urljoin(_page_url(index, name), href), version, when, yanked))
+    return tuple(out)
+
+
+@lru_cache(maxsize=512)
+def releases(name: str, index: str = PYPI) -> tuple[Release, ...]:
+    """Every release of `name` on `index`, oldest first; raises `IndexLookupError` when it cannot tell."""
+    by_version: dict[Version, list[tuple[datetime | None, bool]]] = {}
+    for f in files(name, index):
+        by_version.setdefault(f.version, []).append((f.uploaded, f.yanked))
     out = []
-    for version, files in sorted(by_version.items()):
-        times = [t for t, _ in files if t is not None]
-        out.append(Release(version, max(times) if times else None, all(y for _, y in files)))
+    for version, its in sorted(by_version.items()):
+        times = [t for t, _ in its if t is not None]
+        out.append(Release(version, max(times) if times else None, all(y for _, y in its)))
     return tuple(out)
 
 

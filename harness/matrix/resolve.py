@@ -40,7 +40,12 @@ class ResolvedCell:
 
 
 def resolve_cell(matrix: Matrix, cell: Cell) -> ResolvedCell:
-    """Exact versions for every pin (newest release matching a specifier), uv requirements, and `as_of`."""
+    """Exact versions for every pin (newest release matching a specifier), uv requirements, and `as_of`.
+    A cell the matrix could not form (`Matrix.problems`: a pairing with no row yet, an unreadable rule axis) is a
+    `MatrixError` with that reason."""
+    problem = matrix.problems.get(cell.name)
+    if problem and matrix.cells and cell in matrix.cells:
+        raise MatrixError(f"{matrix.path}: cell {cell.name}: {problem}")
     versions: dict[str, str] = {}
     requirements: list[str] = []
     stamps: list[datetime] = []

@@ -12,17 +12,19 @@ from __future__ import annotations
 import os
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from harness.matrix.index import PYPI
-from harness.model.cell import Pin, check_pin
+from harness.model.cell import GitPin, Pin, check_pin
 from harness.model.common import Device, Strict, check_specifier
+from harness.model.yamlfile import one_line
 
 PackageName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
 DEFAULT_MATRIX = Path("matrix.yaml")
 INDEX_OVERRIDE = "BUGMATRIX_INDEX_URL"  # switches every cell (and bisect, and upload dates) to another index
+PLAN_AS_OF = "BUGMATRIX_PLAN_AS_OF"  # plans rule axes as the index was then (an ISO date): replays an old plan
 
 
 class MatrixError(Exception):
@@ -80,11 +82,62 @@ class CellSpec(Strict):
     _pins = field_validator("pins")(_check_pins)
 
 
+class AxisRule(Strict):
+    """An axis read from the package index when the matrix is planned, instead of a written list.
+
+    `{releases: ">=2.4", per: minor}`: the newest release of each minor version 2.4 and up;
+    `{releases: "==2.*", last: 3}`: the newest three; `{releases: ">=2.10.0.dev0", pre: true, index: nightly,
+    last: 2}`: the newest two builds of a pre-release channel (an entry of `indexes`). Yanked releases never count;
+    releases uploaded after the group's `as_of` (or $BUGMATRIX_PLAN_AS_OF) do not exist yet.
+    """
+
+    releases: str  # a PEP 440 specifier, required ("" for every release): `{}` is no rule
+    per: Literal["major", "minor"] | None = None  # keep only the newest release of each major / minor version
+    last: int | None = Field(default=None, ge=1)  # then keep only the newest N
+    pre: bool = False  # pre-releases and dev builds count too
+    index: str | None = None  # the entry of `indexes` to read (and to install the group's cells from)
+
+    @field_validator("releases")
+    @classmethod
+    def _releases(cls, spec: str) -> str:
+        check_specifier("releases", spec)
+        return spec
+
+
+def _axis(package: str, value: Any) -> list[Pin] | AxisRule:
+    """A written list (checked as before) or a rule mapping; every problem a one-line ValueError naming `package`."""
+    if isinstance(value, AxisRule):
+        return value
+    if isinstance(value, dict):
+        try:
+            return AxisRule.model_validate(value)
+        except ValidationError as exc:
+            raise ValueError(f"{package}: {one_line(exc)}") from None
+    if not isinstance(value, list):
+        raise ValueError(f"{package}: an axis is a list of versions or a rule like {{releases: '>=2.4', per: minor}}")
+    if not value:
+        raise ValueError(f"{package}: an axis needs at least one value")
+    pins: list[Pin] = []
+    for i, item in enumerate(value):
+        if isinstance(item, dict | GitPin):
+            try:
+                item = item if isinstance(item, GitPin) else GitPin.model_validate(item)
+            except ValidationError as exc:
+                raise ValueError(f"{package}.{i}: {one_line(exc)}") from None
+        elif not isinstance(item, str):
+            raise ValueError(f"{package}.{i}: must be a version, a specifier or {{git: <ref>}}")
+        check_pin(package, item)
+        pins.append(item)
+    return pins
+
+
 class GroupSpec(Strict):
-    """Cells from axes: the product of `axes` values (and `devices`), minus `exclude`, plus `include`."""
+    """Cells from axes: the product of `axes` values (and `devices`), minus `exclude`, plus `include`.
+
+    An axis is a list of pins, or an `AxisRule` resolved from the index when the matrix is planned."""
 
     name: str = Field(min_length=1)
-    axes: dict[PackageName, list[Pin]] = Field(min_length=1)
+    axes: dict[PackageName, list[Pin] | AxisRule] = Field(min_length=1)
     pins: dict[PackageName, Pin] = Field(default_factory=dict)
     devices: list[Device] | None = None
     python: str | None = None
@@ -93,15 +146,17 @@ class GroupSpec(Strict):
     exclude: list[dict[str, str]] = Field(default_factory=list)
     include: list[dict[str, Pin]] = Field(default_factory=list)
 
-    @field_validator("axes")
+    @field_validator("axes", mode="before")
     @classmethod
-    def _axes(cls, axes: dict[str, list[Pin]]) -> dict[str, list[Pin]]:
-        for package, values in axes.items():
-            if not values:
-                raise ValueError(f"{package}: an axis needs at least one value")
-            for value in values:
-                check_pin(package, value)
-        return axes
+    def _axes(cls, axes: Any) -> Any:
+        if not isinstance(axes, dict):
+            return axes  # pydantic says what is wrong
+        return {package: _axis(str(package), value) for package, value in axes.items()}
+
+    @property
+    def rules(self) -> dict[str, AxisRule]:
+        """The axes that are rules, by package."""
+        return {p: v for p, v in self.axes.items() if isinstance(v, AxisRule)}
 
     _pins = field_validator("pins")(_check_pins)
 
