@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 from collections import Counter
+from datetime import date
 from pathlib import Path
 
 from rich.console import Console
@@ -181,6 +182,9 @@ def _parser() -> argparse.ArgumentParser:
     p_bisect.add_argument("--old-ref", help="bisect commits from this ref (skips the release level)")
     p_bisect.add_argument("--new-ref", help="... to this ref")
     p_bisect.add_argument("--no-commits", action="store_true", help="stop at the release level")
+    p_bisect.add_argument("--dates", type=_dates, metavar="START..END",
+                          help="bisect the dev builds of these days (YYYY-MM-DD..YYYY-MM-DD) before commits")
+    p_bisect.add_argument("--channel", help="the `indexes` entry serving the dev builds (e.g. PyTorch's nightly)")
     p_bisect.set_defaults(func=cmd_bisect)
 
     p_narrow = sub.add_parser("narrow", help="bisect every interval boundary in the store until it is adjacent",
@@ -248,6 +252,17 @@ def _positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
     return value
+
+
+def _dates(text: str) -> tuple[date, date]:
+    start, sep, end = text.partition("..")
+    try:
+        first, last = date.fromisoformat(start), date.fromisoformat(end)
+    except ValueError:
+        first = last = None  # type: ignore[assignment]
+    if not sep or first is None or last is None or first > last:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a range of days like 2025-08-01..2025-08-31")
+    return first, last
 
 
 def _size(text: str) -> int:
@@ -429,7 +444,8 @@ def cmd_matrix(args: argparse.Namespace) -> int:
             return 2
         return 0
     rows = [{"name": c.name, "device": c.device, "python": c.python, "group": c.group,
-             "pins": {k: (v if isinstance(v, str) else f"git:{v.git}") for k, v in c.pins.items()}}
+             "pins": {k: (v if isinstance(v, str) else f"git:{v.git}") for k, v in c.pins.items()},
+             "problem": matrix.problems.get(c.name)}
             for c in matrix.cells]
     if args.json:
         print(to_json(rows))
@@ -440,6 +456,9 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     whole_columns(table, [[row["name"], row["device"], row["python"],
                            " ".join(f"{k}{_pin_op(v)}" for k, v in sorted(row["pins"].items()))] for row in rows],
                   {"cell"})
+    err = make_console(stderr=True)
+    for name, problem in matrix.problems.items():
+        err.print(f"[yellow]infra[/] {name}: {escape(problem)}", soft_wrap=True)
     make_console().print(table)
     return 0
 
@@ -635,7 +654,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     request = BisectRequest(
         case, args.variant, args.nproc or max(case.spec.nproc), args.device or default_devices()[0], args.package,
         args.old, args.new, args.pre, args.repeat, args.jobs, args.git, args.old_ref, args.new_ref,
-        commits=not args.no_commits,
+        commits=not args.no_commits, dates=args.dates, channel=args.channel,
     )
     store = ResultStore(args.db)
     with recording(store, " ".join(sys.argv), machine_name()) as run_id:

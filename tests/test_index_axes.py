@@ -367,3 +367,45 @@ def test_the_date_line_is_pure(tmp_path: Path) -> None:
         plan_dates("t", builds, d.replace(day=2), d)
     with pytest.raises(DateLineError, match="not on the index"):
         read_builds("t", "t", (tmp_path / "none").as_uri(), d, d)
+
+
+SLOW_FIXED_SCRIPT = """
+import sys
+import faketorch
+if getattr(faketorch, "BUGGY", False):
+    print("RuntimeError: FAKE-SIG")
+    sys.exit(1)
+"""
+
+
+def test_bisect_by_date_names_the_day_and_steps_over_gaps(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`bugmatrix bisect --dates` over a nightly channel: one probe per distinct day's build, gaps never probed."""
+    from harness.cli import main
+
+    from .fakeindex import fake_torch
+
+    def nightly_torch(day: int, buggy: bool) -> FakeRelease:
+        release = fake_torch(f"2.10.0.dev202508{day:02d}", f"2025-08-{day:02d}T07:00:00Z")
+        return FakeRelease(release.name, release.version, release.uploaded, module=f"BUGGY = {buggy}\n",
+                           files=release.files, git_version=f"{day:x}" * 40, package="torch")
+
+    days = {1: True, 2: True, 4: True, 5: True, 6: False, 7: False, 8: False}  # fixed on the 6th; 3rd pruned
+    nightly = build_index(tmp_path / "nightly", [nightly_torch(d, b) for d, b in days.items()])
+    stable = build_index(tmp_path / "stable", [fake_torch("2.9.0", "2025-07-01T00:00:00Z")])
+    (tmp_path / "matrix.yaml").write_text(yaml.safe_dump({
+        "indexes": {"local": stable, "nightly": nightly}, "defaults": {"index": "local"}}))
+    case = tmp_path / "cases" / "torch-1-bug"
+    case.mkdir(parents=True)
+    (case / "repro.py").write_text(SLOW_FIXED_SCRIPT.replace("faketorch", "torch"))
+    (case / "case.yaml").write_text(yaml.safe_dump({
+        "title": "t", "upstream": ["https://example.invalid/1"], "packages": ["torch"], "timeout": 60,
+        "signature": "FAKE-SIG", "variants": {"bug": {"expect": [{"outcome": "fixed"}]}}}))
+    code = main(["--cases-dir", str(tmp_path / "cases"), "bisect", "torch-1-bug", "--package", "torch",
+                 "--device", "cpu", "--dates", "2025-08-01..2025-08-08", "--channel", "nightly", "--pre",
+                 "--matrix", str(tmp_path / "matrix.yaml"), "--envs", str(tmp_path / "envs"),
+                 "--db", str(tmp_path / "r.db"), "-j", "1", "--no-commits"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.out + captured.err
+    assert "2025-08-05 (2.10.0.dev20250805, 5555555555" in captured.err and "(reproduced)" in captured.err
+    assert "2025-08-06 (2.10.0.dev20250806, 6666666666" in captured.err
+    assert "over 7 days of torch dev builds 2025-08-01 … 2025-08-08 (1 gap(s)" in captured.err  # 3rd: never probed

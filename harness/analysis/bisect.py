@@ -21,10 +21,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import date
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from harness.analysis.datebisect import DevBuild, commit_range, date_line, date_summary
+from harness.analysis.datebisect import probe_cell as dev_cell
 from harness.analysis.search import SearchResult, search
 from harness.analysis.transitions import FIXED, REPRODUCED, cell_status
 from harness.launch.execute import infra_result
@@ -34,7 +37,7 @@ from harness.matrix.git import Commit, git_candidates, git_checkout, resolve_ref
 from harness.matrix.index import releases
 from harness.matrix.spec import MatrixError
 from harness.model.case import Case
-from harness.model.cell import Cell, GitPin
+from harness.model.cell import BISECT_PREFIX, Cell, GitPin
 from harness.model.job import Job
 from harness.model.outcome import Outcome
 from harness.model.result import Result
@@ -79,7 +82,6 @@ def release_candidates(
     return versions
 
 
-BISECT_PREFIX = "bisect-"  # the cells of bisect probes are named bisect-<package>-<candidate>
 
 
 def probe_cell(matrix: Matrix, case: Case, package: str, candidate: str | Commit, device: str,
@@ -134,6 +136,7 @@ class CaseProber:
     base: dict[str, str | GitPin] = field(default_factory=dict)  # other pins every probe keeps (narrow)
     nprocs: tuple[int, ...] = ()  # world sizes per probe, combined like a matrix cell (default: `nproc` alone)
     resume: Resume = NO_RESUME  # narrow reuses recorded probes; bisect launches every one
+    index_url: str | None = None  # where dev builds come from (a pre-release channel), for date candidates
     on_probe: Callable[[str, Outcome, str], None] | None = None
     log: list[tuple[str, Outcome, str]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -149,8 +152,11 @@ class CaseProber:
     def one(self, candidate: str | Commit) -> Outcome:
         """The outcome of the case with `package` at `candidate` (`infra` when its cell cannot be formed)."""
         try:
-            cell = probe_cell(self.matrix, self.case, self.package, candidate, self.device, self.source,
-                              self.companions, self.base)
+            if isinstance(candidate, DevBuild):  # a day's dev builds: the whole stack of that day, pinned
+                cell = dev_cell(self.matrix, candidate, self.device, self.index_url)
+            else:
+                cell = probe_cell(self.matrix, self.case, self.package, candidate, self.device, self.source,
+                                  self.companions, self.base)
         except MatrixError as exc:  # recorded where the probe would have run, as `infra`
             cell = Cell(name=f"{BISECT_PREFIX}{self.package}-{candidate}", device=self.device,
                         python=self.matrix.spec.defaults.python, index_url=self.matrix.index_url(), pins={})
@@ -196,6 +202,8 @@ class BisectRequest:
     old_ref: str | None = None
     new_ref: str | None = None
     commits: bool = True  # go on to the commit level when a source is known
+    dates: tuple[date, date] | None = None  # bisect the dev builds of these days first (cargo-bisect-rustc style)
+    channel: str | None = None  # the `indexes` entry that serves the dev builds (default: the matrix's index)
 
 
 Level = tuple[str, SearchResult]  # ("release" | "commit", what the search found)
@@ -214,6 +222,26 @@ def bisect(matrix: Matrix, envs: CellEnvironments, request: BisectRequest, store
     )
     parallel = max(1, r.cores // r.nproc)
     levels: list[Level] = []
+    if r.dates:
+        url = matrix.index_url(r.channel) if r.channel else matrix.index_url()
+        companions = [p for c in matrix.spec.couplings for row in c.rows if r.package in row for p in row
+                      if p != r.package and p in r.case.spec.packages]
+        line = date_line(matrix, r.package, dict.fromkeys(companions), *r.dates, r.device, url)
+        say(f"bisecting {r.case.id}::{r.variant} over {len(line.builds)} days of {r.package} dev builds "
+            f"{r.dates[0]} … {r.dates[1]} ({len(line.gaps)} gap(s), {len(line.same)} repeated build(s) skipped)")
+        prober.index_url = url
+        found = search(line.builds, prober, parallel=parallel)
+        say(date_summary(line, found))
+        levels.append(("date", found))
+        commits = commit_range(found)
+        if source and r.commits and commits and not found.ambiguous:
+            repo = git_checkout(source, r.package)
+            candidates = git_candidates(repo, *commits)
+            say(f"bisecting {len(candidates)} first-parent commits of {r.package} {commits[0][:12]} … "
+                f"{commits[1][:12]}")
+            prober.companions = dict(found.first_new.pins)
+            levels.append(("commit", search(candidates, prober, parallel=parallel)))
+        return levels
     if not (r.old_ref and r.new_ref):
         versions = release_candidates(matrix, r.case, r.package, r.device, r.old, r.new, r.pre)
         say(f"bisecting {r.case.id}::{r.variant} over {len(versions)} {r.package} releases "
@@ -247,6 +275,8 @@ def bisect_summary(case: str, variant: str, package: str, levels: list[Level]) -
         where = f"{r.last_old} ({r.old.value}) → {r.first_new} ({r.new.value})"
         if level == "commit":
             where += f" — first {r.new.value} commit {r.first_new.sha} \"{r.first_new.subject}\""
+        elif level == "date":
+            where = f"{r.last_old.day} {where}"
         if r.ambiguous:
             where += f"; untestable in between: {', '.join(map(str, r.ambiguous))}"
         parts.append(f"{level}s {where} [{len(r.probes)} probes]")

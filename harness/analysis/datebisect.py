@@ -40,9 +40,8 @@ from harness.analysis.search import SearchResult
 from harness.matrix import index as _index
 from harness.matrix.expand import Matrix
 from harness.matrix.index import IndexLookupError
-from harness.model.cell import Cell
+from harness.model.cell import BISECT_PREFIX, Cell
 
-BISECT_PREFIX = "bisect-"  # as harness/analysis/bisect.py names its probe cells
 _LOCAL_COMMIT = re.compile(r"^(?:git|g)([0-9a-f]{7,40})$")
 _VERSION_PY = re.compile(
     r"""^(?:git_version|__git_version__|git_hash|__git_hash__)\s*[:=]\s*['"]([0-9a-f]{7,40})['"]""", re.MULTILINE)

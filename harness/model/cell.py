@@ -54,6 +54,9 @@ def exact(pin: Pin) -> Version | None:
         return None
 
 
+BISECT_PREFIX = "bisect-"  # the cells of bisect and narrow probes are named bisect-<package>-<candidate>
+
+
 @dataclass(frozen=True)
 class Cell:
     """One concrete cell: pins by logical package name (before or after `resolve_cell`)."""

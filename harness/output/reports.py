@@ -10,12 +10,12 @@ from typing import Any
 
 from rich.table import Table
 
-from harness.analysis.bisect import BISECT_PREFIX
 from harness.analysis.compare import Change
 from harness.analysis.transitions import Axis, Between, Boundary, Dater, axes, cell_status
 from harness.matrix.expand import Matrix
 from harness.matrix.resolve import made_at
 from harness.model.case import Case, discover
+from harness.model.cell import BISECT_PREFIX
 from harness.model.common import item_id
 from harness.model.outcome import Outcome, shown
 from harness.model.result import Result
