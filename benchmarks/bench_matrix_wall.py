@@ -1,45 +1,86 @@
-"""Wall time of a matrix run vs the ideal (sum of case times / cores), from the results store.
+"""Wall time of a cold matrix run vs the ideal, the ideal taken from the *warm* launch times of the same jobs.
 
-    uv run python benchmarks/bench_matrix_wall.py [--db .bugmatrix/results.db] [--run RUN_ID] [--cores N]
+    uv run python benchmarks/bench_matrix_wall.py --cells 'lightning-*' 'litgpt-*' [--cores N] [--work DIR]
+    uv run python benchmarks/bench_matrix_wall.py --db STORE --cold RUN --warm RUN      # from recorded runs
 
-Reads one recorded run (default: the newest complete one): wall = run end - run start (environment builds and
-everything else included); ideal = sum over launches of duration x cores it held (min(nproc, cores)) / cores.
-Target (issue 3): wall / ideal <= 1.2.
+With `--cells`, two whole-process runs of `bugmatrix run --cell ... --redo -j N` in a scratch folder: the first from an
+empty uv cache and an empty environments folder (cold: every download, install and first-import compile is paid),
+the second right after it (warm: environments built, nothing left but launches). Then:
+    wall  = the cold run's end - start (everything included);
+    ideal = sum over the warm run's launches of duration x cores held (min(nproc, cores)) / cores,
+for the jobs both runs launched. The ratio says how much of the cold run the cores spent idle or waiting for
+environments. (Taking the ideal from the cold run's own launch times would flatter it: builds competing for the
+cores inflate those.) Target: cold wall / ideal <= 1.2. The machine's load average is printed with the figures.
 """
 
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.session.store import DEFAULT_DB, ResultStore  # noqa: E402
+from harness.matrix.expand import load_matrix  # noqa: E402
+from harness.session.store import ResultStore  # noqa: E402
+
+
+def ratio(store: ResultStore, cold: str, warm: str, cores: int) -> str:
+    """The figures for one cold run against one warm run of the same jobs."""
+    runs = {r.run_id: r for r in store.runs()}
+    key = lambda cell, r: (cell, r.case, r.variant, r.nproc, r.device)  # noqa: E731
+    warm_times = {key(c, r): r.duration_s for _, c, r in store.results(warm) if r.launched}
+    cold_results = [(c, r) for _, c, r in store.results(cold) if r.launched]
+    both = [(c, r) for c, r in cold_results if key(c, r) in warm_times]
+    wall = (runs[cold].finished_at or runs[cold].started_at) - runs[cold].started_at
+    ideal = sum(warm_times[key(c, r)] * min(r.nproc, cores) for c, r in both) / cores
+    cold_ideal = sum(r.duration_s * min(r.nproc, cores) for _, r in both) / cores
+    warm_wall = (runs[warm].finished_at or runs[warm].started_at) - runs[warm].started_at
+    return (f"{len(both)} launches in {len({c for c, _ in both})} cells on {cores} cores: cold wall {wall:.0f}s, "
+            f"ideal (warm launch times) {ideal:.0f}s, ratio {wall / ideal:.2f} (against the cold run's own launch "
+            f"times {wall / cold_ideal:.2f}); warm wall {warm_wall:.0f}s, ratio {warm_wall / ideal:.2f}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--db", type=Path, default=DEFAULT_DB)
-    parser.add_argument("--run")
+    parser.add_argument("--cells", nargs="+", help="cell names or globs (see `bugmatrix matrix`)")
     parser.add_argument("--cores", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--work", type=Path, help="scratch folder (default: a new temporary one, removed after)")
+    parser.add_argument("--db", type=Path)
+    parser.add_argument("--cold")
+    parser.add_argument("--warm")
     args = parser.parse_args()
-    store = ResultStore(args.db)
-    runs = [r for r in store.runs() if r.status == "complete" and (args.run is None or r.run_id == args.run)]
-    if not runs:
-        raise SystemExit(f"no complete run in {args.db}")
-    run = runs[-1]
-    results = [r for _, _, r in store.results(run.run_id)]
-    launched = [r for r in results if r.launched]
-    wall = (run.finished_at or run.started_at) - run.started_at
-    core_seconds = sum(r.duration_s * min(r.nproc, args.cores) for r in launched)
-    ideal = core_seconds / args.cores
-    cells = len({c for _, c, _ in store.results(run.run_id)})
-    print(f"run {run.run_id}: {len(launched)} launches in {cells} cells, {len(results) - len(launched)} not launched")
-    print(f"wall {wall:.1f}s; sum of launch times {sum(r.duration_s for r in launched):.1f}s; "
-          f"core-seconds {core_seconds:.1f}; ideal on {args.cores} cores {ideal:.1f}s; ratio {wall / ideal:.2f}")
+    if not args.cells:
+        if not (args.db and args.cold and args.warm):
+            parser.error("give --cells, or --db with --cold and --warm")
+        print(ratio(ResultStore(args.db), args.cold, args.warm, args.cores))
+        return
+    names = [c.name for c in load_matrix(ROOT / "matrix.yaml").cells
+             if any(fnmatch.fnmatch(c.name, pattern) for pattern in args.cells) and c.device == "cpu"]
+    work = args.work or Path(tempfile.mkdtemp(prefix="bench-matrix-"))
+    db = work / "results.db"
+    env = dict(os.environ, UV_CACHE_DIR=str(work / "uv-cache"))
+    command = [sys.executable, "-m", "harness", "run", "--redo", "-j", str(args.cores), "--db", str(db),
+               "--envs", str(work / "envs"), *(f"--cell={n}" for n in names)]
+    try:
+        for label in ("cold", "warm"):
+            started = time.monotonic()
+            proc = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+            print(f"{label}: exit {proc.returncode} in {time.monotonic() - started:.0f}s; "
+                  f"{proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr[-500:]}; "
+                  f"load average {os.getloadavg()[0]:.1f}", flush=True)
+        cold, warm = [r.run_id for r in ResultStore(db).runs()][-2:]
+        print(ratio(ResultStore(db), cold, warm, args.cores))
+    finally:
+        if args.work is None:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
