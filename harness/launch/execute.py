@@ -59,7 +59,9 @@ def execute(job: Job, env: Environment) -> Result:
     if outcome in (Outcome.ERROR, Outcome.TIMEOUT) or not any(rec.log for rec in launched.ranks.values()):
         logs += f"\n--- torchrun ---\n{excerpt(launched.agent_log, 1500)}"
     if launched.strays:
-        logs += "\n--- stray processes killed after the launch ---\n" + "\n".join(launched.strays[:10])
+        shown = [stray[:120] for stray in launched.strays[:5]]
+        more = [f"... and {len(launched.strays) - 5} more"] if len(launched.strays) > 5 else []
+        logs += "\n--- stray processes killed after the launch ---\n" + "\n".join(shown + more)
     stacks = "\n".join(
         f"--- rank {r} ---\n{rec.stacks}" for r, rec in sorted(launched.ranks.items()) if rec.stacks
     )
