@@ -321,17 +321,22 @@ def _py_spy_dumps(spy: str, rank_dir: Path, pids: dict[int, int], *, native: boo
         except OSError as exc:
             failed[rank] = f"py-spy did not start: {exc}"
     deadline = time.monotonic() + limit
-    for rank, (proc, out) in running.items():
-        try:
-            code: int | None = proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            proc.kill()  # the kernel detaches a dead tracer: the rank goes on (to be killed)
-            proc.wait()
-            code = None
-        if code != 0:
-            how = f"gave up after {limit:g} s" if code is None else f"exit {code}: {_last_line_of(out)}"
-            failed[rank] = f"`py-spy dump{' --native' if native else ''}` {how}"
-            out.unlink(missing_ok=True)
+    try:
+        for rank, (proc, out) in running.items():
+            try:
+                code: int | None = proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                code = None
+            if code != 0:
+                how = f"gave up after {limit:g} s" if code is None else f"exit {code}: {_last_line_of(out)}"
+                failed[rank] = f"`py-spy dump{' --native' if native else ''}` {how}"
+    finally:  # also on Ctrl-C: no py-spy outlives its dump (the kernel detaches a dead tracer; the rank goes on)
+        for proc, _ in running.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    for rank in failed:
+        (rank_dir / f"rank{rank}.pyspy").unlink(missing_ok=True)
     return failed
 
 
