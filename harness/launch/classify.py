@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from harness.launch.logscan import signature_line
 from harness.launch.torchrun import LaunchResult, RankRecord
 from harness.model.outcome import Outcome, RankState, RankStatus, combine
 
@@ -11,13 +12,7 @@ EXIT_FIXED, EXIT_REPRODUCED, EXIT_SKIP = 0, 1, 125
 _AGENT_EXIT = re.compile(r"rank\s*:\s*(\d+).*?\n\s*exitcode\s*:\s*(-?\d+)", re.S)
 
 
-def signature_line(text: str, signature: str) -> str | None:
-    """The first line of `text` in which the `signature` regex matches, stripped; None when it does not."""
-    pattern = re.compile(signature)
-    for line in text.splitlines():
-        if pattern.search(line):
-            return line.strip()[:300]
-    return None
+__all__ = ["agent_exit_codes", "classify", "launch_notes", "rank_status", "signature_line"]
 
 
 def agent_exit_codes(agent_log: str) -> dict[int, int]:
@@ -41,7 +36,8 @@ def rank_status(record: RankRecord, signature: str, agent_code: int | None = Non
     if record.finished is None:
         code = f" (torchrun saw exit code {agent_code})" if agent_code is not None else ""
         return status(RankState.ERROR, f"died without a verdict{code}: {_last_line(record.log)}")
-    seen = signature_line(record.log, signature)
+    # The whole log was searched while it was streamed; a record from elsewhere is searched here.
+    seen = record.seen if record.searched == signature else signature_line(record.log, signature)
     if record.exception:
         return status(RankState.ERROR, f"uncaught {record.exception}")
     if record.exit_code == EXIT_FIXED:
@@ -64,7 +60,20 @@ def classify(launch: LaunchResult, signature: str) -> tuple[Outcome, str, list[R
     if not any(launch.ranks[r].started for r in launch.ranks) and not launch.timed_out:
         return Outcome.ERROR, f"torchrun failed before any rank started: {_last_line(launch.agent_log)}", ranks
     outcome, reason = combine(ranks, timed_out=launch.timed_out)
-    return outcome, reason, ranks
+    return outcome, "; ".join([reason, *launch_notes(launch)]), ranks
+
+
+def launch_notes(launch: LaunchResult) -> list[str]:
+    """What else the result must say, outcome unchanged: how each hung rank hung (a timeout only), whose output was
+    truncated and how big it was, and the stray processes killed after the launch."""
+    notes = []
+    if launch.timed_out:
+        notes += [f"rank {r} {rec.hang_note}" for r, rec in sorted(launch.ranks.items()) if rec.hang_note]
+    notes += [f"rank {r} {rec.log_note}" for r, rec in sorted(launch.ranks.items()) if rec.log_note]
+    if launch.strays:
+        names = ", ".join(sorted({s.split(" (pid", 1)[0] for s in launch.strays}))
+        notes.append(f"killed {len(launch.strays)} stray process(es) the launch left running: {names}")
+    return notes
 
 
 def _last_line(text: str) -> str:

@@ -14,7 +14,7 @@ import time
 from harness.launch.classify import classify
 from harness.launch.expectations import expected_outcome
 from harness.launch.interpreter import Environment, cuda_available
-from harness.launch.torchrun import launch
+from harness.launch.torchrun import RankRecord, launch
 from harness.model.job import Job
 from harness.model.outcome import Outcome, combine_repeats
 from harness.model.result import Result, excerpt
@@ -52,13 +52,16 @@ def execute(job: Job, env: Environment) -> Result:
     if reason:
         return Result(outcome=Outcome.SKIP, reason=reason, launched=False, **base)
     args = ["--device", job.device, *variant.args]
-    launched = launch(env.python, job.case.script.resolve(), args, job.nproc, spec.timeout)
-    outcome, why, ranks = classify(launched, spec.signature_of(job.variant))
-    logs = "\n".join(
-        f"--- rank {r} ---\n{excerpt(rec.log, 1500)}" for r, rec in sorted(launched.ranks.items())
-    )
+    signature = spec.signature_of(job.variant)
+    launched = launch(env.python, job.case.script.resolve(), args, job.nproc, spec.timeout, signature=signature)
+    outcome, why, ranks = classify(launched, signature)
+    logs = "\n".join(_rank_excerpt(r, rec) for r, rec in sorted(launched.ranks.items()))
     if outcome in (Outcome.ERROR, Outcome.TIMEOUT) or not any(rec.log for rec in launched.ranks.values()):
         logs += f"\n--- torchrun ---\n{excerpt(launched.agent_log, 1500)}"
+    if launched.strays:
+        shown = [stray[:120] for stray in launched.strays[:5]]
+        more = [f"... and {len(launched.strays) - 5} more"] if len(launched.strays) > 5 else []
+        logs += "\n--- stray processes killed after the launch ---\n" + "\n".join(shown + more)
     stacks = "\n".join(
         f"--- rank {r} ---\n{rec.stacks}" for r, rec in sorted(launched.ranks.items()) if rec.stacks
     )
@@ -66,6 +69,17 @@ def execute(job: Job, env: Environment) -> Result:
         outcome=outcome, reason=why, ranks=ranks, duration_s=round(launched.duration_s, 2),
         log_excerpt=excerpt(logs), stacks=stacks, launched=True, **base,
     )
+
+
+def _rank_excerpt(rank: int, record: RankRecord) -> str:
+    """A rank's log for the result: its last lines; for a truncated log, its size, first lines and signature line."""
+    if not record.log_truncated:
+        return f"--- rank {rank} ---\n{excerpt(record.log, 1500)}"
+    head = record.log[:400]
+    head = head[: head.rfind("\n") + 1] if "\n" in head else head
+    seen = f"[first signature line] {record.seen}\n" if record.seen else ""
+    return (f"--- rank {rank} --- [{record.log_note}]\n{head}[...]\n{seen}"
+            f"{excerpt(record.log.rsplit(' are kept ...]', 1)[-1].lstrip(), 1200)}")
 
 
 def execute_repeated(job: Job, env: Environment, repeat: int = 1) -> Result:

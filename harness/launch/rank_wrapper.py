@@ -8,6 +8,10 @@ For rank R it writes into $BUGMATRIX_RANK_DIR:
   rank<R>.json    {"rank", "pid", "started", and once known: "finished", "exit_code", "exception", "terminated"}
                   replaced atomically, so a reader sees the last complete record
   rank<R>.stacks  every thread's Python stack, written when the harness sends SIGUSR1 to a hung rank
+
+Under Yama's ptrace_scope=1 only a process's ancestors may ptrace it, and py-spy (the harness's child, not the
+rank's ancestor) would be refused: the rank declares the harness ($BUGMATRIX_TRACER_PID) as its tracer, which
+admits the harness's descendants (prctl PR_SET_PTRACER; a no-op without Yama).
 """
 
 import faulthandler
@@ -36,12 +40,28 @@ def _exit_code(code):
     return 1
 
 
+PR_SET_PTRACER = 0x59616D61
+
+
+def _allow_tracer():
+    tracer = os.environ.get("BUGMATRIX_TRACER_PID")
+    if not tracer or not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(PR_SET_PTRACER, int(tracer), 0, 0, 0)
+    except Exception:  # noqa: BLE001 - no ctypes, no prctl: the harness falls back to faulthandler
+        pass
+
+
 def main():
     out_dir = os.environ["BUGMATRIX_RANK_DIR"]
     rank = int(os.environ.get("RANK", "0"))
     base = os.path.join(out_dir, "rank%d" % rank)
     record = {"rank": rank, "pid": os.getpid(), "started": time.time()}
     _write(base + ".json", record)
+    _allow_tracer()
 
     log_fd = os.open(base + ".log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     sys.stdout.flush()

@@ -4,35 +4,58 @@ Promises:
 - every launch uses `torchrun --standalone`, whose rendezvous binds port 0 (the OS hands out a free port, so
   parallel launches cannot pick the same one); a launch that still fails with "address already in use" before
   any rank started is retried, up to `PORT_RETRIES` times;
-- a launch that outlives its timeout first gets every rank's Python stack (SIGUSR1 -> faulthandler), then its
+- a launch that outlives its timeout first gets every live rank's stacks, taken from outside the rank (`py-spy
+  dump --native`: Python and native frames, whatever state the rank is in) and from inside it (SIGUSR1 ->
+  faulthandler, sent only to a rank that still handles SIGUSR1: to one that reset it, SIGUSR1 would be fatal); each
+  hung rank is noted as having hung before or after its verdict (its script returned: a teardown hang); then its
   whole process tree is killed (SIGKILL to torchrun's session and to every descendant, even those that left it);
 - the same kill happens on any exception in the caller's thread, Ctrl-C included, before it propagates;
-- when `launch` returns, no process it started is left running.
+- when `launch` returns, no process it started is left running: every process of a launch carries
+  `BUGMATRIX_LAUNCH=<this launch's id>` in its environment, and after the launch ends (timed out or not) the
+  processes still carrying it are killed and listed in `LaunchResult.strays` (a daemon that double-forked and left
+  the session is one). The harness makes itself a child subreaper where Linux allows it, so such orphans are
+  re-parented to it rather than to init, and it reaps the ones it recognises as this launch's;
+- a rank's log is read in bounded memory however much it printed (see logscan.py): head, tail, size and the first
+  signature line are kept.
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
 
+from harness.launch.logscan import human_size, scan_log
+
 WRAPPER = Path(__file__).with_name("rank_wrapper.py")
 PORT_RETRIES = 3
-STACK_GRACE_S = 3.0
+STACK_GRACE_S = 3.0  # how long faulthandler gets to write the stacks after SIGUSR1
+PYSPY_NATIVE_S = 4.0  # how long `py-spy dump --native` gets (all ranks in parallel) ...
+PYSPY_PLAIN_S = 1.5  # ... and, where it failed, a Python-only `py-spy dump`
+STACKS_CHARS = 64_000  # per rank and per source
+WATCH_S = 1.0  # how often a running launch looks for orphans it adopted (to reap them once they die)
+MARKER_ENV = "BUGMATRIX_LAUNCH"  # every process of a launch inherits this launch's id
+TRACER_ENV = "BUGMATRIX_TRACER_PID"  # the ranks allow this process's descendants (py-spy) to ptrace them
 _COLLISION = ("address already in use", "eaddrinuse", "errno 98")
+_PR_SET_CHILD_SUBREAPER = 36
 
 _active: set[subprocess.Popen[bytes]] = set()
 _active_lock = threading.Lock()
 _stopping = threading.Event()
+_subreaper: bool | None = None
+_subreaper_lock = threading.Lock()
 
 
 class LaunchAborted(RuntimeError):
@@ -53,6 +76,22 @@ def allow_launches() -> None:
     _stopping.clear()
 
 
+def become_subreaper() -> bool:
+    """Make this process a child subreaper (Linux >= 3.4), once: orphans of its descendants are re-parented to it
+    instead of init, so they stay within reach. False where that is unavailable (the launch still works)."""
+    global _subreaper
+    with _subreaper_lock:
+        if _subreaper is None:
+            _subreaper = False
+            if sys.platform.startswith("linux"):
+                try:
+                    libc = ctypes.CDLL(None, use_errno=True)
+                    _subreaper = libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+                except (OSError, AttributeError):
+                    _subreaper = False
+        return _subreaper
+
+
 @dataclass
 class RankRecord:
     """What one rank wrote about itself (see rank_wrapper.py), plus its output."""
@@ -64,8 +103,32 @@ class RankRecord:
     exit_code: int | None = None
     exception: str | None = None
     terminated: bool = False
-    log: str = ""
+    log: str = ""  # the whole log, or its head and tail with an omission line between (see `log_truncated`)
     stacks: str = ""
+    log_bytes: int = 0  # how much the rank printed
+    log_truncated: bool = False
+    seen: str | None = None  # the first line of the whole log matching `searched`
+    searched: str | None = None  # the signature the whole log was searched for while streaming (None: not searched)
+    hung: bool = False  # still running when the launch timed out
+
+    @property
+    def log_note(self) -> str:
+        """'printed 400.0 MiB (truncated: head and tail kept)' for a truncated log, else ''."""
+        if not self.log_truncated:
+            return ""
+        return f"printed {human_size(self.log_bytes)} ({self.log_bytes} bytes; output truncated: head and tail kept)"
+
+    @property
+    def hang_note(self) -> str:
+        """For a rank still running at the timeout: whether it hung after its verdict (teardown) or before."""
+        if not self.hung:
+            return ""
+        if self.finished is not None and not self.terminated:
+            return (f"hung after its verdict: its script returned (exit {self.exit_code}) but the process did not "
+                    "exit (a teardown hang: atexit, interpreter shutdown or native destructors)")
+        if self.seen:
+            return f"hung after printing the failure signature, before its script returned: {self.seen[:120]}"
+        return "hung before reaching a verdict"
 
 
 @dataclass
@@ -80,6 +143,8 @@ class LaunchResult:
     agent_log: str
     ranks: dict[int, RankRecord] = field(default_factory=dict)
     attempts: int = 1
+    strays: list[str] = field(default_factory=list)  # processes of this launch killed after it ended
+    marker: str = ""  # the launch's id, the value of BUGMATRIX_LAUNCH in its processes' environment
 
 
 def torchrun_command(python: str, script: Path, args: list[str], nproc: int) -> list[str]:
@@ -97,12 +162,15 @@ def launch(
     nproc: int,
     timeout: float,
     env: dict[str, str] | None = None,
+    signature: str | None = None,
 ) -> LaunchResult:
-    """Run `script args` under torchrun with `nproc` ranks; never leaves a process behind (see module doc)."""
-    result = _launch_once(python, script, args, nproc, timeout, env)
+    """Run `script args` under torchrun with `nproc` ranks; never leaves a process behind (see module doc).
+
+    With `signature`, each rank's whole log is searched for it while it is streamed (`RankRecord.seen`)."""
+    result = _launch_once(python, script, args, nproc, timeout, env, signature)
     while result.attempts <= PORT_RETRIES and _port_collision(result):
         attempts = result.attempts + 1
-        result = _launch_once(python, script, args, nproc, timeout, env)
+        result = _launch_once(python, script, args, nproc, timeout, env, signature)
         result.attempts = attempts
     return result
 
@@ -114,22 +182,29 @@ def _port_collision(result: LaunchResult) -> bool:
 
 
 def _launch_once(
-    python: str, script: Path, args: list[str], nproc: int, timeout: float, env: dict[str, str] | None
+    python: str, script: Path, args: list[str], nproc: int, timeout: float, env: dict[str, str] | None,
+    signature: str | None,
 ) -> LaunchResult:
     if _stopping.is_set():
         raise LaunchAborted("the run was interrupted")
     command = torchrun_command(python, script, args, nproc)
+    marker = uuid.uuid4().hex
+    adopting = become_subreaper()
     with tempfile.TemporaryDirectory(prefix="bugmatrix-launch-") as tmp:
         rank_dir = Path(tmp)
         agent_log_path = rank_dir / "torchrun.log"
         child_env = {**os.environ, **(env or {})}
         child_env.update(BUGMATRIX_RANK_DIR=str(rank_dir), PYTHONUNBUFFERED="1")
+        child_env.update({MARKER_ENV: marker, TRACER_ENV: str(os.getpid())})
         child_env.setdefault("OMP_NUM_THREADS", "1")
         # Bytecode is written: with PYTHONDONTWRITEBYTECODE inherited, every rank of every launch compiles torch
         # from source again (measured: 24 s vs 11 s per `import torch` on a busy 2-core machine).
         child_env.pop("PYTHONDONTWRITEBYTECODE", None)
         started = time.monotonic()
         timed_out = False
+        hung: set[int] = set()
+        adopted: set[int] = set()
+        strays: list[str] = []
         with open(agent_log_path, "wb") as agent_log:
             proc = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=agent_log, stderr=subprocess.STDOUT,
@@ -138,38 +213,148 @@ def _launch_once(
             with _active_lock:
                 _active.add(proc)
             try:
-                proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                _dump_stacks(rank_dir)
+                deadline = started + timeout
+                while True:
+                    left = deadline - time.monotonic()
+                    try:
+                        proc.wait(timeout=max(0.0, min(WATCH_S, left)) if adopting else max(0.0, left))
+                        break
+                    except subprocess.TimeoutExpired:
+                        if time.monotonic() >= deadline:
+                            timed_out = True
+                            hung = _take_stacks(rank_dir)
+                            break
+                        _watch_adopted(marker, adopted)
             finally:
                 kill_tree(proc)
                 with _active_lock:
                     _active.discard(proc)
+                strays = kill_strays(marker, adopted)
         if _stopping.is_set():
             raise LaunchAborted("the run was interrupted")
         duration = time.monotonic() - started
-        ranks = {r: _read_rank(rank_dir, r) for r in range(nproc)}
+        ranks = {r: _read_rank(rank_dir, r, signature, r in hung) for r in range(nproc)}
         return LaunchResult(
             command=command, nproc=nproc, returncode=proc.returncode, timed_out=timed_out,
-            duration_s=duration, agent_log=_read_text(agent_log_path), ranks=ranks,
+            duration_s=duration, agent_log=scan_log(agent_log_path).text, ranks=ranks, strays=strays, marker=marker,
         )
 
 
-def _dump_stacks(rank_dir: Path) -> None:
-    """Ask every live rank for its Python stacks (SIGUSR1 -> faulthandler) and wait briefly for them."""
-    asked: list[Path] = []
+def _rank_pids(rank_dir: Path) -> dict[int, int]:
+    pids = {}
     for record_file in rank_dir.glob("rank*.json"):
         try:
-            pid = json.loads(record_file.read_text())["pid"]
+            data = json.loads(record_file.read_text())
+            pids[int(data["rank"])] = int(data["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return pids
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _take_stacks(rank_dir: Path) -> set[int]:
+    """Every live rank's stacks, from outside (py-spy) then from inside (faulthandler); the ranks that were live.
+
+    Writes rank<R>.pyspy, rank<R>.stacks-note (why a source is missing) and lets faulthandler write rank<R>.stacks."""
+    live = {rank: pid for rank, pid in _rank_pids(rank_dir).items() if _running(pid)}
+    notes: dict[int, list[str]] = {rank: [] for rank in live}
+    spy = py_spy()
+    if spy is None:
+        for rank in live:
+            notes[rank].append("py-spy is not installed next to the harness: no stacks from outside")
+    else:
+        failed = _py_spy_dumps(spy, rank_dir, live, native=True, limit=PYSPY_NATIVE_S)
+        retry = {rank: live[rank] for rank in failed}
+        again = _py_spy_dumps(spy, rank_dir, retry, native=False, limit=PYSPY_PLAIN_S)
+        for rank, why in failed.items():
+            if rank in again:
+                notes[rank].append(f"no stacks from outside: {why}; then {again[rank]}")
+            else:
+                notes[rank].append(f"Python frames only from outside: {why}")
+    asked: list[Path] = []
+    for rank, pid in live.items():
+        if not _handles(pid, signal.SIGUSR1):
+            notes[rank].append("faulthandler was not asked: this rank no longer handles SIGUSR1 (its handler was "
+                               "reset or removed), so SIGUSR1 would have killed it")
+            continue
+        try:
             os.kill(pid, signal.SIGUSR1)
-            asked.append(record_file.with_suffix(".stacks"))
-        except (OSError, ValueError, KeyError):
+            asked.append(rank_dir / f"rank{rank}.stacks")
+        except OSError:
             continue
     deadline = time.monotonic() + STACK_GRACE_S
-    while time.monotonic() < deadline and not all(_nonempty(p) for p in asked):
+    while asked and time.monotonic() < deadline and not all(_nonempty(p) for p in asked):
         time.sleep(0.05)
-    time.sleep(0.1)  # let the last writer finish its frames
+    if asked:
+        time.sleep(0.1)  # let the last writer finish its frames
+    for rank, lines in notes.items():
+        if lines:
+            (rank_dir / f"rank{rank}.stacks-note").write_text("\n".join(lines) + "\n")
+    return set(live)
+
+
+def py_spy() -> str | None:
+    """The py-spy executable: next to this interpreter (the harness's environment), else on PATH."""
+    beside = Path(sys.executable).with_name("py-spy")
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    return shutil.which("py-spy")
+
+
+def _py_spy_dumps(spy: str, rank_dir: Path, pids: dict[int, int], *, native: bool, limit: float) -> dict[int, str]:
+    """`py-spy dump` of every pid in parallel, each into rank<R>.pyspy; {rank: why} for those that failed."""
+    running: dict[int, tuple[subprocess.Popen[bytes], Path]] = {}
+    failed: dict[int, str] = {}
+    for rank, pid in pids.items():
+        out = rank_dir / f"rank{rank}.pyspy"
+        command = [spy, "dump", "--pid", str(pid), *(["--native"] if native else [])]
+        try:
+            with open(out, "wb") as fh:
+                running[rank] = (subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=fh,
+                                                  stderr=subprocess.STDOUT), out)
+        except OSError as exc:
+            failed[rank] = f"py-spy did not start: {exc}"
+    deadline = time.monotonic() + limit
+    try:
+        for rank, (proc, out) in running.items():
+            try:
+                code: int | None = proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                code = None
+            if code != 0:
+                how = f"gave up after {limit:g} s" if code is None else f"exit {code}: {_last_line_of(out)}"
+                failed[rank] = f"`py-spy dump{' --native' if native else ''}` {how}"
+    finally:  # also on Ctrl-C: no py-spy outlives its dump (the kernel detaches a dead tracer; the rank goes on)
+        for proc, _ in running.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    for rank in failed:
+        (rank_dir / f"rank{rank}.pyspy").unlink(missing_ok=True)
+    return failed
+
+
+def _last_line_of(path: Path) -> str:
+    lines = [line.strip() for line in scan_log(path).text.splitlines() if line.strip()]
+    return lines[-1][:200] if lines else ""
+
+
+def _handles(pid: int, signum: int) -> bool:
+    """Whether `pid` catches `signum` (a handler is installed: SigCgt in /proc/PID/status); True where unknown."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return True
 
 
 def _nonempty(path: Path) -> bool:
@@ -180,7 +365,7 @@ def _nonempty(path: Path) -> bool:
 
 
 def kill_tree(proc: subprocess.Popen[bytes]) -> None:
-    """SIGKILL `proc`, its process group and every descendant (even those in another session); reap `proc`."""
+    """SIGKILL `proc`, its process group and every descendant (even those in another session); reap them."""
     try:
         descendants = psutil.Process(proc.pid).children(recursive=True)
     except psutil.NoSuchProcess:
@@ -195,15 +380,81 @@ def kill_tree(proc: subprocess.Popen[bytes]) -> None:
             child.kill()
         except psutil.NoSuchProcess:
             pass
-    psutil.wait_procs(descendants, timeout=10)
     try:
         proc.wait(timeout=30)
     except subprocess.TimeoutExpired:  # unkillable (D state): nothing more can be done from user space
         pass
+    # Once torchrun is gone its children are re-parented: to this process when it is a subreaper, then reaped here.
+    reap({child.pid for child in descendants} - {proc.pid}, timeout=10)
 
 
-def _read_rank(rank_dir: Path, rank: int) -> RankRecord:
-    record = RankRecord(rank=rank)
+def reap(pids: set[int], timeout: float) -> None:
+    """Wait until every pid is gone, reaping those that are (or become) this process's children.
+
+    Only the given pids are waited for (never `waitpid(-1)`), so no other thread's subprocess loses its status."""
+    pending = set(pids)
+    deadline = time.monotonic() + timeout
+    while pending:
+        for pid in list(pending):
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    pending.discard(pid)
+            except ChildProcessError:  # not (or no longer) ours: wait for whoever reaps it, or for its adoption
+                if not psutil.pid_exists(pid):
+                    pending.discard(pid)
+            except OSError:
+                pending.discard(pid)
+        if not pending or time.monotonic() >= deadline:
+            return
+        time.sleep(0.02)
+
+
+def _has_marker(proc: psutil.Process, marker: str) -> bool:
+    try:
+        return proc.environ().get(MARKER_ENV) == marker
+    except (psutil.Error, OSError):
+        return False
+
+
+def _watch_adopted(marker: str, adopted: set[int]) -> None:
+    """Note the orphans of this launch that were re-parented to this (subreaper) process, to reap them later."""
+    try:
+        children = psutil.Process().children()
+    except psutil.Error:
+        return
+    for child in children:
+        if child.pid not in adopted and _has_marker(child, marker):
+            adopted.add(child.pid)
+
+
+def kill_strays(marker: str, adopted: set[int] | None = None) -> list[str]:
+    """SIGKILL every live process still carrying this launch's marker (anywhere, whoever its parent is), until none
+    is left; reap them and the launch's adopted orphans. Returns 'name (pid N): command' for each one killed."""
+    killed: dict[int, str] = {}
+    me = os.getpid()
+    for _ in range(20):  # a stray may fork while it is being killed: look again until nothing carries the marker
+        found = []
+        for proc in psutil.process_iter(["pid"]):
+            if proc.pid == me or proc.pid in killed and not _running(proc.pid):
+                continue
+            try:
+                if proc.status() == psutil.STATUS_ZOMBIE or not _has_marker(proc, marker):
+                    continue
+                found.append(proc)
+                killed.setdefault(proc.pid, f"{proc.name()} (pid {proc.pid}): {' '.join(proc.cmdline())[:160]}")
+                proc.kill()
+            except psutil.Error:
+                continue
+        if not found:
+            break
+        time.sleep(0.02)
+    reap(set(killed) | set(adopted or ()), timeout=10)
+    return list(killed.values())
+
+
+def _read_rank(rank_dir: Path, rank: int, signature: str | None = None, hung: bool = False) -> RankRecord:
+    record = RankRecord(rank=rank, hung=hung)
     base = rank_dir / f"rank{rank}"
     try:
         data = json.loads((base.with_suffix(".json")).read_text())
@@ -212,16 +463,31 @@ def _read_rank(rank_dir: Path, rank: int) -> RankRecord:
     for key in ("pid", "started", "finished", "exit_code", "exception", "terminated"):
         if key in data:
             setattr(record, key, data[key])
-    record.log = _read_text(base.with_suffix(".log"))
-    record.stacks = _read_text(base.with_suffix(".stacks"))
+    log = scan_log(base.with_suffix(".log"), signature)
+    record.log, record.log_bytes, record.log_truncated = log.text, log.size, log.truncated
+    record.seen, record.searched = log.seen, log.signature
+    record.stacks = _stacks_of(base)
     return record
 
 
-def _read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
+def _stacks_of(base: Path) -> str:
+    """A rank's stacks: py-spy's (from outside), faulthandler's (from inside), and why one of them is missing."""
+    parts = []
+    outside = _bounded(base.with_suffix(".pyspy"))
+    inside = _bounded(base.with_suffix(".stacks"))
+    note = _bounded(base.with_suffix(".stacks-note"))
+    if outside:
+        parts.append(f"[from outside: py-spy dump]\n{outside}")
+    if inside:
+        parts.append(f"[from inside: faulthandler (SIGUSR1)]\n{inside}" if outside else inside)
+    if note:
+        parts.append(f"[note]\n{note}")
+    return "\n".join(part.rstrip("\n") for part in parts) + ("\n" if parts else "")
+
+
+def _bounded(path: Path) -> str:
+    text = scan_log(path, head=STACKS_CHARS, tail=4096).text
+    return text
 
 
 if __name__ == "__main__":  # manual check: python -m harness.launch.torchrun SCRIPT NPROC
