@@ -248,6 +248,17 @@ def _parser() -> argparse.ArgumentParser:
     n_issues.add_argument("--run-url", required=True, help="the nightly run, linked from each issue")
     n_issues.add_argument("--dry-run", action="store_true", help="print the plan as JSON; open nothing")
     n_issues.set_defaults(func=cmd_nightly_issues)
+    n_expect = nightly_steps.add_parser("expect-pr", help="open or update one pull request carrying the expect "
+                                        "rules that tonight's results call for (git, gh)", parents=[matrix])
+    n_expect.add_argument("--db", type=Path, default=Path("results/nightly.db"),
+                          help="tonight's merged store (default: results/nightly.db)")
+    n_expect.add_argument("--baseline", type=Path, help="the previous night (a `nightly baseline` folder or a "
+                          "store): its results are measurements too")
+    n_expect.add_argument("--run-url", required=True, help="the nightly run, linked from the pull request")
+    n_expect.add_argument("--branch", default="bugmatrix/expect", help="the pull request's branch "
+                          "(default: bugmatrix/expect)")
+    n_expect.add_argument("--dry-run", action="store_true", help="print the pull request's body; write nothing")
+    n_expect.set_defaults(func=cmd_nightly_expect_pr)
     return parser
 
 
@@ -778,3 +789,16 @@ def cmd_nightly_issues(args: argparse.Namespace) -> int:
 
     return nightly.open_issues(args.compare, args.run_url, nightly.run_gh, nightly.Actions.from_env(),
                                dry_run=args.dry_run)
+
+
+def cmd_nightly_expect_pr(args: argparse.Namespace) -> int:
+    """`nightly expect-pr`: one pull request with the expect rules tonight's results call for (git, gh)."""
+    from harness.output import nightly
+
+    try:
+        matrix = load_matrix(args.matrix) if args.matrix.is_file() else None
+    except MatrixError:
+        matrix = None  # every boundary is then unknown: nothing is derived, each variant says why
+    return nightly.open_expect_pr(args.db, args.baseline, args.cases_dir, matrix, args.run_url, nightly.run_gh,
+                                  nightly.run_git, nightly.Actions.from_env(), branch=args.branch,
+                                  dry_run=args.dry_run)
