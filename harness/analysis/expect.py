@@ -52,7 +52,7 @@ import yaml
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from harness.analysis.transitions import FIXED, REPRODUCED, Between, Boundary
+from harness.analysis.transitions import Between, Boundary
 from harness.launch.expectations import expected_outcome, rule_holds
 from harness.launch.interpreter import Environment, Installed
 from harness.model.case import Case, load_case
@@ -628,5 +628,5 @@ def derive_all(cases: list[Case], measured: list[Measured], between: Between | N
     return out
 
 
-__all__ = ["DECISIVE", "FIXED", "REPRODUCED", "Derivation", "Edit", "Point", "Refused", "derive", "derive_all",
+__all__ = ["DECISIVE", "Derivation", "Edit", "Point", "Refused", "derive", "derive_all",
            "environment_of", "measurements", "primary_package", "rewrite", "rules_text", "write_case"]
