@@ -197,6 +197,17 @@ def _parser() -> argparse.ArgumentParser:
     p_narrow.add_argument("--dry-run", action="store_true", help="list the intervals, launch nothing")
     p_narrow.set_defaults(func=cmd_narrow)
 
+    p_expect = sub.add_parser("expect", help="derive each variant's expect rules from the store's boundaries and "
+                              "show the diff against case.yaml (--write: rewrite the expect blocks)",
+                              parents=[json_, db, matrix])
+    p_expect.add_argument("cases", nargs="*", help="case ids (substrings); default: every case with results")
+    p_expect.add_argument("--variant", action="append", help="only these variants (repeatable)")
+    p_expect.add_argument("--run", action="append", help="only the results of this run (repeatable; default: all)")
+    p_expect.add_argument("--write", action="store_true", help="rewrite the changed expect blocks (comments, order "
+                          "and the rest of the file kept) and append a dated line to `evidence`")
+    p_expect.add_argument("--check", action="store_true", help="exit 1 when a case.yaml would change")
+    p_expect.set_defaults(func=cmd_expect)
+
     p_merge = sub.add_parser("merge", help="fold results stores (e.g. nightly shards) into one, without duplicates",
                              parents=[db])
     p_merge.add_argument("sources", nargs="+", type=Path)
@@ -241,6 +252,17 @@ def _parser() -> argparse.ArgumentParser:
     n_issues.add_argument("--run-url", required=True, help="the nightly run, linked from each issue")
     n_issues.add_argument("--dry-run", action="store_true", help="print the plan as JSON; open nothing")
     n_issues.set_defaults(func=cmd_nightly_issues)
+    n_expect = nightly_steps.add_parser("expect-pr", help="open or update one pull request carrying the expect "
+                                        "rules that tonight's results call for (git, gh)", parents=[matrix])
+    n_expect.add_argument("--db", type=Path, default=Path("results/nightly.db"),
+                          help="tonight's merged store (default: results/nightly.db)")
+    n_expect.add_argument("--baseline", type=Path, help="the previous night (a `nightly baseline` folder or a "
+                          "store): its results are measurements too")
+    n_expect.add_argument("--run-url", required=True, help="the nightly run, linked from the pull request")
+    n_expect.add_argument("--branch", default="bugmatrix/expect", help="the pull request's branch "
+                          "(default: bugmatrix/expect)")
+    n_expect.add_argument("--dry-run", action="store_true", help="print the pull request's body; write nothing")
+    n_expect.set_defaults(func=cmd_nightly_expect_pr)
     return parser
 
 
@@ -635,6 +657,54 @@ def cmd_narrow(args: argparse.Namespace) -> int:
     return 1 if left else 0
 
 
+def cmd_expect(args: argparse.Namespace) -> int:
+    """Derive expect rules from the store (see harness/analysis/expect.py): print each variant's rules and the diff
+    against case.yaml, or write it; 0 when every variant with results was derived, 1 when one was refused (each
+    says why) or, with --check, a file would change; 5 when the store holds no result for the cases."""
+    import datetime
+
+    from harness.analysis.expect import derive_all, measurements, rewrite, write_case
+    from harness.analysis.precision import between_on_index
+
+    err = make_console(stderr=True)
+    cases = _cases(args, args.cases)[0]
+    matrix = load_matrix(args.matrix) if args.matrix.is_file() else None
+    between = between_on_index(matrix, {c.id: c for c in cases}) if matrix is not None else None
+    derivations = derive_all(cases, measurements(ResultStore(args.db), args.run), between, args.variant or ())
+    if not derivations:
+        err.print(f"no results in {args.db} for the selected cases and variants", soft_wrap=True)
+        return NOTHING_RAN
+    today = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+    edits, written = [], []
+    for case in cases:
+        edit = rewrite(case, [d for d in derivations if d.case.id == case.id], today)
+        if edit is not None:
+            edits.append(edit)
+            if args.write:
+                write_case(edit)
+                written.append(str(edit.path))
+    refused = [d for d in derivations if d.new is None]
+    if args.json:
+        print(to_json({"derivations": [{"case": d.case.id, "variant": d.variant, "package": d.package,
+                                        "refused": d.refused or None, "changed": d.changed,
+                                        "rules": None if d.new is None else [r.model_dump(mode="json") for r in d.new],
+                                        "boundaries": d.boundaries, "notes": d.notes} for d in derivations],
+                       "diffs": {str(e.path): e.diff for e in edits}, "written": written}))
+    else:
+        for d in derivations:
+            print(d.summary())
+            for note in d.notes:
+                print(f"  note: {note}")
+        for edit in edits:
+            sys.stdout.write(edit.diff)
+        for path in written:
+            err.print(f"wrote {path}", soft_wrap=True, highlight=False, markup=False)
+        if edits and not args.write:
+            err.print(f"{len(edits)} case file(s) would change: `bugmatrix expect --write` rewrites them",
+                      soft_wrap=True, highlight=False, markup=False)
+    return 1 if refused or (args.check and edits and not args.write) else 0
+
+
 def cmd_bisect(args: argparse.Namespace) -> int:
     """Release-level, then commit-level bisection; 0 when a boundary was found, 1 when refused or ambiguous."""
     from harness.analysis.bisect import BisectError, BisectRequest, bisect, bisect_commands, bisect_summary
@@ -745,3 +815,16 @@ def cmd_nightly_issues(args: argparse.Namespace) -> int:
 
     return nightly.open_issues(args.compare, args.run_url, nightly.run_gh, nightly.Actions.from_env(),
                                dry_run=args.dry_run)
+
+
+def cmd_nightly_expect_pr(args: argparse.Namespace) -> int:
+    """`nightly expect-pr`: one pull request with the expect rules tonight's results call for (git, gh)."""
+    from harness.output import nightly
+
+    try:
+        matrix = load_matrix(args.matrix) if args.matrix.is_file() else None
+    except MatrixError:
+        matrix = None  # every boundary is then unknown: nothing is derived, each variant says why
+    return nightly.open_expect_pr(args.db, args.baseline, args.cases_dir, matrix, args.run_url, nightly.run_gh,
+                                  nightly.run_git, nightly.Actions.from_env(), branch=args.branch,
+                                  dry_run=args.dry_run)

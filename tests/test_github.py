@@ -327,18 +327,40 @@ def test_nightly_token_only_where_gh_runs() -> None:
         assert "GH_TOKEN" not in job.get("env", {}), f"job {name}: GH_TOKEN for every step"
     with_token = [s["run"] for _, s in steps(doc) if "GH_TOKEN" in s.get("env", {})]
     assert with_token == ["uv run bugmatrix nightly baseline --dir previous",
-                          'uv run bugmatrix nightly issues --compare results/compare.json --run-url "$RUN_URL"']
+                          'uv run bugmatrix nightly issues --compare results/compare.json --run-url "$RUN_URL"',
+                          "uv run bugmatrix nightly baseline --dir previous",
+                          'uv run bugmatrix nightly expect-pr --db results/nightly.db --baseline previous --run-url '
+                          '"$RUN_URL"']
 
 
 def test_nightly_write_permissions_only_where_needed() -> None:
     jobs = load_workflow(WORKFLOWS / "nightly.yml")["jobs"]
     writes = {name: {k for k, v in job.get("permissions", {}).items() if v == "write"} for name, job in jobs.items()}
     assert writes == {"plan": set(), "cell": set(), "aggregate": set(), "issues": {"issues"},
-                      "pages": {"pages", "id-token"}}
+                      "expect-pr": {"contents", "pull-requests"}, "pages": {"pages", "id-token"}}
     for name, job in jobs.items():
         assert "permissions" in job, f"nightly.yml: job {name} has no explicit permissions"
     assert "inputs.open_issues" in jobs["issues"]["if"]
     assert "vars.BUGMATRIX_PAGES == 'true'" in jobs["pages"]["if"]
+
+
+def test_nightly_expect_pull_request_is_opt_in_and_the_only_writer_of_the_repository() -> None:
+    """Only the expect-pr job may push (contents: write) and open a pull request; it runs on scheduled nights
+    with BUGMATRIX_EXPECT_PR=true, after the aggregate job, whose verdict it cannot change (it only needs it)."""
+    jobs = load_workflow(WORKFLOWS / "nightly.yml")["jobs"]
+    job = jobs["expect-pr"]
+    assert job["needs"] == "aggregate"
+    assert "vars.BUGMATRIX_EXPECT_PR == 'true'" in job["if"] and "github.event_name == 'schedule'" in job["if"]
+    assert "needs.aggregate.outputs.report == 'true'" in job["if"]
+    assert job["permissions"] == {"contents": "write", "pull-requests": "write", "actions": "read", "issues": "read"}
+    for name, other in jobs.items():
+        if name != "expect-pr":
+            assert other["permissions"].get("contents", "read") == "read", name
+            assert "pull-requests" not in other["permissions"], name
+    checkout = [s for s in job["steps"] if s.get("uses", "").startswith("actions/checkout@")]
+    assert checkout and checkout[0]["with"]["persist-credentials"] is False  # gh lends git the token, per step
+    downloads = [s["with"]["name"] for s in job["steps"] if "download-artifact" in s.get("uses", "")]
+    assert downloads == ["bugmatrix-results"]
 
 
 # --- the linters: zizmor (security) and actionlint (correctness), offline, zero findings ---------------------

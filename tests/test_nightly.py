@@ -22,6 +22,7 @@ import argparse
 import io
 import json
 import shutil
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -651,3 +652,184 @@ def test_three_nights(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: p
     assert aggregate.outputs == {"report": "true", "regressions": "0"}
     assert "issues" not in third.rcs and len(replay.gh.issues) == 1
     assert third.conclusion == "success"
+
+
+# --- expect-pr: one pull request with the rules the night's results call for ----------------------------------
+
+EXPECT_CASE = """\
+title: fakelib bug
+upstream:
+  - https://example.invalid/1
+packages: [torch, fakelib]
+timeout: 60
+signature: "FAKE-SIG"
+variants:
+  bug:
+    expect:
+      # not fixed upstream yet
+      - outcome: reproduced
+evidence: |
+  2024-03-01: measured by hand.
+"""
+URL = "https://github.com/o/r/actions/runs/77"
+
+
+@dataclass
+class FakePulls:
+    """`gh` and `git` for the expect-pr step: records every call, knows the open pull requests and issues."""
+
+    pulls: list[dict[str, Any]] = field(default_factory=list)
+    issues: list[dict[str, Any]] = field(default_factory=list)
+    gh_calls: list[list[str]] = field(default_factory=list)
+    git_calls: list[list[str]] = field(default_factory=list)
+
+    def gh(self, args: list[str]) -> str:
+        self.gh_calls.append(args)
+        if args[:2] == ["issue", "list"]:
+            return json.dumps(self.issues)
+        if args[:2] == ["auth", "setup-git"]:
+            return ""
+        if args[:2] == ["pr", "list"]:
+            assert args[2:4] == ["--head", "bugmatrix/expect"], args
+            return json.dumps([{"number": p["number"], "url": p["url"]} for p in self.pulls])
+        if args[:2] == ["pr", "create"]:
+            number = len(self.pulls) + 1
+            self.pulls.append({"number": number, "url": f"https://github.com/o/r/pull/{number}",
+                               "title": args[args.index("--title") + 1], "body": args[args.index("--body") + 1]})
+            return self.pulls[-1]["url"] + "\n"
+        if args[:2] == ["pr", "edit"]:
+            pull = next(p for p in self.pulls if str(p["number"]) == args[2])
+            pull["body"] = args[args.index("--body") + 1]
+            return ""
+        raise AssertionError(f"gh stand-in: not supported: {args}")
+
+    def git(self, args: list[str]) -> str:
+        self.git_calls.append(args)
+        return ""
+
+
+@pytest.fixture
+def fake_project(tmp_path: Path) -> Path:
+    """fakelib 1.0-1.5 buggy but 1.3 and 1.4, and 2.0 (a new release: fixed), on a local index; the case."""
+    from .fakeindex import FakeRelease, build_index, fake_torch
+
+    versions = ["1.0", "1.1", "1.2", "1.3", "1.4", "1.5", "2.0"]
+    index = build_index(tmp_path / "index", [fake_torch("2.5.0", "2024-01-01T00:00:00Z"), *[
+        FakeRelease("fakelib", v, f"2024-02-{i + 1:02d}T00:00:00Z") for i, v in enumerate(versions)]])
+    (tmp_path / "matrix.yaml").write_text(yaml.safe_dump({
+        "indexes": {"local": index}, "defaults": {"index": "local"},
+        "groups": [{"name": "fakelib-{fakelib}", "axes": {"fakelib": versions}, "pins": {"torch": "2.5.0"}}]}))
+    folder = tmp_path / "cases" / CASE
+    folder.mkdir(parents=True)
+    (folder / "case.yaml").write_text(EXPECT_CASE)
+    (folder / "repro.py").write_text("import fakelib\n")
+    return tmp_path
+
+
+def expect_pr(project: Path, pulls: FakePulls, monkeypatch: pytest.MonkeyPatch, db: Path, *more: str) -> tuple[
+        int, Step]:
+    monkeypatch.setattr(nightly, "run_gh", pulls.gh)
+    monkeypatch.setattr(nightly, "run_git", pulls.git)
+    folder = project / f"step-{len(pulls.gh_calls)}"
+    folder.mkdir()
+    monkeypatch.setenv("GITHUB_OUTPUT", str(folder / "output"))
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(folder / "summary.md"))
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", out)
+    rc = main(["--cases-dir", str(project / "cases"), "nightly", "expect-pr", "--matrix", str(project / "matrix.yaml"),
+               "--db", str(db), "--run-url", URL, *more])
+    step = Step(folder, out)
+    return rc, step
+
+
+def test_a_new_release_that_fixes_a_case_gets_a_pull_request_with_the_rule_diff(
+        fake_project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    db = store(fake_project / "nightly.db", ("fakelib-1.5", result(R, R, "1.5")),
+               ("fakelib-2.0", result(F, R, "2.0")))  # the new release: fixed, where the case expects reproduced
+    pulls = FakePulls()
+    rc, step = expect_pr(fake_project, pulls, monkeypatch, db)
+    assert rc == 0, step.log
+    [pull] = pulls.pulls
+    body = pull["body"]
+    assert pull["title"] == "bugmatrix: expect rules from the nightly's measurements"
+    assert f"### `{CASE}` · `bug`" in body
+    assert "- **fixed** in fakelib 2.0 (cell `fakelib-2.0`, cpu, nproc 1), expected reproduced" in body
+    assert "- boundary: fixed in fakelib 2.0 (1.5 reproduced)" in body
+    assert "```diff\n" in body and '+      - when: {fakelib: "<2.0"}\n+        outcome: reproduced\n' in body
+    assert "+      - outcome: fixed" in body and f"[run]({URL})" in body
+    assert "`bugmatrix expect --write` set the `bug` rules (fakelib <2.0: reproduced; otherwise fixed)" in body
+    case_file = fake_project / "cases" / CASE / "case.yaml"
+    assert "# not fixed upstream yet" in case_file.read_text()  # the checkout carries the change, comments kept
+    assert pulls.git_calls[0] == ["checkout", "-B", "bugmatrix/expect"]
+    assert pulls.git_calls[1] == ["add", "--", str(case_file)]
+    assert pulls.git_calls[-1] == ["push", "--force", "origin", "HEAD:refs/heads/bugmatrix/expect"]
+    assert ["auth", "setup-git"] in pulls.gh_calls
+    assert step.outputs == {"pull-request": "https://github.com/o/r/pull/1"}
+    assert "Pull request https://github.com/o/r/pull/1: 1 case file(s)." in step.summary
+
+    # the next night, the same finding: the one pull request is updated, not a second opened
+    (fake_project / "cases" / CASE / "case.yaml").write_text(EXPECT_CASE)
+    rc, _ = expect_pr(fake_project, pulls, monkeypatch, db)
+    assert rc == 0 and len(pulls.pulls) == 1
+    assert ["pr", "edit", "1"] == [c for c in pulls.gh_calls if c[:2] == ["pr", "edit"]][0][:3]
+    assert not any(c[:2] == ["pr", "merge"] for c in pulls.gh_calls)
+
+
+def test_a_bug_that_came_back_links_the_regression_and_the_night_keeps_failing(
+        fake_project: Path, monkeypatch: pytest.MonkeyPatch, step: Step) -> None:
+    (fake_project / "cases" / CASE / "case.yaml").write_text(EXPECT_CASE.replace(
+        "      - outcome: reproduced\n", '      - when: {fakelib: "<1.3"}\n        outcome: reproduced\n'
+        "      - outcome: fixed\n"))
+    previous = store(fake_project / "previous" / "nightly.db", ("fakelib-latest", result(F, F, "1.4")))
+    shards = fake_project / "shards"
+    store(shards / "tonight.db", ("fakelib-lts", result(R, R, "1.2")), ("fakelib-1.3", result(F, F, "1.3")),
+          ("fakelib-latest", result(R, F, "1.5")))  # 1.5 brings the bug back
+    verdict = nightly.aggregate(shards, fake_project / "results", [], fake_project / "previous", fake_project / "cases",
+                                step.actions)
+    assert verdict.exit_code == 1 and verdict.regressions == 1
+    compared = (fake_project / "results" / "compare.json").read_text()
+
+    pulls = FakePulls(issues=[{"number": 7, "title": f"bugmatrix: {CASE} regressed"}])
+    rc, pr_step = expect_pr(fake_project, pulls, monkeypatch, fake_project / "results" / "nightly.db",
+                            "--baseline", str(previous.parent))
+    assert rc == 0, pr_step.log
+    body = pulls.pulls[0]["body"]
+    assert (f"- **came back** in fakelib 1.5 (cell `fakelib-latest`, cpu, nproc 1): a regression, expected fixed; "
+            f"issue #7; [nightly run]({URL})") in body
+    assert "a bug that came back keeps failing the nightly until a person merges this" in body
+    assert "- boundary: regressed in fakelib 1.5 (1.4 fixed)" in body  # last night's 1.4 is a measurement too
+    assert '+      - when: {fakelib: ">=1.3,<1.5"}\n+        outcome: fixed\n' in body
+    # the step changes no verdict: compare.json is as the aggregate left it, nothing is merged
+    assert (fake_project / "results" / "compare.json").read_text() == compared
+    assert not any(c[:2] == ["pr", "merge"] for c in pulls.gh_calls)
+    assert all("main" not in " ".join(c) for c in pulls.git_calls)
+
+
+def test_expect_pr_refuses_what_it_cannot_derive_and_opens_nothing(
+        fake_project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    db = store(fake_project / "nightly.db", ("fakelib-1.0", result(R, R, "1.0")),
+               ("fakelib-2.0", result(F, R, "2.0")))  # 1.1 ... 1.5 not run: an interval
+    pulls = FakePulls()
+    rc, step = expect_pr(fake_project, pulls, monkeypatch, db)
+    assert rc == 0 and pulls.pulls == [] and pulls.git_calls == []
+    assert f"::warning title=Expectations not derived%3A {CASE}%3A%3Abug::fakelib: fixed between 1.0 and 2.0" in (
+        step.log)
+    assert "bugmatrix narrow" in step.log and "no expect rule to change" in step.log
+    assert (fake_project / "cases" / CASE / "case.yaml").read_text() == EXPECT_CASE
+
+
+def test_expect_pr_with_nothing_contradicted_does_nothing(fake_project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    db = store(fake_project / "nightly.db", ("fakelib-1.0", result(R, R, "1.0")))
+    pulls = FakePulls()
+    rc, step = expect_pr(fake_project, pulls, monkeypatch, db)
+    assert rc == 0 and pulls.pulls == [] and pulls.git_calls == [] and step.outputs == {"pull-request": ""}
+
+
+def test_expect_pr_dry_run_prints_the_body_and_writes_nothing(fake_project: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    db = store(fake_project / "nightly.db", ("fakelib-1.5", result(R, R, "1.5")), ("fakelib-2.0", result(F, R, "2.0")))
+    pulls = FakePulls()
+    rc, step = expect_pr(fake_project, pulls, monkeypatch, db, "--dry-run")
+    assert rc == 0 and '+      - when: {fakelib: "<2.0"}' in step.log
+    assert pulls.pulls == [] and pulls.git_calls == []
+    assert (fake_project / "cases" / CASE / "case.yaml").read_text() == EXPECT_CASE

@@ -1,4 +1,4 @@
-"""The nightly workflow's steps, as code: `bugmatrix nightly plan|cell|baseline|aggregate|issues`.
+"""The nightly workflow's steps, as code: `bugmatrix nightly plan|cell|baseline|aggregate|issues|expect-pr`.
 
 `.github/workflows/nightly.yml` only calls these; every decision the workflow makes about the matrix lives here,
 with unit tests (tests/test_nightly.py), and GitHub's side is reduced to files and annotations:
@@ -26,6 +26,12 @@ aggregate  `aggregate`: the cells' exit codes (summary), `ResultStore.merge` of 
 issues     `plan_issues`: from compare.json and the open issues, one issue per unexpectedly regressed case:
            a comment on the open issue with the same title, else a new issue; `gh_commands` turns that plan into
            `gh` argument lists (never a shell line), `--dry-run` prints the plan as JSON instead.
+expect-pr  `open_expect_pr`: for every case x variant whose decisive outcome tonight is not the expected one,
+           `bugmatrix expect`'s derivation (harness/analysis/expect.py) over tonight's store and the baseline's;
+           the rewritten case files go on one branch (`bugmatrix/expect`, force-pushed from the checkout's HEAD)
+           and one pull request is opened or edited, its body the rule diff, the evidence and, for a bug that
+           came back, the regression (its issue, the run). Variants that cannot be derived are warnings. The step
+           never changes the verdict: only a person merging the pull request changes what the nightly expects.
 
 `gh` is called through a `Gh` function (argument list in, stdout out, `GhError` on failure): `run_gh` runs the
 real CLI (it reads GH_TOKEN / GH_REPO from the environment); tests pass a fake.
@@ -477,3 +483,184 @@ def read_plan(text: str | None) -> list[dict[str, Any]]:
         return []
     return list(json.loads(text)["include"])
 
+
+
+# --- expect-pr -------------------------------------------------------------------------------------------------
+
+EXPECT_BRANCH = "bugmatrix/expect"
+EXPECT_TITLE = "bugmatrix: expect rules from the nightly's measurements"
+BOT = ("github-actions[bot]", "41898282+github-actions[bot]@users.noreply.github.com")
+Git = Callable[[list[str]], str]  # `git` argv (without "git") -> stdout; raises GhError when git fails
+
+
+def run_git(args: list[str]) -> str:
+    """`git` in the current directory (the checkout); stdout, or GhError."""
+    try:
+        proc = subprocess.run(["git", *args], capture_output=True, text=True, check=False)
+    except OSError as exc:
+        raise GhError(f"git {' '.join(args[:1])}: {exc}") from None
+    if proc.returncode != 0:
+        raise GhError(f"git {' '.join(args[:1])} exited {proc.returncode}: {proc.stderr.strip()}")
+    return proc.stdout
+
+
+@dataclass
+class ExpectPlan:
+    """What the expect-pr step found: the rewritten case files, the variants it could not derive (and why), the
+    results that contradicted their expectations, and the pull request's body."""
+
+    edits: list[Any] = field(default_factory=list)  # harness.analysis.expect.Edit
+    derivations: list[Any] = field(default_factory=list)  # harness.analysis.expect.Derivation
+    contradicted: list[tuple[str, Any]] = field(default_factory=list)  # (cell, Result)
+    body: str = ""
+
+    @property
+    def refused(self) -> list[Any]:
+        return [d for d in self.derivations if d.new is None]
+
+
+def contradicted(latest: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """Tonight's results whose decisive outcome (reproduced, fixed, a launched skip) the case's rules do not
+    expect: what a change of the rules could settle (an error or infra result never is)."""
+    from harness.model.outcome import Outcome
+    from harness.model.result import misses
+
+    missed = {id(r) for r in misses([r for _, r in latest])}
+    decisive = (Outcome.REPRODUCED, Outcome.FIXED, Outcome.SKIP)
+    return [(c, r) for c, r in latest if id(r) in missed and r.outcome in decisive]
+
+
+def plan_expect(db: Path, baseline: Path | None, cases_dir: Path, matrix: Matrix | None, url: str,
+                issues: dict[str, int], today: str) -> ExpectPlan:
+    """Derive new rules for every case x variant that tonight's results contradict (from tonight's results and the
+    baseline's, when there is one), and the pull request's body."""
+    import tempfile
+
+    from harness.analysis.expect import derive, measurements, rewrite
+    from harness.analysis.precision import between_on_index
+    from harness.model.case import discover
+
+    plan = ExpectPlan()
+    plan.contradicted = contradicted(ResultStore(db).latest())
+    pairs = sorted({(r.case, r.variant) for _, r in plan.contradicted})
+    if not pairs:
+        return plan
+    cases, _ = discover(cases_dir, sorted({c for c, _ in pairs}))
+    by_id = {c.id: c for c in cases}
+    with tempfile.TemporaryDirectory() as tmp:
+        both = ResultStore(Path(tmp) / "measured.db")
+        previous = load_baseline(baseline)
+        both.merge([db] + ([previous[0]] if previous else []))
+        measured = measurements(both)
+    between = between_on_index(matrix, by_id) if matrix is not None else None
+    plan.derivations = [derive(by_id[c], v, measured, between) for c, v in pairs if c in by_id]
+    for case in cases:
+        edit = rewrite(case, [d for d in plan.derivations if d.case.id == case.id], today)
+        if edit is not None:
+            plan.edits.append(edit)
+    plan.body = expect_pr_body(plan, url, issues)
+    return plan
+
+
+def expect_pr_body(plan: ExpectPlan, url: str, issues: dict[str, int]) -> str:
+    """Markdown: why (the nightly run), per changed variant what was measured (a fix, or a bug that came back,
+    with its issue), the rule diff, and what could not be derived."""
+    from harness.model.common import logical_name
+    from harness.model.outcome import Outcome
+
+    lines = [f"The nightly matrix ([run]({url})) measured outcomes that these cases' `expect` rules do not allow. "
+             "This pull request carries the rules `bugmatrix expect --write` derived from the measurements (only the "
+             "`expect` blocks change; a dated line in `evidence` names the runs and cells). Nothing is merged by the "
+             "bot: **a bug that came back keeps failing the nightly until a person merges this**.", ""]
+    for d in [d for d in plan.derivations if d.changed]:
+        lines.append(f"### `{d.case.id}` · `{d.variant}`")
+        lines.append("")
+        for cell, r in plan.contradicted:
+            if (r.case, r.variant) != (d.case.id, d.variant):
+                continue
+            version = next((v for k, v in r.versions.items() if logical_name(k) == logical_name(d.package)), "?")
+            where = f"{d.package} {version} (cell `{cell}`, {r.device}, nproc {r.nproc})"
+            if r.outcome is Outcome.REPRODUCED and r.expected is Outcome.FIXED:
+                issue = issues.get(issue_title(d.case.id))
+                lines.append(f"- **came back** in {where}: a regression, expected fixed"
+                             + (f"; issue #{issue}" if issue else "") + f"; [nightly run]({url})")
+            elif r.outcome is Outcome.FIXED and r.expected is Outcome.REPRODUCED:
+                lines.append(f"- **fixed** in {where}, expected reproduced")
+            else:
+                lines.append(f"- {r.outcome.value} in {where}, expected {r.expected.value if r.expected else '-'}")
+        for b in d.boundaries:
+            lines.append(f"- boundary: {b}")
+        lines.append(f"- new rules: {' · '.join(d.summary().split(': ', 1)[1:])}")
+        lines.append("")
+    for edit in plan.edits:
+        lines += ["```diff", edit.diff.rstrip("\n"), "```", ""]
+    if plan.refused:
+        lines += ["### Not derived", ""]
+        lines += [f"- `{d.case.id}::{d.variant}`: {d.refused}" for d in plan.refused]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def expect_pr_commands(paths: list[str], branch: str, body: str) -> tuple[list[list[str]], list[list[str]]]:
+    """(git, gh) argument lists that put the changed files on `branch` (from the checkout's HEAD, force-pushed: one
+    branch, rewritten each night) and let gh push with the run's token."""
+    git = [["checkout", "-B", branch], ["add", "--", *paths],
+           ["-c", f"user.name={BOT[0]}", "-c", f"user.email={BOT[1]}", "commit", "-m", EXPECT_TITLE, "-m",
+            body[:60000]],
+           ["push", "--force", "origin", f"HEAD:refs/heads/{branch}"]]
+    gh = [["auth", "setup-git"]]
+    return git, gh
+
+
+def open_expect_pr(db: Path, baseline: Path | None, cases_dir: Path, matrix: Matrix | None, url: str, gh: Gh,
+                   git: Git, actions: Actions, branch: str = EXPECT_BRANCH, dry_run: bool = False,
+                   today: str | None = None) -> int:
+    """The expect-pr step: 0 when there was nothing to change or the pull request was opened or updated (or, dry,
+    its body printed), 1 when git or gh failed, 2 without tonight's store. It never touches the verdict: the
+    aggregate step has already failed the night on an unexpected regression, and still will tomorrow unless a
+    person merges the change."""
+    import datetime
+
+    if not db.is_file():
+        actions.annotate("error", "No results", f"{db} is missing: no expectations to check")
+        return 2
+    today = today or datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+    try:
+        listed = json.loads(gh(list_issues_command()) or "[]") if not dry_run else []
+    except GhError:
+        listed = []  # linking the regression issue is a courtesy; the pull request does not wait for it
+    issues = {i["title"]: int(i["number"]) for i in reversed(listed)}
+    plan = plan_expect(db, baseline, cases_dir, matrix, url, issues, today)
+    for d in plan.refused:
+        actions.annotate("warning", f"Expectations not derived: {d.case.id}::{d.variant}", d.refused)
+    if not plan.edits:
+        actions.say("no expect rule to change" + (f" ({len(plan.refused)} variant(s) not derived)"
+                                                  if plan.refused else ""))
+        actions.set_output("pull-request", "")
+        return 0
+    if dry_run:
+        actions.say(plan.body)
+        return 0
+    from harness.analysis.expect import write_case
+
+    for edit in plan.edits:
+        write_case(edit)
+    git_cmds, gh_cmds = expect_pr_commands([str(e.path) for e in plan.edits], branch, plan.body)
+    try:
+        for command in gh_cmds:
+            gh(command)
+        for command in git_cmds:
+            git(command)
+        found = json.loads(gh(["pr", "list", "--head", branch, "--state", "open", "--json", "number,url"]) or "[]")
+        if found:
+            number = str(found[0]["number"])
+            gh(["pr", "edit", number, "--title", EXPECT_TITLE, "--body", plan.body])
+            link = found[0].get("url") or number
+        else:
+            link = gh(["pr", "create", "--head", branch, "--title", EXPECT_TITLE, "--body", plan.body]).strip()
+    except GhError as exc:
+        actions.annotate("error", "Cannot open the expectations pull request", str(exc))
+        return 1
+    actions.set_output("pull-request", link)
+    actions.summary(f"## Expectations\n\nPull request {link}: {len(plan.edits)} case file(s).\n")
+    actions.say(f"pull request {link}: {', '.join(str(e.path) for e in plan.edits)}")
+    return 0
