@@ -169,6 +169,9 @@ def test_latest_after_merge_of_shards_equals_the_slow_definition(tmp_path: Path)
     assert merged.merge([s.path for s in shards]) == 9  # the first two again add nothing
     assert merged.merge([s.path for s in shards]) == 0
     assert merged.latest() == slow_latest(merged) and len(merged.latest()) == 3
+    empty = ResultStore(tmp_path / "empty.db")  # a shard whose run recorded nothing
+    empty.begin_run("nothing", "host-e")
+    assert merged.merge([empty.path]) == 0 and len(merged.runs()) == 10
     late = ResultStore(tmp_path / "late.db")  # a shard whose results are older than what the store holds
     late.save(late.begin_run("late", "host-late", run_id="20241231T020000-late-0000"), timed("x", 1.0))
     merged.merge([late.path])
