@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import json
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,10 +39,14 @@ class MatrixReport:
     between: Between | None = None  # what lies between two versions (precision); None: unknown
     cases: dict[str, Case] = field(default_factory=dict)  # for the commands that reproduce each verdict
     matrix: Matrix | None = None
+    _at: dict[tuple[str, tuple[str, str, str]], list[Result]] | None = field(default=None, init=False, repr=False)
 
     def status(self, row: tuple[str, str, str], cell: str) -> tuple[str, list[Result]]:
-        case, variant, device = row
-        rs = [r for c, r in self.results if c == cell and (r.case, r.variant, r.device) == row]
+        if self._at is None:  # each grid square's results, found once (not a pass over every result per square)
+            self._at = defaultdict(list)
+            for c, r in self.results:
+                self._at[(c, (r.case, r.variant, r.device))].append(r)
+        rs = self._at.get((cell, row), [])
         if not rs:
             return "", []
         if all(r.outcome is Outcome.INFRA for r in rs):

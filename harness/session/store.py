@@ -15,8 +15,16 @@ Contract:
   status, duration, log excerpt, stacks, repeat tallies, fingerprint), with the run's metadata alongside.
 - `standing(cell, fingerprint, outcomes)` finds the newest result with that fingerprint (see `harness/model/job.py`)
   among those outcomes, from any run: what a resumed run reuses instead of launching again.
-- A store written by an older bugmatrix is upgraded in place when opened (new columns get their empty values).
-Nothing is ever deleted implicitly.
+- `latest()` is the newest result of each key (case, variant, nproc, device, cell) over all runs: the greatest
+  `started_at`, a tie going to the greater `run_id`. It reads a small `latest` table (key -> the run holding that
+  newest result), kept in the same transaction as every `save` and `merge`, so it costs the number of keys, not the
+  number of results ever stored; `latest(run_id)` and `results(run_id)` read one run through its index, and
+  `runs(with_results=True)` asks the same index, so `report` and `compare` stay fast as the store grows by a nightly
+  every night.
+- A store written by an older bugmatrix is upgraded in place when opened, in one transaction (new columns get their
+  empty values; the `latest` table is rebuilt from the results whenever the store was last opened by another schema
+  version, so one that an older bugmatrix has written to since is made right again).
+Nothing is ever deleted implicitly (`latest` holds no result of its own: it only points at results).
 
 `NullStore` keeps the same contract for a run that records nothing (`--no-store`): runs get the id "", saving
 does nothing, nothing is standing, every reader sees an empty store. Callers never check for a missing store.
@@ -40,7 +48,7 @@ from harness.model.outcome import Outcome, RankStatus
 from harness.model.result import Result
 
 DEFAULT_DB = Path(os.environ.get("BUGMATRIX_DB", ".bugmatrix/results.db"))
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -75,11 +83,31 @@ CREATE TABLE IF NOT EXISTS results (
     PRIMARY KEY (run_id, case_id, variant, nproc, device, cell)
 );
 CREATE INDEX IF NOT EXISTS results_case ON results (case_id, variant, cell);
+CREATE TABLE IF NOT EXISTS latest (
+    case_id TEXT NOT NULL,
+    variant TEXT NOT NULL,
+    nproc INTEGER NOT NULL,
+    device TEXT NOT NULL,
+    cell TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    started_at REAL NOT NULL,
+    PRIMARY KEY (case_id, variant, nproc, device, cell)
+) WITHOUT ROWID;
 """
 _ADDED_COLUMNS = {  # schema version 2: column -> definition, added to stores written by version 1
     "tallies": "TEXT NOT NULL DEFAULT '{}'",
     "fingerprint": "TEXT NOT NULL DEFAULT ''",
 }
+# schema version 3: the `latest` table, and the index that finds a key's newest result without reading the rows
+_NEWEST_INDEX = ("CREATE INDEX IF NOT EXISTS results_newest "
+                 "ON results (case_id, variant, nproc, device, cell, started_at, run_id)")
+_KEY_COLUMNS = ("case_id", "variant", "nproc", "device", "cell")
+# point one key's `latest` row at its newest result (after that key's results changed)
+_REFRESH_LATEST = (
+    "INSERT OR REPLACE INTO latest SELECT case_id, variant, nproc, device, cell, run_id, started_at FROM results "
+    "WHERE case_id = ? AND variant = ? AND nproc = ? AND device = ? AND cell = ? "
+    "ORDER BY started_at DESC, run_id DESC LIMIT 1"
+)
 _RESULT_COLUMNS = (
     "run_id", "case_id", "variant", "nproc", "device", "cell", "outcome", "expected", "reason", "versions",
     "python", "ranks", "duration_s", "log_excerpt", "stacks", "started_at", "launched", "tallies", "fingerprint",
@@ -122,7 +150,6 @@ class ResultStore:
                 db.execute("PRAGMA journal_mode=WAL")  # persistent: readers and writers stop blocking each other
                 db.executescript(_SCHEMA)  # idempotent, each statement atomic
                 _upgrade(db)
-                db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
             finally:
                 db.close()
         except sqlite3.DatabaseError as exc:
@@ -171,6 +198,7 @@ class ResultStore:
         with self._connect() as db:
             db.execute(f"INSERT OR REPLACE INTO results ({', '.join(_RESULT_COLUMNS)}) "
                        f"VALUES ({', '.join('?' * len(row))})", row)
+            db.execute(_REFRESH_LATEST, row[1:6])  # the key, in the same transaction
 
     def runs(self, with_results: bool = False) -> list[Run]:
         """Every run, oldest first (only those that recorded at least one result, with `with_results`)."""
@@ -192,13 +220,21 @@ class ResultStore:
         return [(row[0], row[5], _to_result(row)) for row in rows]
 
     def latest(self, run_id: str | None = None) -> list[tuple[str, Result]]:
-        """`(cell, result)`: the newest result for each (case, variant, nproc, device, cell), over all runs or one."""
-        newest: dict[tuple[str, str, int, str, str], tuple[str, Result]] = {}
-        for _, cell, r in self.results(run_id):
-            key = (r.case, r.variant, r.nproc, r.device, cell)
-            if key not in newest or r.started_at >= newest[key][1].started_at:
-                newest[key] = (cell, r)
-        return [newest[k] for k in sorted(newest)]
+        """`(cell, result)`: the newest result for each (case, variant, nproc, device, cell), over all runs or one
+        (the greatest `started_at`, a tie going to the greater run id), in key order."""
+        columns = ", ".join(f"r.{c}" for c in _RESULT_COLUMNS)
+        order = ", ".join(_KEY_COLUMNS)
+        with self._connect() as db:
+            if run_id is not None:  # within a run each key is unique: the run's results are its newest
+                rows = db.execute(f"SELECT {columns} FROM results AS r WHERE run_id = ? ORDER BY {order}",
+                                  (run_id,)).fetchall()
+            else:  # CROSS JOIN: walk the small table in key order, fetch each result by its primary key
+                rows = db.execute(
+                    f"SELECT {columns} FROM latest AS l CROSS JOIN results AS r ON r.run_id = l.run_id "
+                    + "".join(f"AND r.{c} = l.{c} " for c in _KEY_COLUMNS)
+                    + "ORDER BY " + ", ".join(f"l.{c}" for c in _KEY_COLUMNS)
+                ).fetchall()
+        return [(row[5], _to_result(row)) for row in rows]
 
     def standing(self, cell: str, fingerprint: str, outcomes: tuple[Outcome, ...]) -> Result | None:
         """The newest result in `cell` with `fingerprint` whose outcome is one of `outcomes`, from any run."""
@@ -221,17 +257,16 @@ class ResultStore:
                 raise StoreError(f"{source}: no such store file")
             other = ResultStore(source)
             with self._connect() as db:
-                before = db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
                 for run in other.runs():
                     db.execute("INSERT OR IGNORE INTO runs VALUES (?, ?, ?, ?, ?, ?)", tuple(run.__dict__.values()))
                 with other._connect() as src:
                     rows = src.execute(f"SELECT {', '.join(_RESULT_COLUMNS)} FROM results").fetchall()
-                db.executemany(
+                added += db.executemany(  # rowcount: the rows inserted (an ignored duplicate counts 0)
                     f"INSERT OR IGNORE INTO results ({', '.join(_RESULT_COLUMNS)}) "
                     f"VALUES ({', '.join('?' * len(_RESULT_COLUMNS))})",
                     rows,
-                )
-                added += db.execute("SELECT COUNT(*) FROM results").fetchone()[0] - before
+                ).rowcount
+                db.executemany(_REFRESH_LATEST, sorted({row[1:6] for row in rows}))  # same transaction
         return added
 
 
@@ -288,7 +323,8 @@ def _refuse_foreign(db: sqlite3.Connection, path: Path) -> None:
 
 
 def _upgrade(db: sqlite3.Connection) -> None:
-    """Add the columns a store from an older bugmatrix lacks; a no-op on a current store."""
+    """Add the columns and indexes a store from an older bugmatrix lacks, and rebuild `latest` when another schema
+    version (or none: a new store) wrote the store last; on a current store, only the version is written."""
     db.execute("BEGIN IMMEDIATE")  # two processes opening an old store at once: one upgrades, the other sees it
     try:
         have = {row[1] for row in db.execute("PRAGMA table_info(results)")}
@@ -296,11 +332,28 @@ def _upgrade(db: sqlite3.Connection) -> None:
             if column not in have:
                 db.execute(f"ALTER TABLE results ADD COLUMN {column} {definition}")
         db.execute("CREATE INDEX IF NOT EXISTS results_fingerprint ON results (fingerprint, cell)")
-        db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+        db.execute(_NEWEST_INDEX)
+        version = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        if version is None or version[0] != str(SCHEMA_VERSION):
+            _rebuild_latest(db)
+        db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         db.execute("COMMIT")
     except BaseException:
         db.execute("ROLLBACK")
         raise
+
+
+def _rebuild_latest(db: sqlite3.Connection) -> None:
+    """Fill `latest` from every result (inside the caller's transaction): each key's newest, as `latest()` defines
+    it. Reads only the `results_newest` index, never the rows."""
+    keys = ", ".join(_KEY_COLUMNS)
+    db.execute("DELETE FROM latest")
+    db.execute(
+        f"INSERT INTO latest SELECT {keys}, run_id, started_at FROM ("
+        f"SELECT {keys}, run_id, started_at, ROW_NUMBER() OVER "
+        f"(PARTITION BY {keys} ORDER BY started_at DESC, run_id DESC) AS n FROM results INDEXED BY results_newest"
+        ") WHERE n = 1"
+    )
 
 
 def _to_result(row: tuple) -> Result:
