@@ -1,6 +1,6 @@
 """Wall time of a cold matrix run vs the ideal, the ideal taken from the *warm* launch times of the same jobs.
 
-    uv run python benchmarks/bench_matrix_wall.py --cells 'lightning-*' 'litgpt-*' [--cores N] [--work DIR]
+    uv run python benchmarks/bench_matrix_wall.py --cells 'lightning-*' 'litgpt-*' [--cores N] [--nproc N] [--work DIR]
     uv run python benchmarks/bench_matrix_wall.py --db STORE --cold RUN --warm RUN      # from recorded runs
 
 With `--cells`, two whole-process runs of `bugmatrix run --cell ... --redo -j N` in a scratch folder: the first from an
@@ -52,6 +52,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cells", nargs="+", help="cell names or globs (see `bugmatrix matrix`)")
     parser.add_argument("--cores", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--nproc", type=int, action="append", help="only these world sizes (repeatable)")
     parser.add_argument("--work", type=Path, help="scratch folder (default: a new temporary one, removed after)")
     parser.add_argument("--db", type=Path)
     parser.add_argument("--cold")
@@ -68,7 +69,8 @@ def main() -> None:
     db = work / "results.db"
     env = dict(os.environ, UV_CACHE_DIR=str(work / "uv-cache"))
     command = [sys.executable, "-m", "harness", "run", "--redo", "-j", str(args.cores), "--db", str(db),
-               "--envs", str(work / "envs"), *(f"--cell={n}" for n in names)]
+               "--envs", str(work / "envs"), *(f"--cell={n}" for n in names),
+               *(f"--nproc={n}" for n in args.nproc or ())]
     try:
         for label in ("cold", "warm"):
             started = time.monotonic()
