@@ -32,3 +32,22 @@ def test_two_core_jobs_are_not_overtaken_and_the_budget_holds() -> None:
 
 def test_a_job_wider_than_the_machine_still_runs() -> None:
     assert run_scheduled([4], lambda n: n, cost=lambda n: n, cores=2) == [4]
+
+
+def test_jobs_of_one_width_run_side_by_side_not_alternating(make_case, env) -> None:
+    """A plan that alternates 1- and 2-rank jobs (variant by variant) runs, within its cell, the 2-rank jobs first and
+    then the 1-rank jobs two at a time: on 2 cores no core waits idle behind a 2-rank job. Results stay in plan
+    order."""
+    from harness.session.pipeline import LocalEnvironment, Session, execution_order
+    from harness.session.plan import Selection, plan_local
+
+    case = make_case("import time\ntime.sleep(1.5)\n", nproc=[1, 2], variants={
+        v: {"expect": [{"outcome": "fixed"}]} for v in ("a", "b", "c", "d")})
+    jobs = plan_local([case], Selection(devices=("cpu",)))
+    assert [j.nproc for j in jobs] == [1, 2] * 4
+    assert [jobs[i].nproc for i in execution_order(jobs)] == [2] * 4 + [1] * 4
+    results = Session(LocalEnvironment(env)).run(jobs, cores=2)
+    assert [(r.variant, r.nproc) for r in results] == [(j.variant, j.nproc) for j in jobs]
+    singles = [(r.started_at, r.started_at + r.duration_s) for r in results if r.nproc == 1]
+    # each 1-rank job ran beside another one (in plan order, each would have waited alone behind a 2-rank job)
+    assert all(any(a < d and c < b for c, d in singles if (c, d) != (a, b)) for a, b in singles), singles

@@ -192,6 +192,15 @@ class MatrixEnvironments:
             self.cells.build_ahead(cell)
 
 
+def execution_order(jobs: list[Job]) -> list[int]:
+    """Indices of `jobs` in the order to run them: cells in the order they first appear (environments are built and
+    evicted cell by cell), and within a cell the widest jobs first, so that jobs of one width run side by side."""
+    first: dict[str, int] = {}
+    for i, job in enumerate(jobs):
+        first.setdefault(job.cell_name, i)
+    return sorted(range(len(jobs)), key=lambda i: (first[jobs[i].cell_name], -jobs[i].nproc, i))
+
+
 class Session:
     """Runs jobs through the pipeline's steps (see the module docstring); safe to call from many threads."""
 
@@ -201,14 +210,23 @@ class Session:
         self._lock = threading.Lock()
 
     def run(self, jobs: list[Job], cores: int = 1) -> list[Result]:
-        """Every job, at most `cores` ranks at a time (a 2-rank job holds 2 cores); results in job order."""
+        """Every job, at most `cores` ranks at a time (a 2-rank job holds 2 cores); results in job order.
+
+        Jobs run in `execution_order`: cell by cell as planned, the widest jobs of a cell first. Cores are handed out
+        first come, first served (no job starves), so a plan that alternates 1- and 2-rank jobs would leave a core
+        idle during every 1-rank job that a 2-rank job waits behind."""
         self.environments.expect(jobs)
         for observer in self.observers:
             observer.run_started(jobs)
+        order = execution_order(jobs)
         try:
-            return run_scheduled(jobs, self.run_job, cost=lambda job: job.nproc, cores=cores)
+            done = run_scheduled([jobs[i] for i in order], self.run_job, cost=lambda job: job.nproc, cores=cores)
         finally:
             self.environments.close()
+        results: list[Result] = [None] * len(jobs)  # type: ignore[list-item]
+        for i, result in zip(order, done, strict=True):
+            results[i] = result
+        return results
 
     def run_job(self, job: Job) -> Result:
         """One job's result, handed to every observer before it is returned."""
