@@ -58,6 +58,7 @@ from harness.launch.interpreter import Environment, Installed
 from harness.model.case import Case, load_case
 from harness.model.case_schema import DEVICE, NPROC, CaseError, GitCondition, Rule, Variant
 from harness.model.common import logical_name
+from harness.model.common import primary_package as primary_of
 from harness.model.outcome import Outcome
 from harness.model.result import Result
 from harness.session.store import ResultStore
@@ -69,7 +70,7 @@ Measured = tuple[str, str, Result]  # (run_id, cell, result)
 
 def primary_package(case: Case) -> str:
     """The package whose versions a case's rules follow: its first non-torch package, torch if none."""
-    return next((p for p in case.spec.packages if p != "torch"), "torch")
+    return primary_of(case.spec.packages)
 
 
 def measurements(store: ResultStore, run_ids: Iterable[str] | None = None) -> list[Measured]:

@@ -100,7 +100,7 @@ def narrow(targets: list[Target], cases: dict[str, Case], matrix: Matrix, envs: 
         axis, b = target.axis, target.boundary
         outcome = Narrowed(target)
         if not b.untested:
-            outcome.why_not = _undecided_why(axis, b, store) if b.undecided else "what lies between is unknown"
+            outcome.why_not = _undecided_why(axis, b, store.latest()) if b.undecided else "what lies between is unknown"
             say(outcome.line())
             done.append(outcome)
             continue
@@ -174,17 +174,14 @@ def _commit_level(outcome: Narrowed, prober: CaseProber, matrix: Matrix, say: Ca
     prober.companions = {}
 
 
-def _undecided_why(axis: Axis, boundary: Boundary, store: ResultStore) -> str:
+def _undecided_why(axis: Axis, boundary: Boundary, results: list[tuple[str, Result]]) -> str:
     """Why a boundary with only undecided versions between cannot be narrowed: the results that show it."""
-    reasons = []
-    for point in axis.points:
-        if point.version not in boundary.undecided:
-            continue
-        for cell, r in store.latest():
-            if cell in point.cells and (r.case, r.variant, r.device) == (axis.case, axis.variant, axis.device):
-                reasons.append(f"{point.version} in {cell}: {r.outcome.value} ({_gist(r.reason)})")
-                break
-    return "the versions between could not say: " + "; ".join(reasons)
+    from harness.analysis.reproduce import at
+
+    cells = {p.version: ", ".join(p.cells) for p in axis.points}
+    shown = [(version, at(results, axis, version)) for version in boundary.undecided]
+    return "the versions between could not say: " + "; ".join(
+        f"{version} in {cells[version]}: {r.outcome.value} ({_gist(r.reason)})" for version, r in shown if r)
 
 
 def _probe_reasons(log: list[tuple[str, Outcome, str]], wanted: set[str]) -> str:

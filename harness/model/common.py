@@ -42,6 +42,12 @@ def item_id(case: str, variant: str, device: str, nproc: int) -> str:
     return f"{case}::{variant}[{device}-{nproc}]"
 
 
+def primary_package(packages: list[str]) -> str:
+    """The package whose versions a case's axis follows (its summary, its derived rules): the first package that is
+    not torch, torch if none."""
+    return next((p for p in packages if p != "torch"), "torch")
+
+
 def distributions(package: str) -> tuple[str, ...]:
     """Every distribution that provides logical `package` on some device, the logical name first."""
     name = canonicalize_name(package)

@@ -235,12 +235,17 @@ class GhError(RuntimeError):
 
 def run_gh(args: list[str]) -> str:
     """The GitHub CLI (`gh` on PATH, authenticated by $GH_TOKEN, repository $GH_REPO); stdout, or GhError."""
+    return _run_tool("gh", args, shown=2)
+
+
+def _run_tool(tool: str, args: list[str], shown: int) -> str:
+    """`tool ARGS`'s stdout; a GhError naming the tool and its first `shown` arguments when it fails."""
     try:
-        proc = subprocess.run(["gh", *args], capture_output=True, text=True, check=False)
+        proc = subprocess.run([tool, *args], capture_output=True, text=True, check=False)
     except OSError as exc:
-        raise GhError(f"gh {' '.join(args[:2])}: {exc}") from None
+        raise GhError(f"{tool} {' '.join(args[:shown])}: {exc}") from None
     if proc.returncode != 0:
-        raise GhError(f"gh {' '.join(args[:2])} exited {proc.returncode}: {proc.stderr.strip()}")
+        raise GhError(f"{tool} {' '.join(args[:shown])} exited {proc.returncode}: {proc.stderr.strip()}")
     return proc.stdout
 
 
@@ -495,13 +500,7 @@ Git = Callable[[list[str]], str]  # `git` argv (without "git") -> stdout; raises
 
 def run_git(args: list[str]) -> str:
     """`git` in the current directory (the checkout); stdout, or GhError."""
-    try:
-        proc = subprocess.run(["git", *args], capture_output=True, text=True, check=False)
-    except OSError as exc:
-        raise GhError(f"git {' '.join(args[:1])}: {exc}") from None
-    if proc.returncode != 0:
-        raise GhError(f"git {' '.join(args[:1])} exited {proc.returncode}: {proc.stderr.strip()}")
-    return proc.stdout
+    return _run_tool("git", args, shown=1)
 
 
 @dataclass

@@ -17,7 +17,7 @@ from harness.matrix.expand import Matrix
 from harness.matrix.resolve import made_at
 from harness.model.case import Case, discover
 from harness.model.cell import BISECT_PREFIX
-from harness.model.common import item_id
+from harness.model.common import item_id, primary_package
 from harness.model.outcome import Outcome, shown
 from harness.model.result import Result
 from harness.output.tables import STYLE, whole_columns
@@ -70,7 +70,7 @@ def build_report(results: list[tuple[str, Result]], case_packages: dict[str, lis
     primary = {}
     for case in {r.case for _, r in results}:
         packages = case_packages.get(case, [])
-        primary[case] = next((p for p in packages if p != "torch"), "torch")
+        primary[case] = primary_package(packages)
     return MatrixReport(results, order, rows, axes(results, dater=dater), primary, between)
 
 
