@@ -154,8 +154,10 @@ def _parser() -> argparse.ArgumentParser:
     p_env.set_defaults(func=cmd_env)
 
     p_report = sub.add_parser("report", help="the reproduce/fix picture across cells", parents=[db, matrix])
+    p_report.add_argument("cases", nargs="*", help="case ids (substrings); default: every case in the store")
     p_report.add_argument("--run", help="only this run (default: the newest result of every case x cell)")
-    p_report.add_argument("--format", choices=["table", "markdown", "html", "json"], default="table")
+    p_report.add_argument("--format", choices=["table", "markdown", "html", "json", "cases"], default="table",
+                          help="cases: one Markdown row per case (the README's cases table)")
     p_report.add_argument("-o", "--output", type=Path, help="write to this file instead of stdout")
     p_report.add_argument("--probes", action="store_true", help="include bisect probes (cells named bisect-*)")
     p_report.set_defaults(func=cmd_report)
@@ -553,6 +555,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     from harness.output import reports as matrix_report
 
     results = ResultStore(args.db).latest(args.run)
+    if args.cases:
+        results = [(cell, r) for cell, r in results if any(part in r.case for part in args.cases)]
     if not results:
         which = f" for run {args.run}" if args.run else ""
         make_console(stderr=True).print(f"[yellow]no results in {args.db}{which}[/]")
@@ -568,7 +572,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         console.print(matrix_report.to_table(report))
         return 0
     text = {"markdown": matrix_report.to_markdown, "html": matrix_report.to_html,
-            "json": matrix_report.to_json}[args.format](report)
+            "json": matrix_report.to_json, "cases": matrix_report.to_cases_markdown}[args.format](report)
     if args.output:
         args.output.write_text(text)
         make_console(stderr=True).print(f"wrote {args.output}")

@@ -221,7 +221,15 @@ def test_there_are_cases():
     assert len(CASE_DIRS) >= 16
 
 
-@pytest.mark.parametrize("case_dir", CASE_DIRS, ids=[p.name for p in CASE_DIRS])
+@pytest.mark.parametrize("case_dir", CASE_DIRS, ids=lambda p: p.name)
+def test_the_readme_cases_table_has_a_row_for_the_case(case_dir: Path):
+    """The README's cases table (`bugmatrix report --format cases`) lists every case: a new case is not done
+    until its measured row is there."""
+    rows = [line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| `")]
+    assert any(line.startswith(f"| `{case_dir.name}` ") for line in rows), f"README's cases table lacks {case_dir.name}"
+
+
+@pytest.mark.parametrize("case_dir", CASE_DIRS, ids=lambda p: p.name)
 def test_case_follows_the_canonical_setup(case_dir: Path):
     problems = check_script((case_dir / "repro.py").read_text())
     assert not problems, f"cases/{case_dir.name}/repro.py:\n  " + "\n  ".join(problems)

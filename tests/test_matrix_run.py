@@ -21,7 +21,7 @@ from harness.model.case import load_case
 from harness.model.job import Job
 from harness.model.outcome import Outcome
 from harness.model.result import Result
-from harness.output.reports import build_report, to_html, to_markdown
+from harness.output.reports import build_report, to_cases_markdown, to_html, to_markdown
 from harness.session.pipeline import MatrixEnvironments, Session
 from harness.session.plan import plan_cells
 from harness.session.store import ResultStore
@@ -99,6 +99,8 @@ def test_matrix_run_report_and_compare(project: Path) -> None:
     assert axis.summary() == ("reproduces in 1.0 … 1.5 (4 versions); fixed between 1.2 and 1.3 (what lies between "
                               "is unknown: no package index was consulted); regressed between 1.4 and 1.5 (what lies "
                               "between is unknown: no package index was consulted); could not say: 1.6")
+    cases_view = to_cases_markdown(build_report(results, {case.id: ["torch", "fakelib"]}))  # no index: intervals
+    assert "| between 1.2 and 1.3 (what lies between is unknown: no package index was consulted) |" in cases_view
     markdown = to_markdown(report)
     assert "| fakelib-1-bug · bug (cpu) | R | R | R | F | F | R | I |" in markdown
     page = to_html(report)
@@ -127,6 +129,12 @@ def test_cli_all_cells_store_report_compare(project: Path, capsys: pytest.Captur
     assert main([*common, "report", "--db", str(db), "--format", "markdown",
                  "--matrix", str(project / "matrix.yaml")]) == 0
     assert "fixed in 1.3 (1.2 reproduced)" in capsys.readouterr().out
+    assert main([*common, "report", "--db", str(db), "--format", "cases",
+                 "--matrix", str(project / "matrix.yaml")]) == 0
+    row = [line for line in capsys.readouterr().out.splitlines() if "fakelib-1-bug" in line]
+    assert main([*common, "report", "--db", str(db), "no-such-case"]) == 1  # a filter that matches nothing
+    assert row == ["| `fakelib-1-bug` — fakelib bug | [https://example.invalid/1](https://example.invalid/1) | fakelib "
+                   "| 1.0 … 1.5 (4 versions) | **1.3** (1.2 reproduced) | **1.5** (1.4 fixed) | — |"]
     assert main([*common, "compare", "--db", str(db), *[r.run_id for r in store.runs()[:2]]]) == 0
     # the two runs agree: nothing changed
     assert "0 change(s)" in capsys.readouterr().out

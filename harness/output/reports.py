@@ -100,6 +100,72 @@ def to_markdown(report: MatrixReport, changes: list[Change] | None = None) -> st
     return "\n".join(lines) + "\n"
 
 
+def to_cases_markdown(report: MatrixReport) -> str:
+    """The README's cases table: one row per case on its primary package's axis — where the bug reproduces, where
+    it was fixed and where it came back, each boundary with its precision (adjacent or an interval), per bug
+    variant (variants with the same story share a line), and the workarounds with what they showed."""
+    by_case: dict[str, list[tuple[Axis, list[Boundary]]]] = defaultdict(list)
+    for axis in report.axes:
+        if axis.package == report.primary.get(axis.case):
+            by_case[axis.case].append((axis, axis.boundaries(report.between)))
+    lines = ["| case | upstream | package | reproduces in | fixed in | came back in | workarounds (come out `fixed`) |",
+             "|---|---|---|---|---|---|---|"]
+    for case_id in sorted(by_case):
+        case = report.cases.get(case_id)
+        workaround = {name for name, v in case.spec.variants.items() if v.workaround} if case else set()
+        bugs: dict[tuple[str, str, str], list[str]] = defaultdict(list)
+        arounds = []
+        for axis, boundaries in sorted(by_case[case_id], key=lambda ab: (ab[0].variant, ab[0].device)):
+            label = axis.variant if axis.device == "cpu" else f"{axis.variant} ({axis.device})"
+            if axis.variant in workaround:
+                arounds.append(f"`{axis.variant}`" + ("" if not axis.reproduced_in else
+                                                      f" (reproduces in {_span_text(axis.reproduced_in)})"))
+                continue
+            story = (_span_text(axis.reproduced_in) if axis.reproduced_in else "never",
+                     "; ".join(_boundary_cell(b) for b in boundaries if b.kind == "fixed") or "—",
+                     "; ".join(_boundary_cell(b) for b in boundaries if b.kind == "regressed") or "—")
+            bugs[story].append(label)
+        columns: list[list[str]] = [[], [], []]
+        for story, variants in bugs.items():
+            prefix = "" if len(bugs) == 1 else f"`{', '.join(variants)}`: "
+            for column, text in zip(columns, story, strict=True):
+                column.append(prefix + text)
+        title = f"`{case_id}` — {case.spec.title}" if case else f"`{case_id}`"
+        links = ", ".join(f"[{_link_name(u)}]({u})" for u in case.spec.upstream) if case else ""
+        package = report.primary.get(case_id, "")
+        lines.append(f"| {title} | {links} | {package} | " + " | ".join("<br>".join(c) for c in columns)
+                     + f" | {', '.join(arounds) or '—'} |")
+    return "\n".join(lines) + "\n"
+
+
+def _span_text(versions: list[str]) -> str:
+    first, last = _cut(versions[0]), _cut(versions[-1])
+    return first if len(versions) == 1 else f"{first} … {last} ({len(versions)} versions)"
+
+
+def _cut(version: str) -> str:
+    release, _, commit = version.partition(" @ ")
+    return f"{release} @ {commit[:8]}" if commit else release
+
+
+def _boundary_cell(boundary: Boundary) -> str:
+    """`**2.1.3** (2.1.2 reproduced)` for a measured adjacent boundary; an interval says so in words."""
+    text = boundary.text().removeprefix(f"{boundary.kind} ")
+    if boundary.adjacent:
+        after, _, rest = text.removeprefix("in ").partition(" (")
+        return f"**{after}** ({rest}"
+    return text
+
+
+def _link_name(url: str) -> str:
+    """`pytorch#103585` / `lightning PR #19152` from an issue or pull-request link."""
+    parts = url.rstrip("/").split("/")
+    if len(parts) >= 5 and parts[-2] in ("issues", "pull") and parts[2] == "github.com":
+        repo = {"pytorch-lightning": "lightning"}.get(parts[-3], parts[-3])
+        return f"{repo}#{parts[-1]}" if parts[-2] == "issues" else f"{repo} PR #{parts[-1]}"
+    return url
+
+
 def to_markdown_changes(changes: list[Change], names: tuple[str, ...]) -> str:
     """Markdown of a comparison, for a step summary."""
     head = f"## bugmatrix compare\n\n{names[0]} → {names[1]}\n\n" if len(names) == 2 else ""
@@ -213,7 +279,8 @@ def _commands(report: MatrixReport, axis: Axis, boundary: Boundary) -> dict[str,
     return {side: repro_command(case, r, report.matrix) for side, r in found.items() if r is not None}
 
 
-__all__ = ["STYLE", "MatrixReport", "build_report", "to_html", "to_json", "to_markdown", "to_table",
+__all__ = ["STYLE", "MatrixReport", "build_report", "to_cases_markdown", "to_html", "to_json", "to_markdown",
+           "to_table",
            "to_markdown_changes"]
 
 
