@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+import harness.matrix.axes
 import harness.matrix.index
 import harness.matrix.resolve
 from harness.cli import main  # imported before any test patches what it imports
@@ -144,14 +145,61 @@ def test_split_list() -> None:
     assert split_list(["a b", "c"]) == ["a", "b", "c"]
 
 
-def test_the_projects_matrix_yaml(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("BUGMATRIX_INDEX_URL", raising=False)
+# What PyPI listed on 2026-11-23 for the project's rule axes (a few older patches too, so `per: minor` has work).
+PYPI_2026_11_23 = {
+    "torch": ["2.0.0", "2.0.1", "2.1.0", "2.1.2", "2.2.0", "2.2.2", "2.3.1", "2.4.1", "2.5.1", "2.6.0", "2.7.1", "2.8.0",
+              "2.9.1", "2.10.0", "2.11.0", "2.12.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0"],
+    "torchrec": ["0.8.0", "1.0.0", "1.1.0", "1.2.0", "1.3.0", "1.4.0", "1.5.0", "1.5.1", "1.6.0", "1.6.1", "1.7.0",
+                 "1.8.0", "1.9.0", "1.9.1", "1.9.2"],
+    "lightning": ["1.9.5", "2.0.9", "2.0.9.post0", "2.1.3", "2.1.4", "2.2.5", "2.3.3", "2.4.0", "2.5.6", "2.6.6"],
+    "litgpt": ["0.3.0", "0.3.1", "0.4.12", "0.4.13", "0.5.13"],
+}
+
+
+@pytest.fixture(scope="module")
+def pypi_today(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A fake index that lists the project's packages as PyPI did on 2026-11-23, uploads in version order."""
+    releases = [FakeRelease(name, v, f"2024-01-01T00:{i:02d}:00Z")
+                for name, versions in PYPI_2026_11_23.items() for i, v in enumerate(versions)]
+    return build_index(tmp_path_factory.mktemp("pypi"), releases)
+
+
+def test_the_projects_matrix_yaml(monkeypatch: pytest.MonkeyPatch, pypi_today: str) -> None:
+    """The project's rule axes, planned offline against that index, give the cells they were written as, plus the
+    releases uploaded since (torch 2.15.0, torchrec 1.6.0, lightning 2.1.4) with no edit; torch 2.16 appears the
+    day it is uploaded."""
+    monkeypatch.setenv("BUGMATRIX_INDEX_URL", pypi_today)
+    monkeypatch.delenv("BUGMATRIX_PLAN_AS_OF", raising=False)
+    harness.matrix.axes.forget()
     matrix = load_matrix(ROOT / "matrix.yaml")
+    names = [c.name for c in matrix.cells]
+    torch = [f"torch-{v}" for v in ("2.0.1", "2.1.2", "2.2.2", "2.3.1", "2.4.1", "2.5.1", "2.6.0", "2.7.1", "2.8.0",
+                                    "2.9.1", "2.10.0", "2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0")]
+    assert [n for n in names if n.startswith("torch-2") and not n.endswith("-cuda")] == torch
+    assert "torch-2.15.0-cuda" in names and "torch-2.14.1-cuda" not in names  # the newest, on the GPU runner
+    assert [n for n in names if n.startswith("torchrec-") and not n.endswith("-cuda")] == [
+        f"torchrec-{v}" for v in PYPI_2026_11_23["torchrec"][1:]]
+    assert [n for n in names if n.startswith("lightning-") and not n.endswith("-cuda")] == [
+        f"lightning-{v}" for v in ("2.0.9.post0", "2.1.4", "2.2.5", "2.3.3", "2.4.0", "2.5.6", "2.6.6")]
+    assert [n for n in names if n.startswith("litgpt-") and "." in n.rsplit("-", 1)[1][:3]][-3:] == [
+        "litgpt-0.3.1", "litgpt-0.4.13", "litgpt-0.5.13"]
+    assert not [n for n in names if "unresolved" in n]
     include = job_matrix(matrix)["include"]
     assert [e["cell"] for e in include] == [c.name for c in matrix.cells]
     for e in include:
         assert e["runs-on"] == matrix.spec.runners[e["device"]]
         assert e["slug"] == e["cell"]
+
+
+def test_the_projects_matrix_yaml_without_its_index(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No index: each rule group is one `<name>-unresolved` cell (its jobs are infra), the written cells stay."""
+    monkeypatch.setenv("BUGMATRIX_INDEX_URL", (tmp_path / "no-index").as_uri())
+    harness.matrix.axes.forget()
+    try:
+        names = [c.name for c in load_matrix(ROOT / "matrix.yaml").cells]
+    finally:
+        harness.matrix.axes.forget()
+    assert "default" in names and "torch-unresolved" in names and "torch-2.0.1" not in names
 
 
 def test_bugmatrix_matrix_github_prints_one_line(
