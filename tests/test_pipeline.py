@@ -130,3 +130,24 @@ def test_a_job_for_an_absent_device_is_skipped_before_anything_is_resolved(make_
     [skipped] = Session(Untouchable()).run([job])
     assert (skipped.outcome, skipped.launched) == (Outcome.SKIP, False)
     assert "needs a CUDA device" in skipped.reason
+
+
+def test_two_nccl_ranks_on_one_gpu_are_a_skip_that_says_why(make_case: MakeCase, env: Environment,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a one-GPU machine a 2-rank cuda job is `skip` naming NCCL's one-rank-per-GPU rule (not launched, never an
+    `error` blamed on the case); the 1-rank job runs; $BUGMATRIX_RANKS_PER_GPU=2 lets both ranks share the GPU."""
+    import harness.launch.execute as execute
+
+    monkeypatch.setattr(execute, "gpu_count", lambda: 1)
+    case = make_case(FIXED_SCRIPT, nproc=[1, 2], devices=["cpu", "cuda"],
+                     variants={"bug": {"expect": [{"outcome": "fixed"}]}})
+    jobs = plan_local([case], Selection(devices=("cuda",)))
+    by_nproc = {job.nproc: result for job, result in zip(jobs, Session(LocalEnvironment(env)).run(jobs), strict=True)}
+    assert by_nproc[2].outcome is Outcome.SKIP and not by_nproc[2].launched
+    assert "world size 2 needs 2 GPUs" in by_nproc[2].reason and "Duplicate GPU detected" in by_nproc[2].reason
+    assert by_nproc[1].launched and by_nproc[1].outcome is Outcome.FIXED  # the script ignores --device cuda
+    monkeypatch.setenv("BUGMATRIX_RANKS_PER_GPU", "2")
+    assert execute.device_missing("cuda", 2) is None
+    monkeypatch.setattr(execute, "gpu_count", lambda: 0)
+    assert execute.device_missing("cuda", 1) == "needs a CUDA device; this machine has none"
+    assert execute.device_missing("cpu", 8) is None

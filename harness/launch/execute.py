@@ -9,11 +9,12 @@ Planning, resuming, environments, scheduling and recording are the session's (ha
 
 from __future__ import annotations
 
+import os
 import time
 
 from harness.launch.classify import classify
 from harness.launch.expectations import expected_outcome
-from harness.launch.interpreter import Environment, cuda_available
+from harness.launch.interpreter import Environment, cuda_available, gpu_count
 from harness.launch.torchrun import RankRecord, launch
 from harness.model.job import Job
 from harness.model.outcome import Outcome, combine_repeats
@@ -30,13 +31,29 @@ def unrunnable(job: Job, env: Environment) -> str | None:
     missing = env.missing(job.case.spec.packages)
     if missing:
         return f"not installed in {env.python}: {', '.join(missing)}"
-    return device_missing(job.device)
+    return device_missing(job.device, job.nproc)
 
 
-def device_missing(device: str) -> str | None:
-    """Why this machine cannot run on `device` (no GPU for `cuda`), or None when it can."""
-    if device == "cuda" and not cuda_available():
+RANKS_PER_GPU = "BUGMATRIX_RANKS_PER_GPU"  # how many nccl ranks may share one GPU (default 1: NCCL refuses more)
+
+
+def device_missing(device: str, nproc: int = 1) -> str | None:
+    """Why this machine cannot run `nproc` ranks on `device`, or None when it can: `cuda` needs a GPU, and one GPU
+    per rank — NCCL (>= 2.5) refuses two ranks of a communicator on one GPU ("Duplicate GPU detected: rank 1 and
+    rank 0 both on CUDA device ...", ncclInvalidUsage; NVIDIA/nccl#418), so such a job is a `skip` saying so, never
+    an `error` blamed on the case. $BUGMATRIX_RANKS_PER_GPU=N lets N ranks share a GPU (e.g. to measure it)."""
+    if device != "cuda":
+        return None
+    gpus = gpu_count()
+    if gpus == 0:
         return "needs a CUDA device; this machine has none"
+    try:
+        per_gpu = max(1, int(os.environ.get(RANKS_PER_GPU, "1")))
+    except ValueError:
+        per_gpu = 1
+    if nproc > gpus * per_gpu:
+        return (f"world size {nproc} needs {nproc} GPUs for nccl (one rank per GPU: NCCL refuses two ranks on one "
+                f"device, 'Duplicate GPU detected'); this machine has {gpus} (${RANKS_PER_GPU} lets ranks share one)")
     return None
 
 

@@ -97,16 +97,23 @@ def inspect_interpreter(python: str | Path = sys.executable, timeout: float = 60
 
 
 @lru_cache(maxsize=1)
-def cuda_available() -> bool:
-    """True when this machine has an NVIDIA GPU that the driver lists."""
+def gpu_count() -> int:
+    """How many NVIDIA GPUs the driver lists (`nvidia-smi -L`); 0 without a driver or without `nvidia-smi`."""
     smi = shutil.which("nvidia-smi")
     if not smi:
-        return False
+        return 0
     try:
         proc = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30, check=False)
     except (OSError, subprocess.TimeoutExpired):
-        return False
-    return proc.returncode == 0 and "GPU" in proc.stdout
+        return 0
+    if proc.returncode != 0:
+        return 0
+    return sum(1 for line in proc.stdout.splitlines() if line.startswith("GPU "))
+
+
+def cuda_available() -> bool:
+    """True when this machine has an NVIDIA GPU that the driver lists."""
+    return gpu_count() > 0
 
 
 def machine_name() -> str:

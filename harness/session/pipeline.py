@@ -243,7 +243,7 @@ class Session:
                 observer.result_ready(job, result, reused)
 
     def _result(self, job: Job) -> tuple[Result, bool]:
-        missing = device_missing(job.device)
+        missing = device_missing(job.device, job.nproc)
         if missing:
             return skip_result(job, missing), False
         pins = self.environments.pins(job)
