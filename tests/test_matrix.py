@@ -221,3 +221,25 @@ def test_a_cuda_cell_built_from_the_repository_root_keeps_fbgemm_gpu(tmp_path: P
     assert cpu.ok, cpu.error
     installed = cache.environment(cpu.key)
     assert installed.get("fbgemm-gpu").name == "fbgemm-gpu-cpu" and "fbgemm-gpu" not in installed.packages
+
+
+def test_a_cache_clean_removes_the_cuda_libraries_by_their_uv_names(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """uv keeps `nvidia-cublas-cu12` under that hyphenated name, and a non-PyPI index's wheels under their own
+    folder: `nvidia-*` must match it there too (the clean once looked only for `nvidia_*` under PyPI's folder, left
+    every CUDA library in the cache and freed a fraction of what a torch stack takes)."""
+    import subprocess
+
+    from harness.matrix.envcache import clean_cache, uv_cache_dir, uv_command
+
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
+    monkeypatch.setenv("BUGMATRIX_LOCKS", str(tmp_path / "locks"))
+    url = build_index(tmp_path / "index", [FakeRelease("nvidia-fakeblas-cu12", "1.0"), FakeRelease("keepme", "1.0")])
+    subprocess.run(uv_command("venv", "--quiet", str(tmp_path / "venv")), check=True)
+    subprocess.run([*uv_command("pip", "install"), "--quiet", "--python", str(tmp_path / "venv"), "--index-url", url,
+                    "nvidia-fakeblas-cu12", "keepme"], check=True)
+    cache = uv_cache_dir()
+    assert cache is not None and list(cache.glob("wheels-*/index/*/nvidia-fakeblas-cu12"))
+    clean_cache(("nvidia-*",))
+    assert not list(cache.glob("wheels-*/index/*/nvidia-fakeblas-cu12"))
+    assert list(cache.glob("wheels-*/index/*/keepme"))

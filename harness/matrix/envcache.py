@@ -257,8 +257,12 @@ def clean_cache(packages: tuple[str, ...] = BIG_PACKAGES) -> str:
         if "*" not in pattern:
             names.add(pattern)
             continue
-        for wheel_dir in (listing.glob("wheels-*/pypi/" + pattern.replace("-", "_").lower()) if listing else ()):
-            names.add(wheel_dir.name.replace("_", "-"))
+        # uv keeps PyPI's wheels under wheels-*/pypi/<name> and another index's (a mirror, $BUGMATRIX_INDEX_URL)
+        # under wheels-*/index/<hash>/<name>, the name normalized (nvidia-cublas-cu12; older layouts used `_`)
+        for form in {pattern.lower(), pattern.replace("-", "_").lower()}:
+            for where in ("wheels-*/pypi/", "wheels-*/index/*/"):
+                for wheel_dir in (listing.glob(where + form) if listing else ()):
+                    names.add(wheel_dir.name.replace("_", "-"))
     if not names:
         return ""
     # --force: without it uv waits for every process using the cache to exit, and `uv run bugmatrix ...` (our own
