@@ -151,3 +151,15 @@ def test_two_nccl_ranks_on_one_gpu_are_a_skip_that_says_why(make_case: MakeCase,
     monkeypatch.setattr(execute, "gpu_count", lambda: 0)
     assert execute.device_missing("cuda", 1) == "needs a CUDA device; this machine has none"
     assert execute.device_missing("cpu", 8) is None
+
+
+def test_an_environment_that_vanished_under_the_run_is_infra_not_a_crash(make_case: MakeCase, env: Environment,
+                                                                        tmp_path: Path) -> None:
+    """A cell's environment deleted mid-run (a prune, a full disk's clean-up) leaves its remaining jobs `infra`
+    naming the interpreter; the run goes on (it crashed with FileNotFoundError from Popen)."""
+    case = make_case(FIXED_SCRIPT, variants={"bug": {"expect": [{"outcome": "fixed"}]}})
+    gone = env.model_copy(update={"python": str(tmp_path / "deleted-env" / "bin" / "python")})
+    [job] = plan_local([case], Selection(devices=("cpu",)))
+    [result] = Session(LocalEnvironment(gone)).run([job])
+    assert result.outcome is Outcome.INFRA and not result.launched
+    assert "could not start" in result.reason and "deleted-env" in result.reason

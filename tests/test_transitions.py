@@ -30,3 +30,18 @@ def test_commits_are_placed_by_date() -> None:
 def test_without_dates_versions_order_the_axis() -> None:
     [axis] = axes(results())
     assert [p.version for p in axis.points][:2] == ["0.3.0", "0.3.1"]
+
+
+def test_a_cell_that_could_not_say_does_not_hide_one_that_did() -> None:
+    """Two cells at lightning 2.6.6: `default` reproduced, a coupling cell could not be built (infra). The version
+    reproduces (it read "never reproduced; could not say: 2.6.6" before); two verdicts that differ are `mixed`."""
+    def at(cell: str, version: str, outcome: Outcome) -> tuple[str, Result]:
+        return (cell, Result(case="c", variant="bug", nproc=1, device="cpu", outcome=outcome, expected=None,
+                             reason="", versions={"lightning": version}))
+
+    [axis] = axes([at("lightning-2.5.6", "2.5.6", Outcome.FIXED), at("default", "2.6.6", Outcome.REPRODUCED),
+                   at("lightning-2.6.6-torch-2.5.1", "2.6.6", Outcome.INFRA)])
+    assert [(p.version, p.status) for p in axis.points] == [("2.5.6", "fixed"), ("2.6.6", "reproduced")]
+    assert axis.changes() == [("regressed", "2.5.6", "2.6.6")]
+    [axis] = axes([at("a", "2.6.6", Outcome.FIXED), at("b", "2.6.6", Outcome.REPRODUCED)])
+    assert axis.points[0].status == "mixed"

@@ -4,7 +4,7 @@ Input: results as (cell, Result). Per case x variant x device, each cell gets on
 `reproduced` if any world size reproduced, `fixed` if every one is fixed, else `unknown` (error, infra, timeout,
 skip, or nothing conclusive). Cells are placed on a package's axis by the version the result recorded for that
 package (a git install sorts at its version, after the releases of that version); several cells at one version
-agree or are `mixed`.
+agree or are `mixed`, and a cell that could not say (`unknown`) never outvotes one that did.
 
 Every change along an axis is a `Boundary` that states its own precision: *adjacent* ("fixed in 2.1.3 (2.1.2
 reproduced)": nothing lies between the two versions that were run), an *interval* ("fixed between 2.0.9 and 2.2.5
@@ -199,8 +199,9 @@ def axes(
                     at[version].append((cell, cell_status(rs)))
             points = []
             for version in _ordered(package, list(at), dater):
-                statuses = {s for _, s in at[version]}
-                status = statuses.pop() if len(statuses) == 1 else MIXED
+                # a cell that could not say (infra, error, skip) does not outvote one that did at the same version
+                said = {s for _, s in at[version]} - {UNKNOWN}
+                status = UNKNOWN if not said else said.pop() if len(said) == 1 else MIXED
                 points.append(Point(version, status, sorted(c for c, _ in at[version])))
             out.append(Axis(case, variant, device, package, points))
     return out

@@ -70,7 +70,10 @@ def execute(job: Job, env: Environment) -> Result:
         return Result(outcome=Outcome.SKIP, reason=reason, launched=False, **base)
     args = ["--device", job.device, *variant.args]
     signature = spec.signature_of(job.variant)
-    launched = launch(env.python, job.case.script.resolve(), args, job.nproc, spec.timeout, signature=signature)
+    try:
+        launched = launch(env.python, job.case.script.resolve(), args, job.nproc, spec.timeout, signature=signature)
+    except OSError as exc:  # the environment vanished under the run (pruned, deleted): this job cannot say
+        return Result(outcome=Outcome.INFRA, reason=f"could not start {env.python}: {exc}", launched=False, **base)
     outcome, why, ranks = classify(launched, signature)
     logs = "\n".join(_rank_excerpt(r, rec) for r, rec in sorted(launched.ranks.items()))
     if outcome in (Outcome.ERROR, Outcome.TIMEOUT) or not any(rec.log for rec in launched.ranks.values()):
