@@ -220,12 +220,8 @@ def _parser() -> argparse.ArgumentParser:
         choices=["fbgemm", "torchrec", "lightning", "litgpt"],
         help="probe only these lanes (repeatable; default: all)",
     )
-    for lane, default in (
-        ("torch", ">=2.4,<2.15"),
-        ("fbgemm", ">=1.0,<1.10"),
-        ("lightning", ">=2.0,<2.7"),
-        ("litgpt", ">=0.4,<0.6"),
-    ):
+    # open-ended: a release uploaded tonight is probed tonight (the README's table names its bounds)
+    for lane, default in (("torch", ">=2.4"), ("fbgemm", ">=1.0"), ("lightning", ">=2.0"), ("litgpt", ">=0.4")):
         p_compat.add_argument(
             f"--{lane}",
             default=default,
@@ -239,6 +235,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     p_compat.add_argument("--repeat", type=_positive, default=1, metavar="K", help="launch each probe K times")
     p_compat.add_argument("--redo", action="store_true", help="probe again what the store already holds")
+    p_compat.add_argument("--resume-from", type=Path, action="append", metavar="STORE",
+                          help="first copy the compat results of this store (a file, or a folder holding "
+                          "nightly.db: last night's) into --db, so that only what is new is probed (repeatable)")
     p_compat.add_argument("--no-probe", action="store_true", help="probe nothing: show the table in the store")
     p_compat.add_argument(
         "--check",
@@ -774,6 +773,13 @@ def cmd_compat(args: argparse.Namespace) -> int:
     store = ResultStore(args.db)
     probing = not (args.no_probe or args.check or args.rows or args.upgrade)
     unknown = 0
+    for source in args.resume_from or ():
+        path = source / "nightly.db" if source.is_dir() else source
+        if path.is_file():
+            added = store.merge([path], compat_only=True)
+            err.print(f"resumed from {path}: {added} compat result(s) copied", soft_wrap=True, highlight=False)
+        else:
+            err.print(f"no store at {path}: nothing to resume from", soft_wrap=True, highlight=False)
     if probing:
         lanes = args.lane or list(compat.LANES)
         ranges = {"torch": args.torch, "fbgemm": args.fbgemm, "lightning": args.lightning, "litgpt": args.litgpt}

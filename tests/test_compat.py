@@ -317,3 +317,17 @@ def test_expansion_and_bisect_pick_the_same_row(tmp_path: Path) -> None:
 
     probe = bisect_cell(matrix, FakeCase, "fbgemm-gpu", "1.0.0", "cpu")  # type: ignore[arg-type]
     assert probe.pins["torch"] == "==2.5.*" and probe.pins["torchrec"] == "==1.0.*"
+
+
+def test_resume_from_copies_only_the_compat_results(tmp_path: Path, walked: ResultStore,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    mixed = ResultStore(tmp_path / "mixed.db")
+    mixed.merge([walked.path])
+    with recording(mixed, "run", "here") as run_id:
+        mixed.save(run_id, Result(case="torch-1-x", variant="bug", nproc=1, device="cpu", outcome=Outcome.FIXED,
+                                  expected=None, reason=""), cell="torch-2.5.0")
+    assert main(["compat", "--no-probe", "--resume-from", str(mixed.path), "--db", str(tmp_path / "new.db"),
+                 "--format", "json"]) == 0
+    fresh = ResultStore(tmp_path / "new.db")
+    assert len(fresh.results(compat=True)) == 8 and fresh.results() == []
+    assert len(json.loads(capsys.readouterr().out)["probes"]) == 8

@@ -86,7 +86,6 @@ LANES = {
     )
 }
 PACKAGES = ("torch", "fbgemm-gpu", "torchrec", "lightning", "litgpt")  # the order of pins in a probe cell's name
-DEFAULT_RANGES = {"torch": ">=2.4,<2.15", "fbgemm": ">=1.0,<1.10", "lightning": ">=2.0,<2.7", "litgpt": ">=0.4,<0.6"}
 
 
 class Kind(str, Enum):

@@ -263,18 +263,21 @@ class ResultStore:
             ).fetchone()
         return _to_result(row) if row else None
 
-    def merge(self, sources: list[Path]) -> int:
-        """Copy runs and results from other store files; return how many results were new (idempotent)."""
+    def merge(self, sources: list[Path], compat_only: bool = False) -> int:
+        """Copy runs and results from other store files; return how many results were new (idempotent). With
+        `compat_only`, only the compat probes' results (and the runs that hold them): what a compat walk resumes
+        from."""
         added = 0
         for source in sources:
             if not Path(source).is_file():
                 raise StoreError(f"{source}: no such store file")
             other = ResultStore(source)
             with self._connect() as db:
-                for run in other.runs():
+                for run in other.runs(with_results=compat_only, compat=compat_only):
                     db.execute("INSERT OR IGNORE INTO runs VALUES (?, ?, ?, ?, ?, ?)", tuple(run.__dict__.values()))
                 with other._connect() as src:
-                    rows = src.execute(f"SELECT {', '.join(_RESULT_COLUMNS)} FROM results").fetchall()
+                    rows = src.execute(f"SELECT {', '.join(_RESULT_COLUMNS)} FROM results"
+                                       + (f" WHERE {_kept(True)}" if compat_only else "")).fetchall()
                 added += db.executemany(  # rowcount: the rows inserted (an ignored duplicate counts 0)
                     f"INSERT OR IGNORE INTO results ({', '.join(_RESULT_COLUMNS)}) "
                     f"VALUES ({', '.join('?' * len(_RESULT_COLUMNS))})",
