@@ -378,10 +378,14 @@ def lookup(table: list[Probe], lane: str, torch: str, partner: str) -> Probe | N
 
 
 def _same(measured_version: str, asked: str) -> bool:
-    if not measured_version or not asked:
+    """Whether a measured exact version is what `asked` names: the same version, the same major.minor (`2.5`), or
+    one a specifier allows (`==2.5.*`, as a matrix cell's coupled pins are written)."""
+    if not measured_version or not asked or measured_version.startswith("git:"):
         return False
     if measured_version == asked:
         return True
+    if asked[0] in "=<>!~":
+        return SpecifierSet(asked).contains(Version(measured_version), prereleases=True)
     return asked.count(".") == 1 and Version(measured_version).release[:2] == Version(asked).release[:2]
 
 

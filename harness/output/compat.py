@@ -58,7 +58,7 @@ def to_table(table: list[Probe]) -> list[Table]:
     }
     out = []
     for lane, (torches, partners, cells) in grids(table).items():
-        t = Table(title=TITLES[lane], caption=LEGEND)
+        t = Table(title=TITLES[lane], caption=LEGEND if lane == list(grids(table))[-1] else None, min_width=60)
         t.add_column("torch")
         for partner in partners:
             t.add_column(partner, justify="center")
