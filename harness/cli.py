@@ -210,6 +210,63 @@ def _parser() -> argparse.ArgumentParser:
     p_expect.add_argument("--check", action="store_true", help="exit 1 when a case.yaml would change")
     p_expect.set_defaults(func=cmd_expect)
 
+    p_compat = sub.add_parser(
+        "compat",
+        help="probe which torch works with which fbgemm-gpu, torchrec, lightning "
+        "and litgpt, and show the measured table (see harness/analysis/compat.py)",
+        parents=[json_, db, matrix, envs, jobs],
+    )
+    p_compat.add_argument(
+        "--lane",
+        action="append",
+        choices=["fbgemm", "torchrec", "lightning", "litgpt"],
+        help="probe only these lanes (repeatable; default: all)",
+    )
+    # open-ended: a release uploaded tonight is probed tonight (the README's table names its bounds)
+    for lane, default in (("torch", ">=2.4"), ("fbgemm", ">=1.0"), ("lightning", ">=2.0"), ("litgpt", ">=0.4")):
+        p_compat.add_argument(
+            f"--{lane}",
+            default=default,
+            metavar="SPEC",
+            help=f"{lane} releases to probe, the newest of each minor (default {default!r})",
+        )
+    p_compat.add_argument(
+        "--disk-budget",
+        type=_size,
+        help="e.g. 25G: evict finished environments and cached torch stacks (the walk goes one torch at a time)",
+    )
+    p_compat.add_argument("--repeat", type=_positive, default=1, metavar="K", help="launch each probe K times")
+    p_compat.add_argument("--redo", action="store_true", help="probe again what the store already holds")
+    p_compat.add_argument("--resume-from", type=Path, action="append", metavar="STORE",
+                          help="first copy the compat results of this store (a file, or a folder holding "
+                          "nightly.db: last night's) into --db, so that only what is new is probed (repeatable)")
+    p_compat.add_argument("--no-probe", action="store_true", help="probe nothing: show the table in the store")
+    p_compat.add_argument(
+        "--check",
+        action="store_true",
+        help="probe nothing; exit 1 when a pairing row of "
+        "matrix.yaml claims a pairing the measurement contradicts, or misses one that works",
+    )
+    p_compat.add_argument(
+        "--rows",
+        action="store_true",
+        help="probe nothing; print the pairing rows the measurement supports (matrix.yaml `couplings`)",
+    )
+    p_compat.add_argument(
+        "--upgrade",
+        nargs=2,
+        metavar=("A", "B"),
+        help="probe nothing; what the table says about "
+        "moving from pinned set A to B (cell names, or torch=2.7.1,fbgemm-gpu=1.2.0) and which "
+        "catalogue cases change outcome between them",
+    )
+    p_compat.add_argument(
+        "--probes-dir", type=Path, help="folder of the probe scripts (default: probes/ beside harness/)"
+    )
+    p_compat.add_argument("--format", choices=["table", "markdown", "html", "json"], default="table")
+    p_compat.add_argument("-o", "--output", type=Path, help="write the table to this file instead of stdout")
+    p_compat.set_defaults(func=cmd_compat)
+
     p_merge = sub.add_parser("merge", help="fold results stores (e.g. nightly shards) into one, without duplicates",
                              parents=[db])
     p_merge.add_argument("sources", nargs="+", type=Path)
@@ -707,6 +764,98 @@ def cmd_expect(args: argparse.Namespace) -> int:
             err.print(f"{len(edits)} case file(s) would change: `bugmatrix expect --write` rewrites them",
                       soft_wrap=True, highlight=False, markup=False)
     return 1 if refused or (args.check and edits and not args.write) else 0
+
+
+def cmd_compat(args: argparse.Namespace) -> int:
+    """Probe the compatibility grid (unless told to probe nothing), then show, check or compare the measured table:
+    0, or 1 when --check finds a disagreement (or a probe of this run could not be established)."""
+    from harness.analysis import compat
+    from harness.output import compat as view
+
+    err = make_console(stderr=True)
+    matrix = load_matrix(args.matrix)
+    store = ResultStore(args.db)
+    probing = not (args.no_probe or args.check or args.rows or args.upgrade)
+    unknown = 0
+    for source in args.resume_from or ():
+        path = source / "nightly.db" if source.is_dir() else source
+        if path.is_file():
+            added = store.merge([path], compat_only=True)
+            err.print(f"resumed from {path}: {added} compat result(s) copied", soft_wrap=True, highlight=False)
+        else:
+            err.print(f"no store at {path}: nothing to resume from", soft_wrap=True, highlight=False)
+    if probing:
+        lanes = args.lane or list(compat.LANES)
+        ranges = {"torch": args.torch, "fbgemm": args.fbgemm, "lightning": args.lightning, "litgpt": args.litgpt}
+        grid = compat.Grid.from_index(matrix, ranges, lanes)
+        found = compat.load_probes(args.probes_dir) if args.probes_dir else compat.load_probes()
+        probes = {lane: case for lane, case in found.items() if lane in lanes}
+        err.print(
+            f"compat grid: torch {', '.join(grid.torch)}; "
+            + "; ".join(f"{lane} {', '.join(v)}" for lane, v in grid.partners.items() if lane in lanes),
+            soft_wrap=True,
+            highlight=False,
+        )
+        terminal = is_terminal()
+        with (
+            recording(store, " ".join(sys.argv), machine_name()) as run_id,
+            progress_bar("compat", err, transient=True, disable=args.json or not terminal) as progress,
+        ):
+            done = compat.walk(
+                grid,
+                probes,
+                matrix,
+                CellEnvironments(matrix, EnvCache(args.envs)),
+                store,
+                run_id,
+                cores=args.jobs,
+                repeat=args.repeat,
+                redo=args.redo,
+                disk_budget=args.disk_budget,
+                observers=[ProgressDisplay(progress) if terminal else LaunchLines(err)],
+                say=lambda line: err.print(line, soft_wrap=True, highlight=False, markup=False),
+            )
+        unknown = sum(1 for _, r in done if compat.verdict(r)[0] is compat.Kind.UNKNOWN)
+        err.print(
+            f"recorded as run {run_id} in {store.path}: {len(done)} probe(s), {unknown} not established",
+            soft_wrap=True,
+            highlight=False,
+        )
+    table = compat.measured(store)
+    if args.upgrade:
+        before, after = (compat.pinned_set(text, matrix) for text in args.upgrade)
+        up = compat.upgrade(table, before, after, store.latest())
+        text = view.upgrade_text(up, markdown=args.format == "markdown")
+        return _write(args, text)
+    findings = compat.check(table, matrix) if args.check else None
+    if args.rows:
+        return _write(args, view.rows_yaml(compat.generated_rows(table, matrix)))
+    if args.json or args.format == "json":
+        code = _write(args, view.to_json(table, findings))
+    elif args.format == "markdown":
+        code = _write(args, view.to_markdown(table, findings))
+    elif args.format == "html":
+        code = _write(args, view.to_html(table))
+    else:
+        console = Console(file=args.output.open("w"), width=LOG_WIDTH) if args.output else make_console()
+        for grid_table in view.to_table(table):
+            console.print(grid_table)
+        if findings is not None:
+            console.print(view.findings_text(findings), soft_wrap=True, markup=False, highlight=False)
+        code = 0
+    if not table:
+        err.print(f"no compat probes in {args.db}", soft_wrap=True)
+    return 1 if findings or unknown else code
+
+
+def _write(args: argparse.Namespace, text: str) -> int:
+    """Write `text` to --output (saying so) or stdout; 0."""
+    if getattr(args, "output", None):
+        args.output.write_text(text)
+        make_console(stderr=True).print(f"wrote {args.output}", soft_wrap=True, highlight=False)
+    else:
+        sys.stdout.write(text)
+    return 0
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:

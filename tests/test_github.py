@@ -349,6 +349,11 @@ def test_nightly_plans_runs_every_cell_and_aggregates() -> None:
     assert set(uploads) == {"bugmatrix-results", "bugmatrix-report"}
     for upload in uploads.values():  # kept even when the night fails on a regression
         assert upload["if"] == "${{ !cancelled() && steps.aggregate.outputs.report == 'true' }}"
+    # the compat probes: one more shard (merged, kept apart), resumed from last night; their page beside the report
+    compat = "\n".join(s.get("run", "") for s in jobs["compat"]["steps"])
+    assert "bugmatrix compat --resume-from previous --db results/compat.db" in compat
+    assert "compat" in aggregate["needs"] and "results/compat.html" in uploads["bugmatrix-report"]["with"]["path"]
+    assert "bugmatrix compat --no-probe --db results/nightly.db --format html -o results/compat.html" in agg_script
     issues = "\n".join(s.get("run", "") for s in jobs["issues"]["steps"])
     assert 'bugmatrix nightly issues --compare results/compare.json --run-url "$RUN_URL"' in issues
 
@@ -376,6 +381,7 @@ def test_nightly_token_only_where_gh_runs() -> None:
         assert "GH_TOKEN" not in job.get("env", {}), f"job {name}: GH_TOKEN for every step"
     with_token = [s["run"] for _, s in steps(doc) if "GH_TOKEN" in s.get("env", {})]
     assert with_token == ["uv run bugmatrix nightly baseline --dir previous",
+                          "uv run bugmatrix nightly baseline --dir previous",
                           'uv run bugmatrix nightly issues --compare results/compare.json --run-url "$RUN_URL"',
                           "uv run bugmatrix nightly baseline --dir previous",
                           'uv run bugmatrix nightly expect-pr --db results/nightly.db --baseline previous --run-url '
@@ -385,7 +391,7 @@ def test_nightly_token_only_where_gh_runs() -> None:
 def test_nightly_write_permissions_only_where_needed() -> None:
     jobs = load_workflow(WORKFLOWS / "nightly.yml")["jobs"]
     writes = {name: {k for k, v in job.get("permissions", {}).items() if v == "write"} for name, job in jobs.items()}
-    assert writes == {"plan": set(), "cell": set(), "aggregate": set(), "issues": {"issues"},
+    assert writes == {"plan": set(), "cell": set(), "compat": set(), "aggregate": set(), "issues": {"issues"},
                       "expect-pr": {"contents", "pull-requests"}, "pages": {"pages", "id-token"}}
     for name, job in jobs.items():
         assert "permissions" in job, f"nightly.yml: job {name} has no explicit permissions"

@@ -32,7 +32,7 @@ from harness.analysis.search import SearchResult, search
 from harness.analysis.transitions import FIXED, REPRODUCED, cell_status
 from harness.launch.execute import infra_result
 from harness.matrix.cellenvs import CellEnvironments
-from harness.matrix.expand import Matrix, apply_couplings
+from harness.matrix.expand import Matrix, apply_couplings, pairing_row
 from harness.matrix.git import Commit, git_candidates, git_checkout, resolve_ref
 from harness.matrix.index import releases
 from harness.matrix.spec import MatrixError
@@ -101,10 +101,10 @@ def probe_cell(matrix: Matrix, case: Case, package: str, candidate: str | Commit
     for coupling in matrix.spec.couplings:
         members = {p for row in coupling.rows for p in row}
         if package in members and package != coupling.lead and coupling.lead in needed and not isinstance(pin, GitPin):
-            rows = [r for r in coupling.rows if package in r and SpecifierSet(r[package]).contains(Version(pin), True)]
-            if not rows:
+            row = pairing_row(coupling, package, Version(pin))
+            if row is None:
                 raise MatrixError(f"{package} {pin}: no row of the pairing {coupling.name!r} allows it")
-            for member, spec in rows[-1].items():
+            for member, spec in row.items():
                 pins.setdefault(member, spec)
     coupled = {p for c in matrix.spec.couplings for row in c.rows if package in row for p in row}
     for member, kept in (base or {}).items():

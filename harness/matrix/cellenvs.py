@@ -86,13 +86,20 @@ class CellEnvironments:
             return {key for key, cells in self._cells_of.items() if cells <= self._finished}
 
     def _fit_budget(self) -> None:
-        evictable = self.evictable()
-        if self._usage() <= (self.disk_budget or 0):
-            return
-        for key in sorted(evictable):
+        self.fit(self.disk_budget or 0)
+
+    def fit(self, budget: int) -> bool:
+        """When usage (environments + uv's cache) is over `budget`: evict the environments of finished cells, then,
+        if still over, clean the big packages from uv's cache. True when something was evicted. (A walk that knows
+        its own phases, like `bugmatrix compat` going one torch at a time, calls this between phases instead of
+        giving a budget that is checked before every build.)"""
+        if self._usage() <= budget:
+            return False
+        for key in sorted(self.evictable()):
             self.cache.remove(key)
-        if self._usage() > (self.disk_budget or 0):
+        if self._usage() > budget:
             clean_cache()  # environments keep their hardlinks; only later cells would download again
+        return True
 
     def _usage(self) -> int:
         cache_dir = uv_cache_dir()

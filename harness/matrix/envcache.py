@@ -313,7 +313,10 @@ def _run(command: list[str], timeout: float) -> str | None:
         return None
     text = (proc.stderr or proc.stdout).strip().splitlines()
     code = f"exit {proc.returncode}" if proc.returncode > 0 else f"killed by signal {-proc.returncode}"
-    return f"{code}: " + " | ".join(line.strip() for line in text[-6:] if line.strip())
+    tail = [line.strip() for line in text[-6:] if line.strip()]
+    # a chained error's cause (the undefined symbol behind "Could not load this library") is above the last lines
+    cause = next((line.strip() for line in text[:-6] if "undefined symbol" in line), None)
+    return f"{code}: " + " | ".join(([cause] if cause else []) + tail)
 
 
 __all__ = ["EnvCache", "EnvStatus", "InterpreterError", "clean_cache", "disk_usage", "uv_binary"]

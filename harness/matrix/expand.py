@@ -226,8 +226,20 @@ def _group_combos(group: GroupSpec, axes: dict[str, list[Any]]) -> list[dict[str
 def _matches(combo: dict[str, Any], pattern: dict[str, Any]) -> bool:
     return all(pin_text(combo.get(k)) == pin_text(v) for k, v in pattern.items())
 
+def pairing_row(coupling: Coupling, package: str, version: Any) -> dict[str, str] | None:
+    """The row of `coupling` that pairs `package` at `version` with the others: the *first* row (in file order)
+    whose specifier for `package` contains it, or None. Rows are in order of preference: where several rows allow
+    a version (a torchrec measured to work with two torch minors), the first one is what a cell pinning only that
+    package gets. Cell expansion and bisect probes both pick rows here, so they always agree."""
+    for row in coupling.rows:
+        if package in row and SpecifierSet(row[package]).contains(version, prereleases=True):
+            return row
+    return None
+
+
 def apply_couplings(couplings: list[Coupling], pins: dict[str, Pin], where: str) -> dict[str, Pin]:
-    """Fill coupled packages from the lead's row and reject pins that break a declared pairing."""
+    """Fill coupled packages from the lead's first row (`pairing_row`) that the written pins fit, and reject pins
+    that break every row that allows the lead."""
     pins = dict(pins)
     for coupling in couplings:
         lead = exact(pins.get(coupling.lead, ""))
@@ -238,17 +250,24 @@ def apply_couplings(couplings: list[Coupling], pins: dict[str, Pin], where: str)
             raise PairingError(f"{where}: {coupling.lead} {lead} has no row in the pairing {coupling.name!r} "
                                f"(nothing is guessed: a measured row for {coupling.lead} {lead} in `couplings` "
                                "covers it)")
-        row = rows[0]
+        # the first row whose written pins all fit (pins that no row allows break the first row)
+        row = next((r for r in rows if _fits(r, pins)), None)
+        if row is None:
+            row = rows[0]
+            package, spec = next((p, s) for p, s in row.items() if p != coupling.lead and not _fits({p: s}, pins))
+            raise PairingError(
+                f"{where}: {package} {exact(pins[package])} breaks the pairing {coupling.name!r}: "
+                f"{coupling.lead} {row[coupling.lead]} needs {package} {spec}"
+            )
         for package, spec in row.items():
-            if package == coupling.lead:
-                continue
-            if package not in pins:
-                pins[package] = spec
-                continue
-            version = exact(pins[package])
-            if version is not None and not SpecifierSet(spec).contains(version, prereleases=True):
-                raise PairingError(
-                    f"{where}: {package} {version} breaks the pairing {coupling.name!r}: "
-                    f"{coupling.lead} {row[coupling.lead]} needs {package} {spec}"
-                )
+            pins.setdefault(package, spec)
     return pins
+
+
+def _fits(row: dict[str, str], pins: dict[str, Pin]) -> bool:
+    """Whether every exact pin among `row`'s packages is allowed by the row."""
+    for package, spec in row.items():
+        version = exact(pins[package]) if package in pins else None
+        if version is not None and not SpecifierSet(spec).contains(version, prereleases=True):
+            return False
+    return True

@@ -55,6 +55,9 @@ def exact(pin: Pin) -> Version | None:
 
 
 BISECT_PREFIX = "bisect-"  # the cells of bisect and narrow probes are named bisect-<package>-<candidate>
+# The cells (and probe ids) of `bugmatrix compat`, named compat-torch-<v>-<package>-<v>...: the store keeps their
+# results apart from the catalogue's (harness/session/store.py), so report, compare, narrow and expect never see them.
+COMPAT_PREFIX = "compat-"
 
 
 @dataclass(frozen=True)

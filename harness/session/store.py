@@ -21,6 +21,9 @@ Contract:
   number of results ever stored; `latest(run_id)` and `results(run_id)` read one run through its index, and
   `runs(with_results=True)` asks the same index, so `report` and `compare` stay fast as the store grows by a nightly
   every night.
+- Compatibility probes (`bugmatrix compat`) are recorded like every result, in cells named `compat-...`
+  (`COMPAT_PREFIX`); `latest`, `results` and `runs(with_results=True)` leave them out unless asked for them
+  (`compat=True`: only them), so report, compare, narrow, expect and the nightly's verdict never mix the two.
 - A store written by an older bugmatrix is upgraded in place when opened, in one transaction (new columns get their
   empty values; the `latest` table is rebuilt from the results whenever the store was last opened by another schema
   version, so one that an older bugmatrix has written to since is made right again).
@@ -43,6 +46,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.model.cell import COMPAT_PREFIX
 from harness.model.job import LOCAL_CELL
 from harness.model.outcome import Outcome, RankStatus
 from harness.model.result import Result
@@ -112,6 +116,11 @@ _RESULT_COLUMNS = (
     "run_id", "case_id", "variant", "nproc", "device", "cell", "outcome", "expected", "reason", "versions",
     "python", "ranks", "duration_s", "log_excerpt", "stacks", "started_at", "launched", "tallies", "fingerprint",
 )
+
+
+def _kept(compat: bool, column: str = "cell") -> str:
+    """The SQL condition that keeps compat cells only (`compat`) or leaves them out."""
+    return f"substr({column}, 1, {len(COMPAT_PREFIX)}) {'=' if compat else '!='} '{COMPAT_PREFIX}'"
 
 
 class StoreError(RuntimeError):
@@ -200,39 +209,44 @@ class ResultStore:
                        f"VALUES ({', '.join('?' * len(row))})", row)
             db.execute(_REFRESH_LATEST, row[1:6])  # the key, in the same transaction
 
-    def runs(self, with_results: bool = False) -> list[Run]:
-        """Every run, oldest first (only those that recorded at least one result, with `with_results`)."""
-        where = " WHERE EXISTS (SELECT 1 FROM results WHERE results.run_id = runs.run_id)" if with_results else ""
+    def runs(self, with_results: bool = False, compat: bool = False) -> list[Run]:
+        """Every run, oldest first (only those that recorded at least one result, with `with_results`: a case
+        result, or a compat probe's with `compat`)."""
+        where = (" WHERE EXISTS (SELECT 1 FROM results WHERE results.run_id = runs.run_id "
+                 f"AND {_kept(compat, 'results.cell')})" if with_results else "")
         with self._connect() as db:
             rows = db.execute(f"SELECT * FROM runs{where} ORDER BY started_at, run_id").fetchall()
         return [Run(*row) for row in rows]
 
-    def results(self, run_id: str | None = None) -> list[tuple[str, str, Result]]:
-        """`(run_id, cell, result)` for every result (of one run when `run_id` is given), in a stable order."""
-        query = f"SELECT {', '.join(_RESULT_COLUMNS)} FROM results"
+    def results(self, run_id: str | None = None, compat: bool = False) -> list[tuple[str, str, Result]]:
+        """`(run_id, cell, result)` for every result (of one run when `run_id` is given), in a stable order; the
+        cases' results, or with `compat` only the compat probes'."""
+        query = f"SELECT {', '.join(_RESULT_COLUMNS)} FROM results WHERE {_kept(compat)}"
         params: tuple[str, ...] = ()
         if run_id is not None:
-            query += " WHERE run_id = ?"
+            query += " AND run_id = ?"
             params = (run_id,)
         query += " ORDER BY run_id, case_id, variant, cell, device, nproc"
         with self._connect() as db:
             rows = db.execute(query, params).fetchall()
         return [(row[0], row[5], _to_result(row)) for row in rows]
 
-    def latest(self, run_id: str | None = None) -> list[tuple[str, Result]]:
+    def latest(self, run_id: str | None = None, compat: bool = False) -> list[tuple[str, Result]]:
         """`(cell, result)`: the newest result for each (case, variant, nproc, device, cell), over all runs or one
-        (the greatest `started_at`, a tie going to the greater run id), in key order."""
+        (the greatest `started_at`, a tie going to the greater run id), in key order; the cases' results, or with
+        `compat` only the compat probes'."""
         columns = ", ".join(f"r.{c}" for c in _RESULT_COLUMNS)
         order = ", ".join(_KEY_COLUMNS)
         with self._connect() as db:
             if run_id is not None:  # within a run each key is unique: the run's results are its newest
-                rows = db.execute(f"SELECT {columns} FROM results AS r WHERE run_id = ? ORDER BY {order}",
+                rows = db.execute(f"SELECT {columns} FROM results AS r WHERE run_id = ? "
+                                  f"AND {_kept(compat, 'r.cell')} ORDER BY {order}",
                                   (run_id,)).fetchall()
             else:  # CROSS JOIN: walk the small table in key order, fetch each result by its primary key
                 rows = db.execute(
                     f"SELECT {columns} FROM latest AS l CROSS JOIN results AS r ON r.run_id = l.run_id "
                     + "".join(f"AND r.{c} = l.{c} " for c in _KEY_COLUMNS)
-                    + "ORDER BY " + ", ".join(f"l.{c}" for c in _KEY_COLUMNS)
+                    + f"WHERE {_kept(compat, 'l.cell')} ORDER BY " + ", ".join(f"l.{c}" for c in _KEY_COLUMNS)
                 ).fetchall()
         return [(row[5], _to_result(row)) for row in rows]
 
@@ -249,18 +263,21 @@ class ResultStore:
             ).fetchone()
         return _to_result(row) if row else None
 
-    def merge(self, sources: list[Path]) -> int:
-        """Copy runs and results from other store files; return how many results were new (idempotent)."""
+    def merge(self, sources: list[Path], compat_only: bool = False) -> int:
+        """Copy runs and results from other store files; return how many results were new (idempotent). With
+        `compat_only`, only the compat probes' results (and the runs that hold them): what a compat walk resumes
+        from."""
         added = 0
         for source in sources:
             if not Path(source).is_file():
                 raise StoreError(f"{source}: no such store file")
             other = ResultStore(source)
             with self._connect() as db:
-                for run in other.runs():
+                for run in other.runs(with_results=compat_only, compat=compat_only):
                     db.execute("INSERT OR IGNORE INTO runs VALUES (?, ?, ?, ?, ?, ?)", tuple(run.__dict__.values()))
                 with other._connect() as src:
-                    rows = src.execute(f"SELECT {', '.join(_RESULT_COLUMNS)} FROM results").fetchall()
+                    rows = src.execute(f"SELECT {', '.join(_RESULT_COLUMNS)} FROM results"
+                                       + (f" WHERE {_kept(True)}" if compat_only else "")).fetchall()
                 added += db.executemany(  # rowcount: the rows inserted (an ignored duplicate counts 0)
                     f"INSERT OR IGNORE INTO results ({', '.join(_RESULT_COLUMNS)}) "
                     f"VALUES ({', '.join('?' * len(_RESULT_COLUMNS))})",
@@ -285,13 +302,13 @@ class NullStore(ResultStore):
     def save(self, run_id: str, result: Result, cell: str = LOCAL_CELL) -> None:
         return None
 
-    def runs(self, with_results: bool = False) -> list[Run]:
+    def runs(self, with_results: bool = False, compat: bool = False) -> list[Run]:
         return []
 
-    def results(self, run_id: str | None = None) -> list[tuple[str, str, Result]]:
+    def results(self, run_id: str | None = None, compat: bool = False) -> list[tuple[str, str, Result]]:
         return []
 
-    def latest(self, run_id: str | None = None) -> list[tuple[str, Result]]:
+    def latest(self, run_id: str | None = None, compat: bool = False) -> list[tuple[str, Result]]:
         return []
 
     def standing(self, cell: str, fingerprint: str, outcomes: tuple[Outcome, ...]) -> Result | None:
