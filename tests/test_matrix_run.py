@@ -133,8 +133,9 @@ def test_cli_all_cells_store_report_compare(project: Path, capsys: pytest.Captur
                  "--matrix", str(project / "matrix.yaml")]) == 0
     row = [line for line in capsys.readouterr().out.splitlines() if "fakelib-1-bug" in line]
     assert main([*common, "report", "--db", str(db), "no-such-case"]) == 1  # a filter that matches nothing
-    assert row == ["| `fakelib-1-bug` — fakelib bug | [https://example.invalid/1](https://example.invalid/1) | fakelib "
-                   "| 1.0 … 1.5 (4 versions) | **1.3** (1.2 reproduced) | **1.5** (1.4 fixed) | — |"]
+    assert row == ["| `fakelib-1-bug` — fakelib bug | [https://example.invalid/1](https://example.invalid/1) "
+                   "| fakelib: 1.0 … 1.6 (7 versions) | 1.0 … 1.5 (4 versions) | **1.3** (1.2 reproduced) "
+                   "| **1.5** (1.4 fixed) | — |"]
     assert main([*common, "compare", "--db", str(db), *[r.run_id for r in store.runs()[:2]]]) == 0
     # the two runs agree: nothing changed
     assert "0 change(s)" in capsys.readouterr().out

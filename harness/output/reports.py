@@ -108,8 +108,8 @@ def to_cases_markdown(report: MatrixReport) -> str:
     for axis in report.axes:
         if axis.package == report.primary.get(axis.case):
             by_case[axis.case].append((axis, axis.boundaries(report.between)))
-    lines = ["| case | upstream | package | reproduces in | fixed in | came back in | workarounds (come out `fixed`) |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| case | upstream | package: run in | reproduces in | fixed in | came back in | workarounds (come out "
+             "`fixed`) |", "|---|---|---|---|---|---|---|"]
     for case_id in sorted(by_case):
         case = report.cases.get(case_id)
         workaround = {name for name, v in case.spec.variants.items() if v.workaround} if case else set()
@@ -132,7 +132,10 @@ def to_cases_markdown(report: MatrixReport) -> str:
                 column.append(prefix + text)
         title = f"`{case_id}` — {case.spec.title}" if case else f"`{case_id}`"
         links = ", ".join(f"[{_link_name(u)}]({u})" for u in case.spec.upstream) if case else ""
-        package = report.primary.get(case_id, "")
+        widest = max((axis for axis, _ in by_case[case_id]), key=lambda axis: len(axis.points))
+        ordered = list(dict.fromkeys([p.version for p in widest.points]
+                                     + [p.version for axis, _ in by_case[case_id] for p in axis.points]))
+        package = f"{report.primary.get(case_id, '')}: {_span_text(ordered)}"
         lines.append(f"| {title} | {links} | {package} | " + " | ".join("<br>".join(c) for c in columns)
                      + f" | {', '.join(arounds) or '—'} |")
     return "\n".join(lines) + "\n"
