@@ -227,7 +227,8 @@ def test_a_cache_clean_removes_the_cuda_libraries_by_their_uv_names(tmp_path: Pa
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """uv keeps `nvidia-cublas-cu12` under that hyphenated name, and a non-PyPI index's wheels under their own
     folder: `nvidia-*` must match it there too (the clean once looked only for `nvidia_*` under PyPI's folder, left
-    every CUDA library in the cache and freed a fraction of what a torch stack takes)."""
+    every CUDA library in the cache and freed a fraction of what a torch stack takes), and the unpacked wheels that
+    hold the bytes must go (`uv cache clean NAME` alone leaves them: a prune follows)."""
     import subprocess
 
     from harness.matrix.envcache import clean_cache, uv_cache_dir, uv_command
@@ -240,6 +241,8 @@ def test_a_cache_clean_removes_the_cuda_libraries_by_their_uv_names(tmp_path: Pa
                     "nvidia-fakeblas-cu12", "keepme"], check=True)
     cache = uv_cache_dir()
     assert cache is not None and list(cache.glob("wheels-*/index/*/nvidia-fakeblas-cu12"))
+    subprocess.run(uv_command("venv", "--quiet", "--clear", str(tmp_path / "venv")), check=True)  # no links left
     clean_cache(("nvidia-*",))
     assert not list(cache.glob("wheels-*/index/*/nvidia-fakeblas-cu12"))
+    assert not list(cache.glob("archive-v*/*/nvidia_fakeblas_cu12"))  # the unpacked bytes are gone too
     assert list(cache.glob("wheels-*/index/*/keepme"))

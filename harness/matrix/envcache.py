@@ -272,9 +272,13 @@ def clean_cache(packages: tuple[str, ...] = BIG_PACKAGES) -> str:
         with cache_in_use(shared=False):
             proc = subprocess.run(uv_command("cache", "clean", "--force", *sorted(names)), capture_output=True,
                                   text=True, check=False, timeout=600)
+            # `cache clean NAME` drops uv's entries for NAME but leaves the unpacked wheels (archive-v0), which hold
+            # the bytes: measured, it freed 2 MiB of a 29 GiB cache; `prune` removes the now unreferenced ones.
+            pruned = subprocess.run(uv_command("cache", "prune", "--force"), capture_output=True, text=True,
+                                    check=False, timeout=600)
     except subprocess.TimeoutExpired:
         return "uv cache clean: timed out after 600 s; nothing more was cleaned"
-    return (proc.stdout + proc.stderr).strip()
+    return (proc.stdout + proc.stderr + pruned.stdout + pruned.stderr).strip()
 
 
 def disk_usage(path: Path) -> int:
