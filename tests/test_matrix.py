@@ -228,7 +228,7 @@ def test_a_cache_clean_removes_the_cuda_libraries_by_their_uv_names(tmp_path: Pa
     """uv keeps `nvidia-cublas-cu12` under that hyphenated name, and a non-PyPI index's wheels under their own
     folder: `nvidia-*` must match it there too (the clean once looked only for `nvidia_*` under PyPI's folder, left
     every CUDA library in the cache and freed a fraction of what a torch stack takes), and the unpacked wheels that
-    hold the bytes must go (`uv cache clean NAME` alone leaves them: a prune follows)."""
+    hold the bytes go too."""
     import subprocess
 
     from harness.matrix.envcache import clean_cache, uv_cache_dir, uv_command
