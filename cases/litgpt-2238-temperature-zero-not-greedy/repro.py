@@ -82,9 +82,10 @@ def check_sample(device, top_p):
     expected = int(torch.argmax(logits[0, -1]))
     torch.manual_seed(0)
     kwargs = extra_kwargs(sample, top_p)
+    shown = f", top_p={top_p!r}" if kwargs else ""
     tokens = [int(sample(logits, temperature=0.0, **kwargs)) for _ in range(200)]
     if set(tokens) != {expected}:
-        raise RuntimeError(f"{SIGNATURE}: sample(logits, temperature=0.0{', top_p=%r' % top_p if kwargs else ''}) "
+        raise RuntimeError(f"{SIGNATURE}: sample(logits, temperature=0.0{shown}) "
                            f"returned tokens {sorted(set(tokens))} over 200 calls, argmax is {expected} "
                            f"({tokens.count(expected)}/200 were the argmax)")
     return f"sample(temperature=0.0) returned the argmax {expected} in 200/200 calls"
@@ -108,6 +109,7 @@ def check_generate(device, top_p):
     model.max_seq_length = max_returned
     model.set_kv_cache(batch_size=1, device=device)
     kwargs = extra_kwargs(generate, top_p)
+    shown = f", top_p={top_p!r}" if kwargs else ""
     outs = []
     for seed in (0, 1, 2):
         torch.manual_seed(seed)
@@ -115,7 +117,7 @@ def check_generate(device, top_p):
         outs.append(out.tolist())
     wrong = [o for o in outs if o != greedy.tolist()]
     if wrong:
-        raise RuntimeError(f"{SIGNATURE}: generate(temperature=0.0{', top_p=%r' % top_p if kwargs else ''}) "
+        raise RuntimeError(f"{SIGNATURE}: generate(temperature=0.0{shown}) "
                            f"gave {wrong[0]} (and {len(wrong)}/3 seeds differ), greedy is {greedy.tolist()}")
     return f"generate(temperature=0.0) equals the greedy decode under 3 seeds: {greedy.tolist()}"
 
