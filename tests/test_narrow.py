@@ -102,3 +102,33 @@ def test_a_boundary_that_cannot_be_narrowed_says_why(project: Path, capsys: pyte
     out = capsys.readouterr()
     assert "not narrowed" in out.out + out.err or "untestable in between" in out.out, out
     assert "infra" in out.out + out.err and "no_such_native_ext" in out.out + out.err
+
+
+def test_narrow_by_default_follows_each_cases_own_package(tmp_path: Path) -> None:
+    """A lightning-like case whose torch only follows the library's date: by default the interval to narrow is the
+    library's; the incidental torch 'interval' is listed only when asked for with --package torch."""
+    from harness.analysis.narrow import intervals
+    from harness.matrix.expand import load_matrix
+    from harness.model.outcome import Outcome
+    from harness.model.result import Result
+
+
+    (tmp_path / "matrix.yaml").write_text(yaml.safe_dump({"groups": [
+        {"name": "lib-{lib}", "axes": {"lib": ["1.0", "2.0"]}}]}))
+    folder = tmp_path / "cases" / "lib-1-bug"
+    folder.mkdir(parents=True)
+    (folder / "repro.py").write_text("print('x')\n")
+    (folder / "case.yaml").write_text(yaml.safe_dump({
+        "title": "t", "upstream": ["https://example.invalid/1"], "packages": ["torch", "lib"], "signature": "S",
+        "variants": {"bug": {"expect": [{"outcome": "fixed"}]}}}))
+    from harness.model.case import load_case
+
+    case = load_case(folder / "case.yaml")
+    results = [(f"lib-{lib}", Result(case=case.id, variant="bug", nproc=1, device="cpu", outcome=o, expected=None,
+                                     reason="", versions={"lib": lib, "torch": torch}))
+               for lib, torch, o in (("1.0", "2.1.0", Outcome.REPRODUCED), ("2.0", "2.5.0", Outcome.FIXED))]
+    between = lambda case, package, device, a, b: ("x",)  # noqa: E731  one release lies between on every axis
+    matrix = load_matrix(tmp_path / "matrix.yaml")
+    assert [t.axis.package for t in intervals(results, {case.id: case}, between, matrix)] == ["lib"]
+    assert [t.axis.package for t in intervals(results, {case.id: case}, between, matrix, packages={"torch"})] == [
+        "torch"]

@@ -27,6 +27,7 @@ from harness.matrix.expand import Matrix
 from harness.matrix.git import Commit, git_candidates, resolve_ref
 from harness.model.case import Case
 from harness.model.cell import Pin
+from harness.model.common import primary_package
 from harness.model.outcome import Outcome
 from harness.model.result import Result
 from harness.session.pipeline import Resume
@@ -74,11 +75,14 @@ def intervals(results: list[tuple[str, Result]], cases: dict[str, Case], between
               packages: set[str] | None = None, devices: set[str] | None = None,
               case_ids: set[str] | None = None) -> list[Target]:
     """Every boundary in `results` that is not adjacent (limited to the given packages, devices and cases), with
-    the pins of the matrix cell at its older endpoint (a probe cell's when only a probe ran there)."""
+    the pins of the matrix cell at its older endpoint (a probe cell's when only a probe ran there). Without
+    `packages`, each case's primary package (the axis its cells vary on purpose and the report shows: a lightning
+    case's torch only follows lightning's date, so a "torch interval" there is no boundary to narrow)."""
     targets = []
     cells = {c.name: c for c in matrix.cells}
     for axis in axes(results, {cid: list(c.spec.packages) for cid, c in cases.items()}):
-        if (axis.case not in cases or (packages and axis.package not in packages)
+        wanted = packages or ({primary_package(list(cases[axis.case].spec.packages))} if axis.case in cases else set())
+        if (axis.case not in cases or axis.package not in wanted
                 or (devices and axis.device not in devices) or (case_ids and axis.case not in case_ids)):
             continue
         for boundary in axis.boundaries(between):
