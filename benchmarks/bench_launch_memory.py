@@ -3,9 +3,10 @@ rank prints ~N MiB of 100-byte lines, with the failure signature in the middle, 
 
     uv run python benchmarks/bench_launch_memory.py [--mb 400] [--jobs 1] [--tree PATH ...]
 
-The peak is the harness process's own `ru_maxrss` (not torchrun's, not the ranks'), reported from inside it at
-exit. Each `--tree` is a checkout of bugmatrix to measure (default: this one); give a checkout of an older commit
-as a second `--tree` to compare. With `--jobs J`, J copies of the case run in parallel in one `bugmatrix run`.
+The peak is the harness process's own `VmHWM` (not torchrun's, not the ranks'), reported from inside it at
+exit (not `ru_maxrss`: Linux carries the forking parent's peak across execve). Each `--tree` is a checkout of
+bugmatrix to measure (default: this one); give a checkout of an older commit as a second `--tree` to compare.
+With `--jobs J`, J copies of the case run in parallel in one `bugmatrix run`.
 
 Target (issue: launch hardening): under 200 MiB for 400 MiB printed (it was ~1.1 GiB: the whole log was read).
 """
@@ -49,8 +50,10 @@ variants:
 """
 # Runs `python -m harness ARGS` and prints the process's own peak RSS when it exits (atexit runs on SystemExit).
 RUNNER = """
-import atexit, resource, runpy, sys
-atexit.register(lambda: print("PEAK_RSS_KIB", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr))
+import atexit, runpy, sys
+def peak_rss_kib():
+    return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+atexit.register(lambda: print("PEAK_RSS_KIB", peak_rss_kib(), file=sys.stderr))
 sys.argv = ["bugmatrix", *sys.argv[1:]]
 runpy.run_module("harness", run_name="__main__", alter_sys=True)
 """

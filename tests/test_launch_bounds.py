@@ -97,25 +97,31 @@ for i in range(MB):
 sys.exit(1)
 """
 DRIVER = """
-import json, resource, sys
+import json, sys
 from pathlib import Path
 from harness.launch.execute import execute
 from harness.launch.interpreter import inspect_interpreter
 from harness.model.case import load_case
 from harness.session.plan import Selection, plan_local
+
+
+def peak_rss_kib():
+    # VmHWM belongs to this process's address space and starts afresh at exec; ru_maxrss does not (Linux carries
+    # the forking parent's peak across execve, so under a big pytest worker it read ~288 MiB for a 54 MiB harness).
+    return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+
+
 [job] = plan_local([load_case(Path(sys.argv[1]))], Selection(devices=("cpu",)))
 result = execute(job, inspect_interpreter(sys.executable))
 print(json.dumps({"outcome": result.outcome.value, "reason": result.reason, "log": result.log_excerpt,
-                  "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+                  "maxrss_kib": peak_rss_kib()}))
 """
 
 
 def test_a_rank_printing_300_mb_leaves_the_harness_under_200_mb(make_case: MakeCase) -> None:
     """The harness's own peak RSS (its process alone, not torchrun's or the ranks') stays flat; before: ~1.1 GB.
 
-    Typically ~54 MiB. One full-suite run (2026-11-23) measured 288 MiB once, not reproduced in nine reruns alone or
-    under load: the peak is taken as the lower of two runs when the first is over the bound, so a one-off spike does
-    not fail the suite while an unbounded harness (over a GiB every run) still does."""
+    Typically ~54 MiB, read from the driver's VmHWM: ru_maxrss would include the pytest worker that forked it."""
     case = make_case(CHATTY, variants={"bug": {"args": ["300"], "expect": [{"outcome": "reproduced"}]}})
 
     def measure() -> dict:
@@ -125,9 +131,6 @@ def test_a_rank_printing_300_mb_leaves_the_harness_under_200_mb(make_case: MakeC
         return json.loads(proc.stdout.splitlines()[-1])
 
     out = measure()
-    if out["maxrss_kib"] >= 200 * 1024:
-        again = measure()
-        out = min(out, again, key=lambda o: o["maxrss_kib"])
     assert out["outcome"] == "reproduced", out["reason"]
     assert out["reason"].startswith("RuntimeError: FAKE-BUG-SIGNATURE in the middle")
     assert "rank 0 printed 300.0 MiB (" in out["reason"] and "output truncated" in out["reason"]
