@@ -35,6 +35,9 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> str:
         FakeRelease("fakedep", "1.0", "2024-01-01T00:00:00Z"),
         FakeRelease("fakedep", "9.0", "2025-01-01T00:00:00Z"),
         FakeRelease("fakebroken", "1.0", "2024-01-01T00:00:00Z", module=BROKEN),
+        # what an old release needs but does not declare (lightning 2.1.0-2.1.2 and setuptools' pkg_resources)
+        FakeRelease("fakeshim", "1.0", "2023-06-01T00:00:00Z"),
+        FakeRelease("fakeshim", "2.0", "2025-06-01T00:00:00Z"),
     ])
 
 
@@ -93,6 +96,9 @@ def test_a_cell_that_breaks_a_pairing_is_rejected(tmp_path: Path, index: str) ->
         ({"cells": [{"name": "x", "pins": {"fakerec": "1.0.0"}, "index": "nowhere"}]}, "index 'nowhere'"),
         ({"couplings": [{"name": "c", "lead": "a", "rows": [{"b": "==1"}]}]}, "couplings.0"),
         ({"surprise": 1}, "surprise"),
+        ({"companions": [{"when": {"fakerec": "<<1"}, "add": ["fakeshim"]}]}, "companions.0"),
+        ({"companions": [{"when": {"fakerec": "<1.1"}, "add": ["fake shim!"]}]}, "companions.0"),
+        ({"companions": [{"when": {}, "add": ["fakeshim"]}]}, "companions.0.when"),
     ],
 )
 def test_invalid_matrix_names_file_and_field(tmp_path: Path, index: str, extra: dict, field: str) -> None:
@@ -123,6 +129,23 @@ def test_time_travel_builds_the_environment_of_the_day(tmp_path: Path, index: st
     again = cache.build(resolved)
     assert again.ok and again.reused
     assert [e["cell"] for e in cache.list()] == ["fakerec-1.0.0-cpu"]
+
+
+def test_a_companion_joins_only_the_cells_it_names_and_resolves_as_of_their_day(tmp_path: Path, index: str) -> None:
+    path = write_matrix(tmp_path, index, companions=[{"when": {"fakerec": "<1.1", "faketorch": ">=2.5"},
+                                                      "add": ["fakeshim"]}])
+    matrix = load_matrix(path)
+    old, new = (resolve_cell(matrix, matrix.cell(n)) for n in ("fakerec-1.0.0-cpu", "fakerec-1.1.0-cpu"))
+    assert old.requirements[-1] == "fakeshim" and "fakeshim" not in new.requirements
+    assert old.key != resolve_cell(load_matrix(write_matrix(tmp_path, index)), matrix.cell("fakerec-1.0.0-cpu")).key
+    cache = EnvCache(tmp_path / "envs")
+    status = cache.build(old)
+    assert status.ok, status.error
+    assert cache.environment(status.key).get("fakeshim").version == "1.0"  # the day's release, not 2.0
+    # every package of `when` must match: a cell without faketorch pinned gets nothing
+    path = write_matrix(tmp_path, index, companions=[{"when": {"fakerec": "<1.1", "fakedep": ">=1"}, "add": ["x"]}])
+    matrix = load_matrix(path)
+    assert "x" not in resolve_cell(matrix, matrix.cell("fakerec-1.0.0-cpu")).requirements
 
 
 def test_a_cell_that_cannot_import_or_resolve_is_infra_not_fatal(tmp_path: Path, index: str) -> None:

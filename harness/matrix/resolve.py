@@ -10,6 +10,8 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 
+from packaging.specifiers import SpecifierSet
+
 from harness.matrix.expand import Matrix
 from harness.matrix.git import commit_date, git_url
 from harness.matrix.index import IndexLookupError, matching
@@ -80,9 +82,23 @@ def resolve_cell(matrix: Matrix, cell: Cell) -> ResolvedCell:
         for package in sorted(cell.pins)
         if matrix.distribution(package, cell.device) != package
     ]
+    requirements += companions(matrix, versions)
     as_of = cell.as_of or (max(stamps) if stamps else None)
     imports = [matrix.import_name(p) for p in sorted(cell.pins)]
     return ResolvedCell(cell, versions, requirements, overrides, imports, as_of)
+
+
+def companions(matrix: Matrix, versions: dict[str, str]) -> list[str]:
+    """The `companions` requirements whose `when` every one of `versions` satisfies (each once, in file order)."""
+    added: list[str] = []
+    for companion in matrix.spec.companions:
+        if all(
+            package in versions and not versions[package].startswith("git:")
+            and SpecifierSet(spec).contains(versions[package], prereleases=True)
+            for package, spec in companion.when.items()
+        ):
+            added += [req for req in companion.add if req not in added]
+    return added
 
 
 def made_at(matrix: Matrix, package: str, version: str, commit: str | None) -> datetime | None:

@@ -14,6 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+from packaging.requirements import InvalidRequirement, Requirement
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from harness.matrix.index import PYPI
@@ -58,6 +59,28 @@ class Coupling(Strict):
                 raise ValueError(f"rows.{i}: has no specifier for the lead package {self.lead}")
             for package, spec in row.items():
                 check_specifier(f"rows.{i}.{package}", spec)
+        return self
+
+
+class Companion(Strict):
+    """Requirements some releases need but do not declare, added to every cell whose versions match `when`.
+
+    `when` maps a package to a PEP 440 specifier, matched against the cell's resolved versions (matrix cells and the
+    probe cells of bisect, narrow and compat alike; a git pin never matches). `add` lists requirement strings; left
+    unpinned they resolve as of the cell's date like everything else it does not pin."""
+
+    when: dict[PackageName, str] = Field(min_length=1)
+    add: list[str] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _when(self) -> Companion:
+        for package, spec in self.when.items():
+            check_specifier(f"when.{package}", spec)
+        for i, req in enumerate(self.add):
+            try:
+                Requirement(req)
+            except InvalidRequirement as exc:
+                raise ValueError(f"add.{i}: {req!r} is not a requirement ({exc})") from None
         return self
 
 
@@ -170,6 +193,7 @@ class MatrixSpec(Strict):
     device_packages: dict[PackageName, dict[Device, str]] = Field(default_factory=dict)
     imports: dict[PackageName, str] = Field(default_factory=dict)
     couplings: list[Coupling] = Field(default_factory=list)
+    companions: list[Companion] = Field(default_factory=list)
     sources: dict[PackageName, Source] = Field(default_factory=dict)
     runners: dict[Device, str | list[str]] = Field(default_factory=lambda: {"cpu": "ubuntu-latest"})
     cells: list[CellSpec] = Field(default_factory=list)
