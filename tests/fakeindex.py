@@ -151,9 +151,11 @@ def make_git_repo(path: Path, buggy: list[bool], tags: dict[int, str]) -> list[s
     """A git repository of a pure-Python `fakelib`, one commit per entry of `buggy`; returns the SHAs."""
     import subprocess
 
-    def git(*args: str) -> str:
+    def git(*args: str, date: str = "") -> str:
         env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
                "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin", "HOME": str(path)}
+        if date:  # the commit date too (what `git log %cI` and the harness's history order read), not only the author's
+            env["GIT_COMMITTER_DATE"] = date
         return subprocess.run(["git", "-C", str(path), *args], check=True, capture_output=True, text=True,
                               env=env).stdout.strip()
 
@@ -170,7 +172,7 @@ def make_git_repo(path: Path, buggy: list[bool], tags: dict[int, str]) -> list[s
         (path / "fakelib" / "__init__.py").write_text(f"BUGGY = {bug}\n__version__ = '2.0.dev0'\nCOMMIT = {i}\n")
         git("add", "-A")
         git("commit", "-q", "-m", f"change {i}" + (" (fixes the bug)" if i and buggy[i - 1] and not bug else ""),
-            "--date", f"2024-02-{i + 1:02d}T00:00:00Z")
+            "--date", f"2024-02-{i + 1:02d}T00:00:00Z", date=f"2024-02-{i + 1:02d}T00:00:00Z")
         shas.append(git("rev-parse", "HEAD"))
         if i in tags:
             git("tag", tags[i])

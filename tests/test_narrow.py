@@ -12,7 +12,7 @@ import yaml
 from harness.cli import main
 from harness.session.store import ResultStore
 
-from .fakeindex import FakeRelease, build_index, fake_torch
+from .fakeindex import FakeRelease, build_index, fake_torch, make_git_repo
 
 VERSIONS = [f"1.{i}" for i in range(10)] + ["2.0"]  # eleven releases; the bug is fixed in 1.3
 SCRIPT = """
@@ -132,3 +132,38 @@ def test_narrow_by_default_follows_each_cases_own_package(tmp_path: Path) -> Non
     assert [t.axis.package for t in intervals(results, {case.id: case}, between, matrix)] == ["lib"]
     assert [t.axis.package for t in intervals(results, {case.id: case}, between, matrix, packages={"torch"})] == [
         "torch"]
+
+
+def test_narrow_bisects_the_commits_between_two_git_cells(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Cells pinned to two commits of a package's main (no release between, as litgpt-1378's): the points are ordered
+    by commit date, not by their shared version string, and the probes install commits, never a SHA as a version."""
+    buggy = [False] * 2 + [True] * 8  # the third commit brings the bug in
+    shas = make_git_repo(tmp_path / "repo", buggy, tags={})
+    index = build_index(tmp_path / "index", [fake_torch("2.5.0", "2024-01-01T00:00:00Z")])
+    (tmp_path / "matrix.yaml").write_text(yaml.safe_dump({
+        "indexes": {"local": index}, "defaults": {"index": "local"},
+        "sources": {"fakelib": {"git": str(tmp_path / "repo")}},
+        # the newer commit first: nothing may rely on the order the cells are written or their SHAs sort in
+        "groups": [{"name": "fakelib-{fakelib}", "pins": {"torch": "2.5.0"},
+                    "axes": {"fakelib": [{"git": shas[9]}, {"git": shas[0]}]}}],
+    }))
+    case = tmp_path / "cases" / "fakelib-2-regression"
+    case.mkdir(parents=True)
+    (case / "repro.py").write_text(SCRIPT.replace(", fakelib.__version__", ""))
+    (case / "case.yaml").write_text(yaml.safe_dump({
+        "title": "fakelib regression", "upstream": ["https://example.invalid/2"], "packages": ["torch", "fakelib"],
+        "nproc": [1], "timeout": 60, "signature": "FAKE-SIG", "variants": {"bug": {"expect": [{"outcome": "fixed"}]}},
+    }))
+    cli(tmp_path, "run", "--all-cells", "-j", "1")  # 1: the newer commit reproduces, against the written rule
+    capsys.readouterr()
+    assert cli(tmp_path, "narrow", "--dry-run") == 0
+    listed = capsys.readouterr().out
+    assert f"regressed between 2.0.dev0 @ {shas[0][:12]} and 2.0.dev0 @ {shas[9][:12]} (8 commit(s) not run)" in listed
+
+    assert cli(tmp_path, "narrow", "-j", "1") == 0
+    out = capsys.readouterr().out
+    assert f'regressed in {shas[2][:12]} "change 2" ({shas[1][:12]} fixed)' in out, out
+    store = ResultStore(tmp_path / "r.db")
+    assert launched_in(store, store.runs()[-1].run_id) <= math.ceil(math.log2(9)) + 1
+    assert cli(tmp_path, "narrow", "--dry-run") == 0
+    assert "every boundary in the store is adjacent" in capsys.readouterr().err

@@ -25,6 +25,7 @@ from harness.analysis.transitions import FIXED, REPRODUCED, Axis, Between, Bound
 from harness.matrix.cellenvs import CellEnvironments
 from harness.matrix.expand import Matrix
 from harness.matrix.git import Commit, git_candidates, resolve_ref
+from harness.matrix.resolve import dater
 from harness.model.case import Case
 from harness.model.cell import Pin
 from harness.model.common import primary_package
@@ -80,7 +81,7 @@ def intervals(results: list[tuple[str, Result]], cases: dict[str, Case], between
     case's torch only follows lightning's date, so a "torch interval" there is no boundary to narrow)."""
     targets = []
     cells = {c.name: c for c in matrix.cells}
-    for axis in axes(results, {cid: list(c.spec.packages) for cid, c in cases.items()}):
+    for axis in axes(results, {cid: list(c.spec.packages) for cid, c in cases.items()}, dater(matrix)):
         wanted = packages or ({primary_package(list(cases[axis.case].spec.packages))} if axis.case in cases else set())
         if (axis.case not in cases or axis.package not in wanted
                 or (devices and axis.device not in devices) or (case_ids and axis.case not in case_ids)):
@@ -114,7 +115,7 @@ def narrow(targets: list[Target], cases: dict[str, Case], matrix: Matrix, envs: 
             repeat=repeat, cores=cores, base=target.base, nprocs=tuple(case.spec.nproc), resume=Resume(store),
             source=matrix.source(axis.package),
         )
-        candidates = [b.before, *b.untested, b.after]
+        candidates = _candidates(b, prober)
         old, new = STATUS[b.old], STATUS[FIXED if b.kind == "fixed" else REPRODUCED]
         say(f"narrowing {axis.case}::{axis.variant} ({axis.device}) over {axis.package}: {b.before} … {b.after} "
             f"({len(b.untested)} releases between)")
@@ -125,9 +126,11 @@ def narrow(targets: list[Target], cases: dict[str, Case], matrix: Matrix, envs: 
             outcome.why_not = str(exc)
         else:
             outcome.found = found
+            if isinstance(found.first_new, Commit):  # the endpoints were git installs: commits all along
+                outcome.level = "commit"
             if found.ambiguous:
                 outcome.why_not = _probe_reasons(prober.log, {str(a) for a in found.ambiguous})
-            elif commits and prober.source:
+            elif commits and prober.source and outcome.level != "commit":
                 _commit_level(outcome, prober, matrix, say)
         outcome.probes = list(prober.log)
         say(outcome.line())
@@ -142,7 +145,7 @@ def comments(done: list[Narrowed], results: list[tuple[str, Result]], cases: dic
     from harness.analysis.reproduce import upstream_comment
 
     out = []
-    now = axes(results, {cid: list(c.spec.packages) for cid, c in cases.items()})
+    now = axes(results, {cid: list(c.spec.packages) for cid, c in cases.items()}, dater(matrix))
     for d in done:
         old = d.target.boundary
         for axis in now:
@@ -176,6 +179,17 @@ def _commit_level(outcome: Narrowed, prober: CaseProber, matrix: Matrix, say: Ca
     except BisectRefused as exc:
         outcome.why_not = f"commit level: {exc}"
     prober.companions = {}
+
+
+def _candidates(b: Boundary, prober: CaseProber) -> list[str | Commit]:
+    """The boundary's endpoints and what lies between, oldest first: releases as version strings, and where either
+    endpoint is a git install (`0.4.0.dev0 @ <sha>`), the first-parent commits of the local clone between the two
+    (the clone `between` read them from), so that each probe installs its commit rather than a version."""
+    if " @ " not in b.before and " @ " not in b.after:
+        return [b.before, *b.untested, b.after]
+    repo = Path((prober.source or "").removeprefix("file://"))
+    old, new = (point.partition(" @ ")[2] or point for point in (b.before, b.after))
+    return list(git_candidates(repo, old, new))
 
 
 def _undecided_why(axis: Axis, boundary: Boundary, results: list[tuple[str, Result]]) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -99,6 +100,12 @@ def companions(matrix: Matrix, versions: dict[str, str]) -> list[str]:
         ):
             added += [req for req in companion.add if req not in added]
     return added
+
+
+def dater(matrix: Matrix) -> Callable[[str, str, str | None], datetime | None]:
+    """`made_at` bound to `matrix`: how the report, narrow and every reader of an axis order its points (a git
+    install by its commit date, a release by its upload), so they all see the same history."""
+    return lambda package, version, commit: made_at(matrix, package, version, commit)
 
 
 def made_at(matrix: Matrix, package: str, version: str, commit: str | None) -> datetime | None:

@@ -14,7 +14,7 @@ from rich.table import Table
 from harness.analysis.compare import Change
 from harness.analysis.transitions import Axis, Between, Boundary, Dater, axes, cell_status
 from harness.matrix.expand import Matrix
-from harness.matrix.resolve import made_at
+from harness.matrix.resolve import dater
 from harness.model.case import Case, discover
 from harness.model.cell import BISECT_PREFIX
 from harness.model.common import item_id, primary_package
@@ -294,8 +294,9 @@ def report_for(results: list[tuple[str, Result]], cases_dir: Path, cell_order: l
     from harness.analysis.precision import between_on_index
 
     cases, _ = discover(cases_dir)
-    dater = (lambda p, v, c: made_at(matrix, p, v, c)) if matrix is not None else None
+    order_by = dater(matrix) if matrix is not None else None
     between = between_on_index(matrix, {c.id: c for c in cases}) if matrix is not None else None
-    report = build_report(results, {c.id: list(c.spec.packages) for c in cases}, cell_order, dater, between, probes)
+    report = build_report(results, {c.id: list(c.spec.packages) for c in cases}, cell_order, order_by, between,
+                          probes)
     report.cases, report.matrix = {c.id: c for c in cases}, matrix
     return report
