@@ -27,9 +27,20 @@ def test_commits_are_placed_by_date() -> None:
     assert "regressed between 0.4.0.dev0 @ bbbbbbbbbbbb and 0.4.0.dev0 @ aaaaaaaaaaaa" in axis.summary()
 
 
-def test_without_dates_versions_order_the_axis() -> None:
-    [axis] = axes(results())
-    assert [p.version for p in axis.points][:2] == ["0.3.0", "0.3.1"]
+def test_commits_that_cannot_be_dated_are_not_placed_by_their_version_string() -> None:
+    """No local clone: the releases are ordered by version, the commits are left unplaced and said so, and no fix or
+    regression is claimed from them (by version string they would sort after 0.3.1 and by SHA among themselves)."""
+    release_dates = {v: datetime(2024, 4, d, tzinfo=timezone.utc) for v, _, d in HISTORY if " @ " not in v}
+    for dater in (None, lambda package, version, commit: None if commit else release_dates[version]):
+        [axis] = axes(results(), dater=dater)
+        assert [p.version for p in axis.points] == ["0.3.0", "0.3.1"]
+        assert [p.version for p in axis.unplaced] == [HISTORY[2][0], HISTORY[1][0], HISTORY[3][0]]  # a, b, c
+        assert axis.changes() == []
+        summary = axis.summary()
+        assert "regressed" not in summary and "never reproduced" not in summary, summary
+        assert summary == ("not placed in history (no local clone dates these commits; set BUGMATRIX_MIRROR_LITGPT): "
+                           "0.4.0.dev0 @ aaaaaaaaaaaa reproduced, 0.4.0.dev0 @ bbbbbbbbbbbb fixed, "
+                           "0.4.0.dev0 @ cccccccccccc fixed")
 
 
 def test_a_cell_that_could_not_say_does_not_hide_one_that_did() -> None:

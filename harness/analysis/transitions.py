@@ -96,6 +96,9 @@ class Axis:
     device: str
     package: str
     points: list[Point]
+    # git installs that could not be dated (no local clone): run, but not placed among the points -- a commit's version
+    # string (`0.4.0.dev0 @ <sha>`) says nothing of where it sits in history
+    unplaced: list[Point] = field(default_factory=list)
 
     @property
     def reproduced_in(self) -> list[str]:
@@ -142,12 +145,23 @@ class Axis:
             return "no results"
         parts = []
         rep = self.reproduced_in
-        parts.append(f"reproduces in {_span(rep)}" if rep else "never reproduced")
+        if rep:
+            parts.append(f"reproduces in {_span(rep)}")
+        elif not any(p.status == REPRODUCED for p in self.unplaced):  # else the unplaced commits say where
+            parts.append("never reproduced")
         for b in self.boundaries(between):
             parts.append(b.text() + (f" — narrow with `{self.narrow_command()}`" if b.untested else ""))
         if self.unknown_in:
             parts.append(f"could not say: {', '.join(map(_short, self.unknown_in))}")
+        if self.unplaced:
+            parts.append(self.unplaced_text())
         return "; ".join(parts)
+
+    def unplaced_text(self) -> str:
+        """What the commits that could not be dated showed, said as not placed (and how to place them)."""
+        shown = ", ".join(f"{_short(p.version)} {p.status}" for p in self.unplaced)
+        mirror = "BUGMATRIX_MIRROR_" + self.package.upper().replace("-", "_")
+        return f"not placed in history (no local clone dates these commits; set {mirror}): {shown}"
 
 
 def _span(versions: list[str]) -> str:
@@ -197,27 +211,33 @@ def axes(
                 version = _version_of(rs, package)
                 if version is not None:
                     at[version].append((cell, cell_status(rs)))
-            points = []
-            for version in _ordered(package, list(at), dater):
+            ordered, undated = _ordered(package, list(at), dater)
+            points, unplaced = [], []
+            for version in ordered + undated:
                 # a cell that could not say (infra, error, skip) does not outvote one that did at the same version
                 said = {s for _, s in at[version]} - {UNKNOWN}
                 status = UNKNOWN if not said else said.pop() if len(said) == 1 else MIXED
-                points.append(Point(version, status, sorted(c for c, _ in at[version])))
-            out.append(Axis(case, variant, device, package, points))
+                point = Point(version, status, sorted(c for c, _ in at[version]))
+                (points if version in ordered else unplaced).append(point)
+            out.append(Axis(case, variant, device, package, points, unplaced))
     return out
 
 
-def _ordered(package: str, versions: list[str], dater: Dater | None) -> list[str]:
-    by_version = sorted(versions, key=_sort_key)
-    if dater is None or not any(" @ " in v for v in versions):
-        return by_version
+def _ordered(package: str, versions: list[str], dater: Dater | None) -> tuple[list[str], list[str]]:
+    """(the versions in history order, the git installs that cannot be placed). Releases alone sort by version; with
+    git installs among them, everything sorts by the date `dater` gives (upload, commit date) when it can date them
+    all, else the releases sort by version and the commits are left unplaced, never sorted by their version strings."""
+    commits = [v for v in versions if " @ " in v]
+    releases = sorted((v for v in versions if " @ " not in v), key=_sort_key)
+    if not commits:
+        return releases, []
     dates = {}
-    for v in versions:
+    for v in versions if dater is not None else ():
         version, _, commit = v.partition(" @ ")
         dates[v] = dater(package, version, commit or None)
-    if any(d is None for d in dates.values()):
-        return by_version
-    return sorted(versions, key=lambda v: (dates[v], _sort_key(v)))
+    if dater is None or any(d is None for d in dates.values()):
+        return releases, sorted(commits, key=_sort_key)
+    return sorted(versions, key=lambda v: (dates[v], _sort_key(v))), []
 
 
 def _version_of(results: list[Result], package: str) -> str | None:

@@ -12,7 +12,7 @@ from typing import Any
 from rich.table import Table
 
 from harness.analysis.compare import Change
-from harness.analysis.transitions import Axis, Between, Boundary, Dater, axes, cell_status
+from harness.analysis.transitions import REPRODUCED, Axis, Between, Boundary, Dater, axes, cell_status
 from harness.matrix.expand import Matrix
 from harness.matrix.resolve import dater
 from harness.model.case import Case, discover
@@ -121,7 +121,11 @@ def to_cases_markdown(report: MatrixReport) -> str:
                 arounds.append(f"`{axis.variant}`" + ("" if not axis.reproduced_in else
                                                       f" (reproduces in {_span_text(axis.reproduced_in)})"))
                 continue
-            story = (_span_text(axis.reproduced_in) if axis.reproduced_in else "never",
+            placed = [_span_text(axis.reproduced_in) if axis.reproduced_in else "never"]
+            if axis.unplaced:
+                placed = [*placed[:1 if axis.reproduced_in or not any(p.status == REPRODUCED for p in axis.unplaced)
+                                  else 0], axis.unplaced_text()]
+            story = ("; ".join(placed),
                      "; ".join(_boundary_cell(b) for b in boundaries if b.kind == "fixed") or "—",
                      "; ".join(_boundary_cell(b) for b in boundaries if b.kind == "regressed") or "—")
             bugs[story].append(label)
@@ -261,7 +265,8 @@ def to_json(report: MatrixReport) -> str:
                              "narrow": None if b.adjacent else a.narrow_command(),
                              "reproduce": _commands(report, a, b)}
                             for b in a.boundaries(report.between)],
-             "points": [{"version": p.version, "status": p.status, "cells": p.cells} for p in a.points]}
+             "points": [{"version": p.version, "status": p.status, "cells": p.cells} for p in a.points],
+             "unplaced": [{"version": p.version, "status": p.status, "cells": p.cells} for p in a.unplaced]}
             for a in report.axes
         ],
         "results": [{"cell": c, **r.model_dump(mode="json", exclude={"log_excerpt", "stacks"})}
