@@ -167,3 +167,26 @@ def test_narrow_bisects_the_commits_between_two_git_cells(tmp_path: Path, capsys
     assert launched_in(store, store.runs()[-1].run_id) <= math.ceil(math.log2(9)) + 1
     assert cli(tmp_path, "narrow", "--dry-run") == 0
     assert "every boundary in the store is adjacent" in capsys.readouterr().err
+
+
+def test_the_reproduce_command_carries_the_companions_of_its_versions(project: Path) -> None:
+    """A release that needs an undeclared requirement (matrix.yaml `companions`) gets it in the pasted command too."""
+    from harness.analysis.reproduce import repro_command
+    from harness.matrix.expand import load_matrix
+    from harness.model.case import load_case
+    from harness.model.outcome import Outcome
+    from harness.model.result import Result
+
+    doc = yaml.safe_load((project / "matrix.yaml").read_text())
+    doc["companions"] = [{"when": {"fakelib": "<1.3"}, "add": ["setuptools<70"]}]
+    (project / "matrix.yaml").write_text(yaml.safe_dump(doc))
+    matrix = load_matrix(project / "matrix.yaml")
+    case = load_case(project / "cases" / "fakelib-1-bug" / "case.yaml")
+
+    def command(version: str) -> str:
+        return repro_command(case, Result(case=case.id, variant="bug", nproc=1, device="cpu", outcome=Outcome.FIXED,
+                                          expected=None, reason="", python="3.11.7",
+                                          versions={"fakelib": version, "torch": "2.5.0"}), matrix)
+
+    assert "--with fakelib==1.2 --with torch==2.5.0 --with 'setuptools<70' python" in command("1.2")
+    assert "setuptools" not in command("1.3")

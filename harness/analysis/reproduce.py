@@ -3,8 +3,9 @@
     repro_command(case, result, matrix)   # uv run --no-project --exclude-newer ... --with torch==... torchrun ...
 
 A verdict is reproduced with exactly the versions the result recorded for the case's packages (a git install at its
-commit), everything else resolved as of the newest upload among them (uv `--exclude-newer`, as the matrix cells do),
-and the same torchrun line the harness used: the world size, `--device` and the variant's arguments.
+commit), plus the `companions` those releases need (matrix.yaml), everything else resolved as of the newest upload
+among them (uv `--exclude-newer`, as the matrix cells do), and the same torchrun line the harness used: the world
+size, `--device` and the variant's arguments.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from harness.analysis.transitions import Axis, Boundary
 from harness.matrix.envcache import exclude_newer
 from harness.matrix.expand import Matrix
 from harness.matrix.git import git_url
-from harness.matrix.resolve import made_at
+from harness.matrix.resolve import companions, made_at
 from harness.model.case import Case
 from harness.model.common import logical_name
 from harness.model.result import Result
@@ -38,6 +39,9 @@ def repro_command(case: Case, result: Result, matrix: Matrix | None = None, pyth
             stamp = made_at(matrix, logical_name(dist) if commit else dist, version, commit or None)
             if stamp is not None:
                 stamps.append(stamp)
+    if matrix is not None:  # what those releases need but do not declare, as their cells get it (matrix.yaml)
+        released = {logical_name(d): v.partition(" @ ")[0] for d, v in result.versions.items() if " @ " not in v}
+        withs += [req for req in companions(matrix, released) if req not in withs]
     command = ["uv", "run", "--no-project", "--python", result.python.rpartition(".")[0] or python]
     if stamps:
         command += ["--exclude-newer", exclude_newer(max(stamps))]
