@@ -122,3 +122,17 @@ def test_parallel_launches_do_not_collide(make_case: MakeCase, env: Environment,
         t.join()
     assert [r.outcome for r in results] == [Outcome.FIXED] * 3, [r.reason for r in results]
     assert leftovers(str(tmp_path)) == []
+
+
+def test_the_harnesss_own_interpreter_is_listed_in_process_as_a_subprocess_would_list_it() -> None:
+    """`inspect_interpreter(sys.executable)` skips a Python start-up but must see exactly what the subprocess sees."""
+    import json
+    import subprocess
+    import sys
+
+    from harness.launch.interpreter import _INSPECT, _environment, inspect_interpreter
+
+    here = inspect_interpreter(sys.executable)
+    there = _environment(sys.executable, json.loads(subprocess.run([sys.executable, "-c", _INSPECT], check=True,
+                                                                   capture_output=True, text=True).stdout))
+    assert here == there and here.get("pydantic") is not None
