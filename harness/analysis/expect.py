@@ -52,7 +52,7 @@ import yaml
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from harness.analysis.transitions import Between, Boundary
+from harness.analysis.transitions import Between, Boundary, short
 from harness.launch.expectations import expected_outcome, rule_holds
 from harness.launch.interpreter import Environment, Installed
 from harness.model.case import Case, load_case
@@ -146,7 +146,7 @@ class Derivation:
         runs = sorted({p.run_id for p in self.points})
         groups = ", ".join(f"{d} nproc {n}" for d, n in sorted({p.group for p in self.points}))
         cells = ", ".join(f"{c} ({v} {o})" for c, v, o in sorted(
-            {(p.cell, _short(p.version), p.outcome.value) for p in self.points}, key=lambda t: (_key(t[1]), t[0])))
+            {(p.cell, short(p.version), p.outcome.value) for p in self.points}, key=lambda t: (_key(t[1]), t[0])))
         where = "; ".join(self.boundaries) or "no change of outcome"
         return (f"{today}: `bugmatrix expect --write` set the `{self.variant}` rules ({rules_text(self.new or [])}) "
                 f"from {len(self.points)} result(s) on {groups}: {where}; runs {', '.join(runs)}; cells {cells}.")
@@ -181,11 +181,6 @@ def _key(version: str) -> tuple[Version, int, str]:
         return (Version(release), 1 if commit else 0, commit)
     except InvalidVersion:
         return (Version("0"), 1, version)
-
-
-def _short(version: str) -> str:
-    release, _, commit = version.partition(" @ ")
-    return f"{release} @ {commit[:12]}" if commit else release
 
 
 def _version_of(result: Result, package: str) -> str | None:
@@ -235,7 +230,7 @@ def _derive(d: Derivation, measured: list[Measured], between: Between | None) ->
         if version is None or (r.outcome is Outcome.SKIP and not r.launched):
             continue
         if r.outcome in IGNORED:
-            ignored.append(f"{where} at {package} {_short(version)}: {r.outcome.value}")
+            ignored.append(f"{where} at {package} {short(version)}: {r.outcome.value}")
             continue
         points.append(Point(version, r.outcome, run_id, cell, r))
     if ignored:
@@ -257,7 +252,7 @@ def _derive(d: Derivation, measured: list[Measured], between: Between | None) ->
                 shown = ", ".join(f"{p.cell} {p.outcome.value}" + "".join(
                     f" with {k} {p.result.versions.get(k, '-')}" for k in differ)
                     for p in sorted(ps, key=lambda p: p.cell))
-                raise Refused(f"mixed at {package} {_short(version)} ({group[0]}, nproc {group[1]}): {shown}; the "
+                raise Refused(f"mixed at {package} {short(version)} ({group[0]}, nproc {group[1]}): {shown}; the "
                               f"outcome depends on more than {package} (another package's version?): write these "
                               "rules by hand")
             outcome_at[group][version] = seen.pop()
@@ -394,7 +389,7 @@ def _adjacent(d: Derivation, before: str, after: str, old: Outcome, new: Outcome
                     f"{before} --new {after}`)")
             raise Refused(f"{d.package}: {text}: the boundary is an interval; {hint}")
     word = kind or f"{new.value}"
-    d.boundaries.append(f"{word} in {d.package} {_short(after)} ({_short(before)} {old.value})"
+    d.boundaries.append(f"{word} in {d.package} {short(after)} ({short(before)} {old.value})"
                         + (f" ({label})" if label else ""))
 
 
@@ -463,7 +458,7 @@ def _check(d: Derivation, rules: list[Rule], points: list[Point]) -> None:
         got = expected_outcome(variant, environment_of(p.result), p.result.nproc, p.result.device)
         if got != p.outcome:
             raise Refused(f"the derived rules would expect {got.value} in {p.cell} ({p.result.device}, nproc "
-                          f"{p.result.nproc}, {d.package} {_short(p.version)}) where {p.outcome.value} was measured "
+                          f"{p.result.nproc}, {d.package} {short(p.version)}) where {p.outcome.value} was measured "
                           f"(an existing rule the store cannot speak to overlaps it?): write these rules by hand")
 
 

@@ -73,7 +73,7 @@ class Boundary:
 
     def text(self) -> str:
         """`fixed in 2.1.3 (2.1.2 reproduced)` when adjacent, else `fixed between A and B (...)` saying why."""
-        before, after = _short(self.before), _short(self.after)
+        before, after = short(self.before), short(self.after)
         if self.adjacent:
             return f"{self.kind} in {after} ({before} {self.old})"
         notes = []
@@ -83,7 +83,7 @@ class Boundary:
             notes.append(f"{len(self.untested)} release{'s' * (len(self.untested) != 1)} not run"
                          if " @ " not in self.before + self.after else f"{len(self.untested)} commit(s) not run")
         if self.undecided:
-            notes.append(f"could not say: {', '.join(map(_short, self.undecided))}")
+            notes.append(f"could not say: {', '.join(map(short, self.undecided))}")
         return f"{self.kind} between {before} and {after} ({'; '.join(notes)})"
 
 
@@ -103,6 +103,11 @@ class Axis:
     @property
     def reproduced_in(self) -> list[str]:
         return [p.version for p in self.points if p.status == REPRODUCED]
+
+    @property
+    def reproduced_unplaced(self) -> bool:
+        """Whether a commit that could not be placed in history reproduced (so "never reproduced" would be false)."""
+        return any(p.status == REPRODUCED for p in self.unplaced)
 
     @property
     def unknown_in(self) -> list[str]:
@@ -146,33 +151,34 @@ class Axis:
         parts = []
         rep = self.reproduced_in
         if rep:
-            parts.append(f"reproduces in {_span(rep)}")
-        elif not any(p.status == REPRODUCED for p in self.unplaced):  # else the unplaced commits say where
+            parts.append(f"reproduces in {span(rep)}")
+        elif not self.reproduced_unplaced:  # else the unplaced commits say where
             parts.append("never reproduced")
         for b in self.boundaries(between):
             parts.append(b.text() + (f" — narrow with `{self.narrow_command()}`" if b.untested else ""))
         if self.unknown_in:
-            parts.append(f"could not say: {', '.join(map(_short, self.unknown_in))}")
+            parts.append(f"could not say: {', '.join(map(short, self.unknown_in))}")
         if self.unplaced:
             parts.append(self.unplaced_text())
         return "; ".join(parts)
 
     def unplaced_text(self) -> str:
         """What the commits that could not be dated showed, said as not placed (and how to place them)."""
-        shown = ", ".join(f"{_short(p.version)} {p.status}" for p in self.unplaced)
+        shown = ", ".join(f"{short(p.version)} {p.status}" for p in self.unplaced)
         mirror = "BUGMATRIX_MIRROR_" + self.package.upper().replace("-", "_")
         return f"not placed in history (no local clone dates these commits; set {mirror}): {shown}"
 
 
-def _span(versions: list[str]) -> str:
-    first, last = _short(versions[0]), _short(versions[-1])
+def span(versions: list[str], digits: int = 12) -> str:
+    """`2.0.1 … 2.1.2 (3 versions)`, or the one version; commits cut to `digits` hex digits."""
+    first, last = short(versions[0], digits), short(versions[-1], digits)
     return first if len(versions) == 1 else f"{first} … {last} ({len(versions)} versions)"
 
 
-def _short(version: str) -> str:
+def short(version: str, digits: int = 12) -> str:
     """`0.4.0.dev0 @ 47806045a376` rather than the full 40-digit commit."""
     release, _, commit = version.partition(" @ ")
-    return f"{release} @ {commit[:12]}" if commit else release
+    return f"{release} @ {commit[:digits]}" if commit else release
 
 
 def _sort_key(text: str) -> tuple[Version, int, str]:
@@ -211,15 +217,14 @@ def axes(
                 version = _version_of(rs, package)
                 if version is not None:
                     at[version].append((cell, cell_status(rs)))
-            ordered, undated = _ordered(package, list(at), dater)
-            points, unplaced = [], []
-            for version in ordered + undated:
+            def point(version: str, at: dict[str, list[tuple[str, str]]] = at) -> Point:
                 # a cell that could not say (infra, error, skip) does not outvote one that did at the same version
                 said = {s for _, s in at[version]} - {UNKNOWN}
                 status = UNKNOWN if not said else said.pop() if len(said) == 1 else MIXED
-                point = Point(version, status, sorted(c for c, _ in at[version]))
-                (points if version in ordered else unplaced).append(point)
-            out.append(Axis(case, variant, device, package, points, unplaced))
+                return Point(version, status, sorted(c for c, _ in at[version]))
+
+            ordered, undated = _ordered(package, list(at), dater)
+            out.append(Axis(case, variant, device, package, [point(v) for v in ordered], [point(v) for v in undated]))
     return out
 
 
@@ -231,13 +236,11 @@ def _ordered(package: str, versions: list[str], dater: Dater | None) -> tuple[li
     releases = sorted((v for v in versions if " @ " not in v), key=_sort_key)
     if not commits:
         return releases, []
-    dates = {}
-    for v in versions if dater is not None else ():
-        version, _, commit = v.partition(" @ ")
-        dates[v] = dater(package, version, commit or None)
-    if dater is None or any(d is None for d in dates.values()):
-        return releases, sorted(commits, key=_sort_key)
-    return sorted(versions, key=lambda v: (dates[v], _sort_key(v))), []
+    if dater is not None:
+        dates = {v: dater(package, v.partition(" @ ")[0], v.partition(" @ ")[2] or None) for v in versions}
+        if all(d is not None for d in dates.values()):
+            return sorted(versions, key=lambda v: (dates[v], _sort_key(v))), []
+    return releases, sorted(commits, key=_sort_key)
 
 
 def _version_of(results: list[Result], package: str) -> str | None:

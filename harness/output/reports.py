@@ -12,7 +12,7 @@ from typing import Any
 from rich.table import Table
 
 from harness.analysis.compare import Change
-from harness.analysis.transitions import REPRODUCED, Axis, Between, Boundary, Dater, axes, cell_status
+from harness.analysis.transitions import Axis, Between, Boundary, Dater, axes, cell_status, span
 from harness.matrix.expand import Matrix
 from harness.matrix.resolve import dater
 from harness.model.case import Case, discover
@@ -121,10 +121,10 @@ def to_cases_markdown(report: MatrixReport) -> str:
                 arounds.append(f"`{axis.variant}`" + ("" if not axis.reproduced_in else
                                                       f" (reproduces in {_span_text(axis.reproduced_in)})"))
                 continue
-            placed = [_span_text(axis.reproduced_in) if axis.reproduced_in else "never"]
+            placed = ([_span_text(axis.reproduced_in)] if axis.reproduced_in
+                      else [] if axis.reproduced_unplaced else ["never"])
             if axis.unplaced:
-                placed = [*placed[:1 if axis.reproduced_in or not any(p.status == REPRODUCED for p in axis.unplaced)
-                                  else 0], axis.unplaced_text()]
+                placed.append(axis.unplaced_text())
             story = ("; ".join(placed),
                      "; ".join(_boundary_cell(b) for b in boundaries if b.kind == "fixed") or "—",
                      "; ".join(_boundary_cell(b) for b in boundaries if b.kind == "regressed") or "—")
@@ -146,13 +146,8 @@ def to_cases_markdown(report: MatrixReport) -> str:
 
 
 def _span_text(versions: list[str]) -> str:
-    first, last = _cut(versions[0]), _cut(versions[-1])
-    return first if len(versions) == 1 else f"{first} … {last} ({len(versions)} versions)"
-
-
-def _cut(version: str) -> str:
-    release, _, commit = version.partition(" @ ")
-    return f"{release} @ {commit[:8]}" if commit else release
+    """A span as the README's cases table shows it (commits cut to 8 hex digits)."""
+    return span(versions, digits=8)
 
 
 def _boundary_cell(boundary: Boundary) -> str:
@@ -288,8 +283,7 @@ def _commands(report: MatrixReport, axis: Axis, boundary: Boundary) -> dict[str,
 
 
 __all__ = ["STYLE", "MatrixReport", "build_report", "to_cases_markdown", "to_html", "to_json", "to_markdown",
-           "to_table",
-           "to_markdown_changes"]
+           "to_markdown_changes", "to_table"]
 
 
 def report_for(results: list[tuple[str, Result]], cases_dir: Path, cell_order: list[str],
