@@ -6,6 +6,7 @@ and works on any environment the harness launches cases in.
 
 from __future__ import annotations
 
+import inspect
 import json
 import platform
 import shutil
@@ -19,10 +20,12 @@ from pydantic import BaseModel
 
 from harness.model.common import distributions
 
-_INSPECT_FN = r"""
-def _inspect():
-    import json, sys
+
+def _inspect():  # standard library only, no annotations: its source also runs in any interpreter (Python >= 3.8)
+    import json
+    import sys
     from importlib import metadata
+
     out = {}
     for dist in metadata.distributions():
         name = dist.metadata["Name"]
@@ -32,12 +35,13 @@ def _inspect():
         try:
             direct = json.loads(dist.read_text("direct_url.json") or "{}")
             commit = (direct.get("vcs_info") or {}).get("commit_id")
-        except Exception:
+        except Exception:  # noqa: BLE001 - a broken direct_url.json only loses the commit
             pass
         out[name] = {"version": dist.version, "commit": commit}
     return {"python": sys.version.split()[0], "packages": out}
-"""
-_INSPECT = _INSPECT_FN + "import json\nprint(json.dumps(_inspect()))\n"  # the same, run in another interpreter
+
+
+_INSPECT = inspect.getsource(_inspect) + "import json\nprint(json.dumps(_inspect()))\n"  # the same, elsewhere
 
 
 class Installed(BaseModel):
@@ -87,9 +91,7 @@ def inspect_interpreter(python: str | Path = sys.executable, timeout: float = 60
     The harness's own interpreter (the default local run) is listed in-process, by the same code, saving a Python
     start-up (~80 ms of a `bugmatrix run`'s fixed cost); any other runs it in a subprocess."""
     if str(python) == sys.executable:
-        namespace: dict[str, object] = {}
-        exec(_INSPECT_FN, namespace)  # noqa: S102 - our own constant, the code the subprocess would run
-        return _environment(python, namespace["_inspect"]())  # type: ignore[operator]
+        return _environment(python, _inspect())
     try:
         proc = subprocess.run(
             [str(python), "-c", _INSPECT], capture_output=True, text=True, timeout=timeout, check=False
