@@ -10,6 +10,7 @@ import sys
 from collections import Counter
 from datetime import date
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
@@ -17,12 +18,7 @@ from rich.table import Table
 
 from harness.launch.execute import default_devices
 from harness.launch.interpreter import InterpreterError, inspect_interpreter, machine_name
-from harness.matrix.cellenvs import CellEnvironments
-from harness.matrix.envcache import DEFAULT_ROOT, EnvCache, clean_cache, disk_usage
-from harness.matrix.expand import load_matrix
-from harness.matrix.index import IndexLookupError
-from harness.matrix.resolve import resolve_cell
-from harness.matrix.spec import DEFAULT_MATRIX, MatrixError
+from harness.matrix.basics import DEFAULT_MATRIX, DEFAULT_ROOT, IndexLookupError, MatrixError
 from harness.model.case import Case, discover, select
 from harness.model.case_schema import CaseError
 from harness.model.outcome import shown
@@ -43,6 +39,10 @@ from harness.session.pipeline import (
 from harness.session.plan import Selection, plan_cells, plan_local
 from harness.session.store import DEFAULT_DB, NullStore, ResultStore, StoreError, recording
 
+if TYPE_CHECKING:
+    from harness.matrix.cellenvs import CellEnvironments
+    from harness.matrix.expand import Matrix
+
 
 class UsageError(Exception):
     """A command line that cannot be carried out as asked; one line, exit 2."""
@@ -55,6 +55,21 @@ def one_line_errors() -> tuple[type[Exception], ...]:
     from harness.matrix.git import GitError
 
     return (StoreError, MatrixError, CaseError, IndexLookupError, BisectError, GitError, InterpreterError, UsageError)
+
+def _matrix(path: Path) -> Matrix:
+    """The matrix in `path`. The planner is imported here, on first use: a local run never loads it."""
+    from harness.matrix.expand import load_matrix
+
+    return load_matrix(path)
+
+
+def _cell_environments(matrix: Matrix, envs: Path, disk_budget: int | None = None) -> CellEnvironments:
+    """The cells' environments under `envs` (imported on first use, as `_matrix`)."""
+    from harness.matrix.cellenvs import CellEnvironments
+    from harness.matrix.envcache import EnvCache
+
+    return CellEnvironments(matrix, EnvCache(envs), disk_budget)
+
 
 # `cases/` in the current directory, else the one beside this package (a checkout of bugmatrix).
 DEFAULT_CASES = Path("cases") if Path("cases").is_dir() else Path(__file__).resolve().parent.parent / "cases"
@@ -429,12 +444,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     environments: Environments
     if selection.in_matrix:
         try:
-            matrix = load_matrix(args.matrix)
+            matrix = _matrix(args.matrix)
             jobs = plan_cells(cases, matrix, selection)
         except MatrixError as exc:
             err.print(f"[red]invalid matrix[/] {exc}", soft_wrap=True)
             return 2
-        environments = MatrixEnvironments(CellEnvironments(matrix, EnvCache(args.envs), args.disk_budget))
+        environments = MatrixEnvironments(_cell_environments(matrix, args.envs, args.disk_budget))
         python = None
     else:
         try:
@@ -513,7 +528,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     from harness.output.github import job_matrix
 
     try:
-        matrix = load_matrix(args.matrix)
+        matrix = _matrix(args.matrix)
     except MatrixError as exc:
         make_console(stderr=True).print(f"[red]invalid matrix[/] {exc}", soft_wrap=True)
         return 2
@@ -550,6 +565,9 @@ def _pin_op(pin: str) -> str:
 
 def cmd_env(args: argparse.Namespace) -> int:
     """`env list|build|prune`: show, build (with progress) or delete the cells' environments."""
+    from harness.matrix.envcache import EnvCache, clean_cache, disk_usage
+    from harness.matrix.resolve import resolve_cell
+
     cache = EnvCache(args.envs)
     console = make_console()
     if args.action == "list":
@@ -563,7 +581,7 @@ def cmd_env(args: argparse.Namespace) -> int:
         console.print(whole_columns(table, rows, {"key", "cell"}))
         return 0
     try:
-        matrix = load_matrix(args.matrix)
+        matrix = _matrix(args.matrix)
         cells = [matrix.cell(n) for n in args.cells] if args.cells else matrix.cells
     except MatrixError as exc:
         console.print(f"[red]invalid matrix[/] {exc}", soft_wrap=True)
@@ -619,7 +637,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         make_console(stderr=True).print(f"[yellow]no results in {args.db}{which}[/]")
         return 1
     try:
-        matrix = load_matrix(args.matrix) if args.matrix.is_file() else None
+        matrix = _matrix(args.matrix) if args.matrix.is_file() else None
     except MatrixError:
         matrix = None
     report = matrix_report.report_for(results, args.cases_dir, [c.name for c in matrix.cells] if matrix else [],
@@ -685,7 +703,7 @@ def cmd_narrow(args: argparse.Namespace) -> int:
 
     err = make_console(stderr=True)
     cases = {c.id: c for c in _cases(args, args.cases)[0]}
-    matrix = load_matrix(args.matrix)
+    matrix = _matrix(args.matrix)
     store = ResultStore(args.db)
     between = between_on_index(matrix, cases)
     targets = intervals(store.latest(), cases, between, matrix, set(args.package or ()), set(args.device or ()),
@@ -697,7 +715,7 @@ def cmd_narrow(args: argparse.Namespace) -> int:
             err.print("no interval boundary to narrow: every boundary in the store is adjacent")
         return 0
     with recording(store, " ".join(sys.argv), machine_name()) as run_id:
-        done = narrow(targets, cases, matrix, CellEnvironments(matrix, EnvCache(args.envs)), store, run_id,
+        done = narrow(targets, cases, matrix, _cell_environments(matrix, args.envs), store, run_id,
                       commits=args.commits, cores=args.jobs, repeat=args.repeat,
                       say=lambda line: err.print(line, soft_wrap=True, markup=False, highlight=False))
     left = [d for d in done if d.found is None or d.found.ambiguous]
@@ -729,7 +747,7 @@ def cmd_expect(args: argparse.Namespace) -> int:
 
     err = make_console(stderr=True)
     cases = _cases(args, args.cases)[0]
-    matrix = load_matrix(args.matrix) if args.matrix.is_file() else None
+    matrix = _matrix(args.matrix) if args.matrix.is_file() else None
     between = between_on_index(matrix, {c.id: c for c in cases}) if matrix is not None else None
     derivations = derive_all(cases, measurements(ResultStore(args.db), args.run), between, args.variant or ())
     if not derivations:
@@ -773,7 +791,7 @@ def cmd_compat(args: argparse.Namespace) -> int:
     from harness.output import compat as view
 
     err = make_console(stderr=True)
-    matrix = load_matrix(args.matrix)
+    matrix = _matrix(args.matrix)
     store = ResultStore(args.db)
     probing = not (args.no_probe or args.check or args.rows or args.upgrade)
     unknown = 0
@@ -805,7 +823,7 @@ def cmd_compat(args: argparse.Namespace) -> int:
                 grid,
                 probes,
                 matrix,
-                CellEnvironments(matrix, EnvCache(args.envs)),
+                _cell_environments(matrix, args.envs),
                 store,
                 run_id,
                 cores=args.jobs,
@@ -882,8 +900,8 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     store = ResultStore(args.db)
     with recording(store, " ".join(sys.argv), machine_name()) as run_id:
         try:
-            matrix = load_matrix(args.matrix)
-            levels = bisect(matrix, CellEnvironments(matrix, EnvCache(args.envs)), request, store, run_id,
+            matrix = _matrix(args.matrix)
+            levels = bisect(matrix, _cell_environments(matrix, args.envs), request, store, run_id,
                             say=lambda line: err.print(line, soft_wrap=True))
         except (BisectError, BisectRefused, MatrixError, GitError) as exc:  # a refusal is a complete, recorded run
             err.print(f"[red]bisect refused:[/] {exc}", soft_wrap=True)
@@ -914,7 +932,7 @@ def cmd_nightly_plan(args: argparse.Namespace) -> int:
 
     actions = nightly.Actions.from_env()
     try:
-        matrix = load_matrix(args.matrix)
+        matrix = _matrix(args.matrix)
     except MatrixError as exc:
         actions.annotate("error", "Invalid matrix", str(exc))
         return 2
@@ -950,7 +968,7 @@ def cmd_nightly_aggregate(args: argparse.Namespace) -> int:
         actions.annotate("error", "Invalid plan", f"--plan is not the plan step's matrix: {exc}")
         return 2
     try:
-        matrix = load_matrix(args.matrix) if args.matrix.is_file() else None
+        matrix = _matrix(args.matrix) if args.matrix.is_file() else None
     except MatrixError:
         matrix = None  # the report then has no upload dates
     try:
@@ -975,7 +993,7 @@ def cmd_nightly_expect_pr(args: argparse.Namespace) -> int:
     from harness.output import nightly
 
     try:
-        matrix = load_matrix(args.matrix) if args.matrix.is_file() else None
+        matrix = _matrix(args.matrix) if args.matrix.is_file() else None
     except MatrixError:
         matrix = None  # every boundary is then unknown: nothing is derived, each variant says why
     return nightly.open_expect_pr(args.db, args.baseline, args.cases_dir, matrix, args.run_url, nightly.run_gh,

@@ -23,10 +23,10 @@ from typing import Any
 import pytest
 
 from harness.launch.interpreter import inspect_interpreter, machine_name
+from harness.matrix.basics import DEFAULT_MATRIX, DEFAULT_ROOT, MatrixError
 from harness.matrix.cellenvs import CellEnvironments
-from harness.matrix.envcache import DEFAULT_ROOT, EnvCache
+from harness.matrix.envcache import EnvCache
 from harness.matrix.expand import Matrix, load_matrix
-from harness.matrix.spec import DEFAULT_MATRIX, MatrixError
 from harness.model.case import CASE_FILE, Case, load_case
 from harness.model.case_schema import CaseError
 from harness.model.job import Job

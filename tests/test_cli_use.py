@@ -121,3 +121,17 @@ def test_compare_never_picks_an_empty_run(make_case: MakeCase, tmp_path: Path,
     capsys.readouterr()
     assert main([*base, "compare", "--db", str(db)]) == 0
     assert "0 change(s)" in capsys.readouterr().out
+
+
+def test_a_local_run_imports_none_of_the_matrix_planner(make_case: MakeCase, tmp_path: Path) -> None:
+    """The fixed cost of `bugmatrix run CASE` is start-up: a local run must not load the planner (matrix schema, rule
+    axes, the index client and its urllib/ssl, resolution, the environment cache), ~35 ms it never uses."""
+    make_case(FIXED, variants={"bug": {"expect": [{"outcome": "fixed"}]}})
+    probe = ("import sys\nfrom harness.cli import main\ncode = main(sys.argv[1:])\n"
+             "print('LOADED', *sorted(m for m in sys.modules if m.startswith(('harness.matrix', 'urllib.request'))))\n"
+             "sys.exit(code)\n")
+    ran = subprocess.run([sys.executable, "-c", probe, "--cases-dir", str(tmp_path / "cases"), "run", "--device", "cpu",
+                          "--db", str(tmp_path / "r.db")], capture_output=True, text=True, timeout=300, check=False)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    loaded = next(line for line in ran.stdout.splitlines() if line.startswith("LOADED")).split()[1:]
+    assert set(loaded) <= {"harness.matrix", "harness.matrix.basics"}, loaded

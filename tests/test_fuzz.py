@@ -15,8 +15,8 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from harness.matrix.basics import MatrixError
 from harness.matrix.expand import load_matrix
-from harness.matrix.spec import MatrixError
 from harness.model.case import load_case
 from harness.model.case_schema import CaseError
 

@@ -19,8 +19,8 @@ import harness.matrix.axes
 import harness.matrix.index
 import harness.matrix.resolve
 from harness.cli import main  # imported before any test patches what it imports
+from harness.matrix.basics import MatrixError
 from harness.matrix.expand import load_matrix
-from harness.matrix.spec import MatrixError
 from harness.output.github import MAX_JOBS, job_matrix, split_list
 
 from .fakeindex import FakeRelease, build_index

@@ -136,3 +136,15 @@ def test_the_harnesss_own_interpreter_is_listed_in_process_as_a_subprocess_would
     there = _environment(sys.executable, json.loads(subprocess.run([sys.executable, "-c", _INSPECT], check=True,
                                                                    capture_output=True, text=True).stdout))
     assert here == there and here.get("pydantic") is not None
+
+
+def test_the_listing_reads_names_and_versions_as_importlib_metadata_parses_them() -> None:
+    """The listing reads Name and Version from the metadata's header block instead of parsing each file whole: it must
+    give what `importlib.metadata` gives for every installed distribution."""
+    from importlib import metadata
+
+    from harness.launch.interpreter import _inspect
+
+    listed = _inspect()["packages"]
+    parsed = {d.metadata["Name"]: d.version for d in metadata.distributions() if d.metadata["Name"]}
+    assert {name: info["version"] for name, info in listed.items()} == parsed and len(parsed) > 20

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from harness.matrix.basics import MatrixError
 from harness.matrix.envcache import EnvCache, cache_in_use
 from harness.matrix.expand import load_matrix
 from harness.matrix.resolve import resolve_cell
-from harness.matrix.spec import MatrixError
 
 from .fakeindex import FakeRelease, build_index
 

@@ -31,11 +31,11 @@ from harness.analysis.datebisect import probe_cell as dev_cell
 from harness.analysis.search import SearchResult, search
 from harness.analysis.transitions import FIXED, REPRODUCED, cell_status
 from harness.launch.execute import infra_result
+from harness.matrix.basics import MatrixError
 from harness.matrix.cellenvs import CellEnvironments
 from harness.matrix.expand import Matrix, apply_couplings, pairing_row
 from harness.matrix.git import Commit, git_candidates, git_checkout, resolve_ref
 from harness.matrix.index import releases
-from harness.matrix.spec import MatrixError
 from harness.model.case import Case
 from harness.model.cell import BISECT_PREFIX, Cell, GitPin
 from harness.model.job import Job

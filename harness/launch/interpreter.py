@@ -28,7 +28,17 @@ def _inspect():  # standard library only, no annotations: its source also runs i
 
     out = {}
     for dist in metadata.distributions():
-        name = dist.metadata["Name"]
+        # Name and Version head the metadata file's header block: reading them there is ~10x faster than
+        # `dist.metadata` (an email parse of the whole file, per access); anything unusual takes the parser.
+        head = (dist.read_text("METADATA") or dist.read_text("PKG-INFO") or "").partition("\n\n")[0]
+        fields = {}
+        for line in head.splitlines():
+            key, sep, value = line.partition(":")
+            if sep and key in ("Name", "Version") and key not in fields:
+                fields[key] = value.strip()
+        name, version = fields.get("Name"), fields.get("Version")
+        if not name or not version:
+            name, version = dist.metadata["Name"], dist.version
         if not name:
             continue
         commit = None
@@ -37,7 +47,7 @@ def _inspect():  # standard library only, no annotations: its source also runs i
             commit = (direct.get("vcs_info") or {}).get("commit_id")
         except Exception:  # noqa: BLE001 - a broken direct_url.json only loses the commit
             pass
-        out[name] = {"version": dist.version, "commit": commit}
+        out[name] = {"version": version, "commit": commit}
     return {"python": sys.version.split()[0], "packages": out}
 
 

@@ -18,8 +18,9 @@ from datetime import datetime, timezone
 from packaging.specifiers import SpecifierSet
 
 from harness.matrix import index as _index
+from harness.matrix.basics import MatrixError
 from harness.matrix.index import IndexLookupError, Release
-from harness.matrix.spec import PLAN_AS_OF, AxisRule, MatrixError
+from harness.matrix.spec import PLAN_AS_OF, AxisRule
 
 _failed: dict[tuple[str, str], str] = {}
 

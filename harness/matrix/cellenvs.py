@@ -11,10 +11,10 @@ from __future__ import annotations
 import threading
 
 from harness.launch.interpreter import Environment, InterpreterError
+from harness.matrix.basics import MatrixError
 from harness.matrix.envcache import EnvCache, clean_cache, disk_usage, uv_cache_dir
 from harness.matrix.expand import Matrix
 from harness.matrix.resolve import ResolvedCell, resolve_cell
-from harness.matrix.spec import MatrixError
 from harness.model.cell import Cell
 
 

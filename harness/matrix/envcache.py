@@ -38,9 +38,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from harness.launch.interpreter import Environment, InterpreterError, inspect_interpreter
+from harness.matrix.basics import DEFAULT_ROOT
 from harness.matrix.resolve import ResolvedCell
 
-DEFAULT_ROOT = Path(os.environ.get("BUGMATRIX_ENVS", ".bugmatrix/envs"))
 MARKER = "bugmatrix-env.json"
 BUILD_TIMEOUT_S = 1800
 SMOKE_TIMEOUT_S = 300

@@ -13,10 +13,10 @@ from datetime import datetime
 
 from packaging.specifiers import SpecifierSet
 
+from harness.matrix.basics import MatrixError
 from harness.matrix.expand import Matrix
 from harness.matrix.git import commit_date, git_url
 from harness.matrix.index import IndexLookupError, matching
-from harness.matrix.spec import MatrixError
 from harness.model.cell import Cell, GitPin, exact
 
 

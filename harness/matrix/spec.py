@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 from datetime import datetime
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -23,13 +22,8 @@ from harness.model.common import Device, Strict, check_specifier
 from harness.model.yamlfile import one_line
 
 PackageName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
-DEFAULT_MATRIX = Path("matrix.yaml")
 INDEX_OVERRIDE = "BUGMATRIX_INDEX_URL"  # switches every cell (and bisect, and upload dates) to another index
 PLAN_AS_OF = "BUGMATRIX_PLAN_AS_OF"  # plans rule axes as the index was then (an ISO date): replays an old plan
-
-
-class MatrixError(Exception):
-    """matrix.yaml is invalid, or a cell cannot be formed; the message names the file and the field or cell."""
 
 
 def _check_pins(pins: dict[str, Pin]) -> dict[str, Pin]:

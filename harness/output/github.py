@@ -26,8 +26,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from harness.matrix.basics import MatrixError
 from harness.matrix.expand import Matrix
-from harness.matrix.spec import MatrixError
 
 MAX_JOBS = 256  # GitHub Actions runs at most 256 jobs from one matrix
 _CASE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # a case-id substring: never an option, never a glob

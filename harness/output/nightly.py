@@ -51,8 +51,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from harness.analysis.compare import compare, comparison
+from harness.matrix.basics import MatrixError
 from harness.matrix.expand import Matrix
-from harness.matrix.spec import MatrixError
 from harness.output import reports
 from harness.output.github import job_matrix, split_list
 from harness.session.store import ResultStore

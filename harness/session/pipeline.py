@@ -24,16 +24,18 @@ import queue
 import threading
 from collections import Counter
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from harness.launch.execute import device_missing, execute_repeated, infra_result, skip_result
 from harness.launch.interpreter import Environment
-from harness.matrix.cellenvs import CellEnvironments
 from harness.model.cell import Cell
 from harness.model.job import SETTLED, Job, fingerprint, local_pins
 from harness.model.result import Result
 from harness.session.scheduler import run_scheduled
 from harness.session.store import NullStore, ResultStore
+
+if TYPE_CHECKING:
+    from harness.matrix.cellenvs import CellEnvironments
 
 
 class Observer:

@@ -13,14 +13,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
 from harness.launch.execute import default_devices
-from harness.matrix.expand import Matrix
 from harness.model.case import Case
 from harness.model.cell import Cell
 from harness.model.job import Job
+
+if TYPE_CHECKING:
+    from harness.matrix.expand import Matrix
 
 ALWAYS_PRESENT = {"torch"}
 

@@ -1,0 +1,22 @@
+"""What a command names before it plans anything: the default matrix file and environments folder, and the errors
+of planning that every command catches.
+
+Light on purpose: a local `bugmatrix run` imports this module and none of the planner (spec, axes, index, resolve,
+the environment cache), which it does not use; the planner's modules import their names from here.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+DEFAULT_MATRIX = Path("matrix.yaml")
+DEFAULT_ROOT = Path(os.environ.get("BUGMATRIX_ENVS", ".bugmatrix/envs"))
+
+
+class MatrixError(Exception):
+    """matrix.yaml is invalid, or a cell cannot be formed; the message names the file and the field or cell."""
+
+
+class IndexLookupError(RuntimeError):
+    """The index could not be read, or has no such package."""
