@@ -56,6 +56,7 @@ def one_line_errors() -> tuple[type[Exception], ...]:
 
     return (StoreError, MatrixError, CaseError, IndexLookupError, BisectError, GitError, InterpreterError, UsageError)
 
+
 def _matrix(path: Path) -> Matrix:
     """The matrix in `path`. The planner is imported here, on first use: a local run never loads it."""
     from harness.matrix.expand import load_matrix

@@ -38,8 +38,8 @@ from packaging.version import InvalidVersion, Version
 
 from harness.analysis.search import SearchResult
 from harness.matrix import index as _index
+from harness.matrix.basics import IndexLookupError
 from harness.matrix.expand import Matrix
-from harness.matrix.index import IndexLookupError
 from harness.model.cell import BISECT_PREFIX, Cell
 
 _LOCAL_COMMIT = re.compile(r"^(?:git|g)([0-9a-f]{7,40})$")

@@ -14,10 +14,9 @@ from packaging.version import InvalidVersion, Version
 
 from harness.analysis.bisect import allowed_releases
 from harness.analysis.transitions import Between
-from harness.matrix.basics import MatrixError
+from harness.matrix.basics import IndexLookupError, MatrixError
 from harness.matrix.expand import Matrix
 from harness.matrix.git import resolve_ref
-from harness.matrix.index import IndexLookupError
 from harness.model.case import Case
 
 

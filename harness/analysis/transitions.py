@@ -237,7 +237,8 @@ def _ordered(package: str, versions: list[str], dater: Dater | None) -> tuple[li
     if not commits:
         return releases, []
     if dater is not None:
-        dates = {v: dater(package, v.partition(" @ ")[0], v.partition(" @ ")[2] or None) for v in versions}
+        dates = {v: dater(package, release, commit or None)
+                 for v in versions for release, _, commit in [v.partition(" @ ")]}
         if all(d is not None for d in dates.values()):
             return sorted(versions, key=lambda v: (dates[v], _sort_key(v))), []
     return releases, sorted(commits, key=_sort_key)

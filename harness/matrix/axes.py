@@ -18,8 +18,8 @@ from datetime import datetime, timezone
 from packaging.specifiers import SpecifierSet
 
 from harness.matrix import index as _index
-from harness.matrix.basics import MatrixError
-from harness.matrix.index import IndexLookupError, Release
+from harness.matrix.basics import IndexLookupError, MatrixError
+from harness.matrix.index import Release
 from harness.matrix.spec import PLAN_AS_OF, AxisRule
 
 _failed: dict[tuple[str, str], str] = {}

@@ -30,8 +30,7 @@ from typing import Any
 from packaging.specifiers import SpecifierSet
 
 from harness.matrix.axes import aware, plan_as_of, rule_versions
-from harness.matrix.basics import DEFAULT_MATRIX, MatrixError
-from harness.matrix.index import IndexLookupError
+from harness.matrix.basics import DEFAULT_MATRIX, IndexLookupError, MatrixError
 from harness.matrix.spec import AxisRule, Coupling, GroupSpec, MatrixSpec, index_url
 from harness.model.cell import Cell, Pin, exact, pin_text
 from harness.model.common import DEVICE_PACKAGES

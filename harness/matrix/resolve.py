@@ -5,6 +5,7 @@ as it would have on that day (uv --exclude-newer). Git pins install a pure-Pytho
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Callable
@@ -13,10 +14,10 @@ from datetime import datetime
 
 from packaging.specifiers import SpecifierSet
 
-from harness.matrix.basics import MatrixError
+from harness.matrix.basics import IndexLookupError, MatrixError
 from harness.matrix.expand import Matrix
 from harness.matrix.git import commit_date, git_url
-from harness.matrix.index import IndexLookupError, matching
+from harness.matrix.index import matching
 from harness.model.cell import Cell, GitPin, exact
 
 
@@ -105,7 +106,7 @@ def companions(matrix: Matrix, versions: dict[str, str]) -> list[str]:
 def dater(matrix: Matrix) -> Callable[[str, str, str | None], datetime | None]:
     """`made_at` bound to `matrix`: how the report, narrow and every reader of an axis order its points (a git
     install by its commit date, a release by its upload), so they all see the same history."""
-    return lambda package, version, commit: made_at(matrix, package, version, commit)
+    return functools.partial(made_at, matrix)
 
 
 def made_at(matrix: Matrix, package: str, version: str, commit: str | None) -> datetime | None:
