@@ -6,11 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from rich.console import Console
 from rich.progress import Progress
 
 from harness.cli import main
 from harness.launch.interpreter import Environment, cuda_available
+from harness.model.case import Case, load_case
 from harness.model.job import Job
 from harness.model.outcome import Outcome
 from harness.model.result import Result, misses
@@ -71,6 +73,38 @@ def test_redo_and_no_store_launch_everything(make_case: MakeCase, env: Environme
         seen = Seen()
         Session(LocalEnvironment(env), resume=resume, observers=[seen]).run(jobs)
         assert seen.seen == [(jobs[0].id, "fixed", False)]
+
+
+def test_rewriting_rules_and_evidence_keeps_the_measurements_and_rejudges_them(make_case: MakeCase, env: Environment,
+                                                                               tmp_path: Path) -> None:
+    """What `expect --write` changes (rules, evidence) keeps the recorded results, judged by the new rules; what
+    decides the outcome (the script, a variant's arguments, the timeout) launches again."""
+    case = make_case(FIXED_SCRIPT, variants={"bug": {"expect": [{"outcome": "reproduced"}]}})
+    store = ResultStore(tmp_path / "r.db")
+
+    def run(case: Case) -> list[tuple[str, str, bool]]:
+        seen = Seen()
+        with recording(store, "run", "test") as run_id:
+            session = Session(LocalEnvironment(env), resume=Resume(store), observers=[Recorder(store, run_id), seen])
+            results = session.run(plan_local([case], Selection(devices=("cpu",))))
+        return [(*s[1:], results[0].expected.value) for s in seen.seen]  # type: ignore[union-attr]
+
+    def edit(**fields: object) -> Case:
+        case_file = case.folder / "case.yaml"
+        spec = yaml.safe_load(case_file.read_text())
+        spec.update(fields)
+        case_file.write_text(yaml.safe_dump(spec))
+        return load_case(case_file)
+
+    assert run(case) == [("fixed", False, "reproduced")]  # a miss: the bug's rule says reproduced
+    rejudged = edit(title="retitled", evidence="fixed: measured here",
+                    variants={"bug": {"description": "now fixed", "expect": [{"outcome": "fixed"}]}})
+    assert run(rejudged) == [("fixed", True, "fixed")]  # reused, and now as expected
+    assert run(edit(timeout=61)) == [("fixed", False, "fixed")]
+    with_args = edit(variants={"bug": {"args": ["--x"], "expect": [{"outcome": "fixed"}]}})
+    assert run(with_args) == [("fixed", False, "fixed")]
+    (case.folder / "repro.py").write_text(FIXED_SCRIPT + "# edited\n")
+    assert run(load_case(case.folder / "case.yaml")) == [("fixed", False, "fixed")]
 
 
 def test_a_null_store_records_nothing_and_has_nothing(tmp_path: Path) -> None:

@@ -53,7 +53,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from harness.analysis.transitions import Between, Boundary, short
-from harness.launch.expectations import expected_outcome, rule_holds
+from harness.launch.expectations import environment_of, expected_outcome, rule_holds
 from harness.launch.interpreter import Environment, Installed
 from harness.model.case import Case, load_case
 from harness.model.case_schema import DEVICE, NPROC, CaseError, GitCondition, Rule, Variant
@@ -188,15 +188,6 @@ def _version_of(result: Result, package: str) -> str | None:
         if logical_name(name) == logical_name(package):
             return version
     return None
-
-
-def environment_of(result: Result) -> Environment:
-    """The installed packages a result recorded, as the rule evaluator sees an environment."""
-    packages = {}
-    for name, text in result.versions.items():
-        version, _, commit = text.partition(" @ ")
-        packages[canonicalize_name(name)] = Installed(name=name, version=version, commit=commit or None)
-    return Environment(python="", python_version=result.python, packages=packages)
 
 
 class Refused(Exception):

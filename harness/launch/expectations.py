@@ -1,13 +1,16 @@
-"""Evaluating a variant's `expect` rules against an environment, a world size and a device."""
+"""Evaluating a variant's `expect` rules against an environment (or the versions a result recorded), a world size
+and a device."""
 
 from __future__ import annotations
 
 from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from harness.launch.interpreter import Environment
+from harness.launch.interpreter import Environment, Installed
 from harness.model.case_schema import DEVICE, NPROC, GitCondition, Rule, Variant
 from harness.model.outcome import Outcome
+from harness.model.result import Result
 
 
 def rule_holds(rule: Rule, env: Environment, nproc: int, device: str) -> bool:
@@ -44,3 +47,22 @@ def expected_outcome(variant: Variant, env: Environment, nproc: int, device: str
         if rule_holds(rule, env, nproc, device):
             return rule.outcome
     return variant.expect[-1].outcome
+
+
+def environment_of(result: Result) -> Environment:
+    """The installed packages a result recorded (`version` or `version @ commit`), as the rule evaluator sees an
+    environment."""
+    packages = {}
+    for name, text in result.versions.items():
+        version, _, commit = text.partition(" @ ")
+        packages[canonicalize_name(name)] = Installed(name=name, version=version, commit=commit or None)
+    return Environment(python="", python_version=result.python, packages=packages)
+
+
+def expected_for(variant: Variant, result: Result) -> Result:
+    """`result` judged by `variant`'s current rules: a result reused from an earlier run keeps what it observed, and
+    its `expected` follows the rules as they are now (None stays None: nothing was expected of an `infra`)."""
+    if result.expected is None:
+        return result
+    expected = expected_outcome(variant, environment_of(result), result.nproc, result.device)
+    return result if expected == result.expected else result.model_copy(update={"expected": expected})

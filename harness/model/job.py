@@ -3,12 +3,18 @@
 A job is a case's variant at one world size on one device, in a matrix cell or (cell None) in the local
 environment. Resuming: which earlier results still stand, so that a re-run launches only what is missing.
 
-A result stands for its *fingerprint*: the case's files (case.yaml and script), the variant, world size and
-device, the pins it ran with (a matrix cell's resolved environment key, or the interpreter and installed versions
-of a local run) and the number of repeats. A later run with the same fingerprint reuses the newest recorded
-result instead of launching again, but only when that result established something (`SETTLED`): an `error`,
-`timeout` or `infra` result is always tried again. Editing a case, moving a pin or asking for more repeats changes
-the fingerprint; `--redo` ignores what is recorded.
+A result stands for its *fingerprint*: what decides the outcome of a launch (`run_digest`: the script, and from
+case.yaml the packages, sources, timeout, failure signature and the variant's arguments), the variant, world size
+and device, the pins it ran with (a matrix cell's resolved environment key, or the interpreter and installed
+versions of a local run) and the number of repeats. A later run with the same fingerprint reuses the newest
+recorded result instead of launching again, but only when that result established something (`SETTLED`): an
+`error`, `timeout` or `infra` result is always tried again. Editing the script or any of those fields, moving a pin
+or asking for more repeats changes the fingerprint; `--redo` ignores what is recorded.
+
+What only describes or judges the bug — title, links, `evidence`, a variant's description and its `expect` rules —
+is not in the fingerprint: `bugmatrix expect --write` rewriting the rules and appending evidence must not throw
+away every measurement of the case. A reused result's `expected` is evaluated again against the current rules
+(`harness.launch.expectations.expected_for`).
 """
 
 from __future__ import annotations
@@ -47,17 +53,23 @@ class Job:
         return self.cell.name if self.cell else LOCAL_CELL
 
 
-def case_digest(case: Case) -> str:
-    """A digest of the files that make up `case` (its metadata and its script)."""
-    digest = hashlib.sha256()
-    for path in sorted({case.folder / "case.yaml", case.script}):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+def run_digest(case: Case, variant: str) -> str:
+    """A digest of what decides the outcome of launching `case`'s `variant`: the script's bytes, and the packages,
+    sources, timeout, signature and arguments it runs with — not the title, links, evidence, descriptions or
+    `expect` rules, which describe or judge the outcome without changing it."""
+    spec = case.spec
+    decides = {
+        "packages": spec.packages, "sources": spec.sources, "timeout": spec.timeout,
+        "signature": spec.signature_of(variant), "args": spec.variants[variant].args,
+    }
+    digest = hashlib.sha256(case.script.read_bytes())
+    digest.update(json.dumps(decides, sort_keys=True).encode())
     return digest.hexdigest()
 
 
 def fingerprint(job: Job, pins: str, repeat: int = 1) -> str:
     """What a result of `job` depends on, as one hex string (`pins` identifies the environment)."""
-    parts = [case_digest(job.case), job.variant, job.nproc, job.device, pins, max(1, repeat)]
+    parts = [run_digest(job.case, job.variant), job.variant, job.nproc, job.device, pins, max(1, repeat)]
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:32]
 
 

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from harness.launch.execute import device_missing, execute_repeated, infra_result, skip_result
+from harness.launch.expectations import expected_for
 from harness.launch.interpreter import Environment
 from harness.model.cell import Cell
 from harness.model.job import SETTLED, Job, fingerprint, local_pins
@@ -251,8 +252,8 @@ class Session:
         pins = self.environments.pins(job)
         fprint = fingerprint(job, pins, self.repeat) if pins else ""
         earlier = self.resume.lookup(job.cell_name, fprint)
-        if earlier is not None:
-            return earlier, True
+        if earlier is not None:  # what it observed still stands; what is expected of it is today's rules' call
+            return expected_for(job.case.spec.variants[job.variant], earlier), True
         env, problem, versions = self.environments.get(job)
         result = infra_result(job, problem, versions) if env is None else execute_repeated(job, env, self.repeat)
         return result.model_copy(update={"fingerprint": fprint}), False
