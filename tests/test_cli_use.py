@@ -135,3 +135,22 @@ def test_a_local_run_imports_none_of_the_matrix_planner(make_case: MakeCase, tmp
     assert ran.returncode == 0, ran.stdout + ran.stderr
     loaded = next(line for line in ran.stdout.splitlines() if line.startswith("LOADED")).split()[1:]
     assert set(loaded) <= {"harness.matrix", "harness.matrix.basics"}, loaded
+
+
+def test_a_relative_python_path_runs_the_cases_from_any_folder(make_case: MakeCase, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """`--python .venv/bin/python` as typed from the project root: ranks start in their case's folder, so the path
+    must not be taken relative to that (it was: `infra`, "No such file or directory"). A venv's python is a link
+    out of the venv, so it is made absolute without following the link (the venv's packages must stay visible)."""
+    make_case(FIXED, variants={"bug": {"expect": [{"outcome": "fixed"}]}})
+    venv = Path(sys.prefix)
+    monkeypatch.chdir(venv.parent)
+    relative = os.path.relpath(sys.executable, venv.parent)
+    assert not os.path.isabs(relative) and os.path.islink(sys.executable) == os.path.islink(relative)
+    code = main(["--cases-dir", str(tmp_path / "cases"), "run", "--python", relative, "--no-store", "--json"])
+    payload = json.loads(capsys.readouterr().out)
+    assert code == 0, payload
+    [result] = payload["results"]
+    assert (result["outcome"], result["launched"]) == ("fixed", True)
+    assert payload["python"] == os.path.join(venv.parent, relative)  # the venv's own path, not the link's target

@@ -106,10 +106,18 @@ def main() -> int:
             else:
                 print(f"[rank {rank}] FIXED: all_gather under {args.mode} gathered {got}", flush=True)
                 verdict = 0
-        # Every rank reaches teardown together: without this barrier a rank that finished first tore gloo down
-        # under the other, which then hung in destroy_process_group after printing its verdict (torch 2.5.1,
-        # 2 ranks: 2 of 3 launches ran into the 180 s timeout on a busy machine).
-        dist.barrier()
+        # Every rank reaches teardown together: without this a rank that finished first tore gloo down under the
+        # other, which then hung in destroy_process_group after printing its verdict (torch 2.5.1, 2 ranks: 2 of 3
+        # launches ran into the 180 s timeout on a busy machine).
+        if verdict == 1:
+            # The failed all_gather stays queued in gloo as an error, and a gloo barrier re-raises it (torch 2.0.1
+            # and 2.1.2, outputs aliased: the rank printed REPRODUCED, then died in dist.barrier with the same
+            # RuntimeError). Meet through the rendezvous store instead, as torch-103585 does.
+            store = dist.distributed_c10d._get_default_store()
+            store.set(f"teardown/{rank}", "1")
+            store.wait([f"teardown/{r}" for r in range(world)])
+        else:
+            dist.barrier()
         return verdict
     finally:
         dist.destroy_process_group()

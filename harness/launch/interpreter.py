@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import platform
 import shutil
 import subprocess
@@ -102,6 +103,7 @@ def inspect_interpreter(python: str | Path = sys.executable, timeout: float = 60
     start-up (~80 ms of a `bugmatrix run`'s fixed cost); any other runs it in a subprocess."""
     if str(python) == sys.executable:
         return _environment(python, _inspect())
+    python = _absolute(str(python))
     try:
         proc = subprocess.run(
             [str(python), "-c", _INSPECT], capture_output=True, text=True, timeout=timeout, check=False
@@ -111,6 +113,15 @@ def inspect_interpreter(python: str | Path = sys.executable, timeout: float = 60
     if proc.returncode != 0:
         raise InterpreterError(f"{python}: exit {proc.returncode}: {proc.stderr.strip()[-500:]}")
     return _environment(python, json.loads(proc.stdout))
+
+
+def _absolute(python: str) -> str:
+    """`python` as a path that works from any directory (ranks start in their script's folder): a relative path is
+    made absolute without following links (a venv's `bin/python` is a link out of the venv), a bare name is looked
+    up on PATH as a shell would."""
+    if os.sep in python or (os.altsep and os.altsep in python):
+        return os.path.abspath(python)
+    return shutil.which(python) or python
 
 
 def _environment(python: str | Path, data: dict) -> Environment:
