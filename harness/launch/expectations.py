@@ -36,8 +36,23 @@ def rule_holds(rule: Rule, env: Environment, nproc: int, device: str) -> bool:
                 except InvalidVersion:
                     return False
                 # A local build tag (2.14.1+cu130) must not hide a release from '<=2.14.1'.
-                if not SpecifierSet(str(cond)).contains(Version(version.public), prereleases=True):
+                if not version_matches(Version(version.public), str(cond)):
                     return False
+    return True
+
+
+def version_matches(version: Version, specifier: str) -> bool:
+    """True when `version` is in `specifier` by version order, pre-releases included: `<0.4.0` holds for 0.4.0.dev0
+    (a git install of 0.4.0's development, a nightly build), which is before 0.4.0. PEP 440's exclusions are an
+    installer's policy (do not pick a pre-release or post-release by accident) and would leave such a build to no
+    rule but the last; `>2.0.9` likewise holds for 2.0.9.post0."""
+    for spec in SpecifierSet(specifier):
+        if spec.operator in ("<", ">") and not spec.version.endswith(".*"):
+            bound = Version(spec.version)
+            if not (version < bound if spec.operator == "<" else version > bound):
+                return False
+        elif not spec.contains(version, prereleases=True):
+            return False
     return True
 
 
