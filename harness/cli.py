@@ -699,7 +699,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_narrow(args: argparse.Namespace) -> int:
     """Narrow every interval boundary of the store's results (see harness/analysis/narrow.py); 0 when every
     boundary it looked at is adjacent afterwards, 1 when some could not be narrowed (each says why)."""
-    from harness.analysis.narrow import comments, intervals, narrow
+    from harness.analysis.narrow import comments, intervals, narrow, unplaced
     from harness.analysis.precision import between_on_index
 
     err = make_console(stderr=True)
@@ -707,11 +707,20 @@ def cmd_narrow(args: argparse.Namespace) -> int:
     matrix = _matrix(args.matrix)
     store = ResultStore(args.db)
     between = between_on_index(matrix, cases)
-    targets = intervals(store.latest(), cases, between, matrix, set(args.package or ()), set(args.device or ()),
-                        set(cases) if args.cases else None)
+    selection = (set(args.package or ()), set(args.device or ()), set(cases) if args.cases else None)
+    latest = store.latest()
+    targets = intervals(latest, cases, between, matrix, *selection)
+    undated = unplaced(latest, cases, matrix, *selection)
+    for axis in undated:  # a boundary may hide among them: never say "every boundary is adjacent" over them
+        err.print(f"{axis.case}::{axis.variant} ({axis.device}) over {axis.package}: {axis.unplaced_text()}",
+                  soft_wrap=True, markup=False, highlight=False)
     if args.dry_run or not targets:
         for t in targets:
             print(f"{t.axis.case}::{t.axis.variant} ({t.axis.device}) over {t.axis.package}: {t.boundary.text()}")
+        if not targets and undated:
+            err.print(f"no interval boundary among the placed results; {len(undated)} axis(es) above hold commits "
+                      "that cannot be placed without a local clone", soft_wrap=True)
+            return 1
         if not targets:
             err.print("no interval boundary to narrow: every boundary in the store is adjacent")
         return 0

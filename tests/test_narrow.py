@@ -168,6 +168,15 @@ def test_narrow_bisects_the_commits_between_two_git_cells(tmp_path: Path, capsys
     assert cli(tmp_path, "narrow", "--dry-run") == 0
     assert "every boundary in the store is adjacent" in capsys.readouterr().err
 
+    # Without the clone nothing dates the commits: narrow must not call that "every boundary adjacent" (exit 1, and
+    # each axis says what was not placed and which variable places it), as the report says it.
+    (tmp_path / "repo").rename(tmp_path / "gone")
+    assert cli(tmp_path, "narrow", "--dry-run") == 1
+    err = capsys.readouterr().err
+    assert "every boundary in the store is adjacent" not in err
+    assert "fakelib-2-regression::bug (cpu) over fakelib: not placed in history" in err
+    assert "BUGMATRIX_MIRROR_FAKELIB" in err and "1 axis(es) above hold commits" in err
+
 
 def test_the_reproduce_command_carries_the_companions_of_its_versions(project: Path) -> None:
     """A release that needs an undeclared requirement (matrix.yaml `companions`) gets it in the pasted command too."""

@@ -72,6 +72,20 @@ class Narrowed:
         return f"{head}: {where} [{len(self.probes)} probes, {self.level} level]"
 
 
+def _selected_axes(results: list[tuple[str, Result]], cases: dict[str, Case], matrix: Matrix,
+                   packages: set[str] | None, devices: set[str] | None, case_ids: set[str] | None) -> list[Axis]:
+    """The axes `intervals` and `unplaced` look at: each case's primary package unless `packages` names others,
+    limited to the given devices and cases."""
+    chosen = []
+    for axis in axes(results, {cid: list(c.spec.packages) for cid, c in cases.items()}, dater(matrix)):
+        wanted = packages or ({primary_package(list(cases[axis.case].spec.packages))} if axis.case in cases else set())
+        if (axis.case not in cases or axis.package not in wanted
+                or (devices and axis.device not in devices) or (case_ids and axis.case not in case_ids)):
+            continue
+        chosen.append(axis)
+    return chosen
+
+
 def intervals(results: list[tuple[str, Result]], cases: dict[str, Case], between: Between, matrix: Matrix,
               packages: set[str] | None = None, devices: set[str] | None = None,
               case_ids: set[str] | None = None) -> list[Target]:
@@ -81,11 +95,7 @@ def intervals(results: list[tuple[str, Result]], cases: dict[str, Case], between
     case's torch only follows lightning's date, so a "torch interval" there is no boundary to narrow)."""
     targets = []
     cells = {c.name: c for c in matrix.cells}
-    for axis in axes(results, {cid: list(c.spec.packages) for cid, c in cases.items()}, dater(matrix)):
-        wanted = packages or ({primary_package(list(cases[axis.case].spec.packages))} if axis.case in cases else set())
-        if (axis.case not in cases or axis.package not in wanted
-                or (devices and axis.device not in devices) or (case_ids and axis.case not in case_ids)):
-            continue
+    for axis in _selected_axes(results, cases, matrix, packages, devices, case_ids):
         for boundary in axis.boundaries(between):
             if boundary.adjacent:
                 continue
@@ -94,6 +104,14 @@ def intervals(results: list[tuple[str, Result]], cases: dict[str, Case], between
             base = dict(named[0].pins) if named else {}
             targets.append(Target(axis, boundary, base))
     return targets
+
+
+def unplaced(results: list[tuple[str, Result]], cases: dict[str, Case], matrix: Matrix,
+             packages: set[str] | None = None, devices: set[str] | None = None,
+             case_ids: set[str] | None = None) -> list[Axis]:
+    """The axes (selected as `intervals` selects them) with git installs that no local clone dates: where those
+    commits sit among the releases, and so whether a boundary hides there, cannot be said until one is set."""
+    return [a for a in _selected_axes(results, cases, matrix, packages, devices, case_ids) if a.unplaced]
 
 
 def narrow(targets: list[Target], cases: dict[str, Case], matrix: Matrix, envs: CellEnvironments,
