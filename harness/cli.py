@@ -152,7 +152,7 @@ def _parser() -> argparse.ArgumentParser:
     p_run.add_argument("--repeat", type=_positive, default=1, metavar="K",
                        help="launch each job K times; if they disagree the result is `flaky`, with the tally")
     p_run.add_argument("--redo", action="store_true", help="launch again what the store already holds for the "
-                       "same case files and pins (by default a re-run resumes: it reuses those results)")
+                       "same script, run settings and pins (by default a re-run resumes: it reuses those results)")
     p_run.set_defaults(func=cmd_run)
     p_matrix = sub.add_parser("matrix", help="show the cells of the matrix", parents=[json_, matrix])
     p_matrix.add_argument("--github", action="store_true",
@@ -498,8 +498,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         console.print(f"recorded as run {run_id} in {store.path}"
                       + ("; `bugmatrix report` shows the matrix" if selection.in_matrix else ""))
     if collector.reused:
-        console.print(f"{len(collector.reused)} result(s) reused from earlier runs with the same case files and pins "
-                      "(not launched again; `--redo` launches them)")
+        console.print(f"{len(collector.reused)} result(s) reused from earlier runs with the same script, run settings "
+                      "and pins (not launched again; `--redo` launches them)")
     if python is not None:
         console.print(f"environment: {python.python} (Python {python.python_version}): {versions_line(results)}")
     console.print(f"[{'green' if code == 0 else 'red'}]{summary_line(results, len(errors))}[/]", soft_wrap=True)

@@ -29,7 +29,8 @@ class Result(BaseModel):
     started_at: float = 0.0
     launched: bool = True
     tallies: dict[str, int] = Field(default_factory=dict)  # outcome -> count, when the job was repeated
-    fingerprint: str = ""  # what the result depends on: case files, variant, world size, device, pins, repeats
+    # what the result depends on: script and run settings (`run_digest`), variant, world size, device, pins, repeats
+    fingerprint: str = ""
 
     @property
     def repeats(self) -> int:

@@ -7,9 +7,9 @@
 
 Each job goes through the same steps, in this order:
   1. device: a job for a device this machine lacks is `skip`, and nothing is resolved or built for it;
-  2. resume: the job's fingerprint (case files, variant, world size, device, pins, repeats) is looked up in the
-     store; a settled earlier result is reused as it is (nothing built or launched; `Resume(store, redo=True)` or
-     `NO_RESUME` never reuses);
+  2. resume: the job's fingerprint (script and run settings, variant, world size, device, pins, repeats) is looked up
+     in the store; a settled earlier result is reused (nothing built or launched; its `expected` follows today's
+     rules; `Resume(store, redo=True)` or `NO_RESUME` never reuses);
   3. environment: the job's environment (a matrix cell's, built once per cell; or the local interpreter); one
      that cannot be made gives `infra` with the reason, never a verdict;
   4. run: `execute_repeated` (a missing package is `skip`; K launches, disagreement is `flaky`);
