@@ -52,7 +52,7 @@ def test_an_untestable_neighbour_that_is_not_on_the_boundary_is_harmless() -> No
     assert (result.last_old, result.first_new, result.ambiguous) == ("1.4.0", "1.5.0", [])
 
 
-@pytest.mark.parametrize(("first", "last"), [(R, R), (F, F), (S, F), (R, E)])
+@pytest.mark.parametrize(("first", "last"), [(R, R), (F, F), (S, S), (S, E), (R, E)])
 def test_endpoints_that_do_not_differ_are_refused(first: Outcome, last: Outcome) -> None:
     truth = {v: R for v in VERSIONS} | {VERSIONS[0]: first, VERSIONS[-1]: last}
     log: list[str] = []
@@ -68,6 +68,40 @@ def test_parallel_probes_never_change_the_answer(seed: int) -> None:
     candidates = [f"c{i}" for i in range(n)]
     truth = {c: rng.choice([R, F, F, R, S]) for c in candidates}  # non-monotonic, with skips
     truth[candidates[0]], truth[candidates[-1]] = R, F
+    sequential = search(candidates, prober(truth, []), parallel=1)
+    for parallel in (2, 3, 7):
+        fast = search(candidates, prober(truth, []), parallel=parallel)
+        assert (fast.last_old, fast.first_new, fast.ambiguous) == (
+            sequential.last_old, sequential.first_new, sequential.ambiguous)
+
+
+@pytest.mark.parametrize("change_at", range(1, 16))
+@pytest.mark.parametrize(("old", "new"), [(S, F), (S, R), (R, S)], ids=["testable-fixed", "testable-reproduced",
+                                                                        "untestable-again"])
+def test_a_skip_endpoint_finds_where_the_case_becomes_testable(change_at: int, old: Outcome, new: Outcome) -> None:
+    """torch-138575's script skips (exit 125) on torch 2.2.2, which lacks the API it drives, and says `fixed` on
+    2.3.1: `expect` needs the first testable release to write `skip` with an exact bound, so a `skip` endpoint is a
+    side of the search, not a candidate to step over."""
+    truth = {v: (old if i < change_at else new) for i, v in enumerate(VERSIONS)}
+    log: list[str] = []
+    result = search(VERSIONS, prober(truth, log))
+    assert (result.last_old, result.first_new, result.ambiguous) == (VERSIONS[change_at - 1], VERSIONS[change_at], [])
+    assert len(log) <= math.ceil(math.log2(len(VERSIONS))) + 2
+
+
+def test_with_a_skip_side_the_third_verdict_and_errors_are_stepped_over() -> None:
+    truth = {v: (S if i < 6 else F) for i, v in enumerate(VERSIONS)}
+    truth["1.6.0"], truth["1.9.0"] = R, E  # neither side: like exit 125 in `git bisect run`
+    result = search(VERSIONS, prober(truth, []))
+    assert (result.last_old, result.first_new, result.ambiguous) == ("1.5.0", "1.7.0", ["1.6.0"])
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_parallel_probes_never_change_the_answer_with_a_skip_side(seed: int) -> None:
+    rng = random.Random(seed)
+    candidates = [f"c{i}" for i in range(rng.randint(2, 40))]
+    truth = {c: rng.choice([S, S, F, R, E]) for c in candidates}
+    truth[candidates[0]], truth[candidates[-1]] = S, F
     sequential = search(candidates, prober(truth, []), parallel=1)
     for parallel in (2, 3, 7):
         fast = search(candidates, prober(truth, []), parallel=parallel)

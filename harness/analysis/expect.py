@@ -376,8 +376,8 @@ def _adjacent(d: Derivation, before: str, after: str, old: Outcome, new: Outcome
                 text = (f"{old.value} in {before}, {new.value} in {after}, with {len(untested)} release(s) not run"
                         + (f" and {', '.join(undecided)} undecided" if undecided else ""))
             hint = (f"narrow it with `bugmatrix narrow {d.case.id} --package {d.package} --device {device}`" if kind
-                    else f"run the releases between (`bugmatrix bisect {d.case.id} --package {d.package} --old "
-                    f"{before} --new {after}`)")
+                    else f"run the releases between (`bugmatrix bisect {d.case.id} --package {d.package} --variant "
+                    f"{d.variant} --device {device} --old {before} --new {after}`, at each world size: `--nproc N`)")
             raise Refused(f"{d.package}: {text}: the boundary is an interval; {hint}")
     word = kind or f"{new.value}"
     d.boundaries.append(f"{word} in {d.package} {short(after)} ({short(before)} {old.value})"

@@ -4,11 +4,14 @@ Like `git bisect` with terms: the oldest candidate shows the *old* outcome, the 
 finds the first candidate showing the new outcome (and the last showing the old). Either direction works: old
 `reproduced` / new `fixed` finds the fix; old `fixed` / new `reproduced` finds the regression.
 
-- Both endpoints are probed first; the search refuses when they do not show two different decisive outcomes
-  (`reproduced`/`fixed`).
-- A probe whose outcome is not decisive (skip, error, infra, timeout, flaky) is *skipped*, like exit 125 in
-  `git bisect run`: the nearest untested candidate to the midpoint is tried instead. When every candidate in the
-  remaining range is skipped, the answer is the range itself (`ambiguous`).
+- Both endpoints are probed first; the search refuses when they do not show two different outcomes, one of them
+  decisive (`reproduced`/`fixed`) and the other decisive or `skip`. A `skip` endpoint (exit 125: the script cannot
+  test that version, e.g. the API it drives does not exist yet) makes the search find where the case becomes
+  testable: what `bugmatrix expect` needs to write a `skip` rule with an exact bound.
+- A probe whose outcome is neither side (error, infra, timeout, flaky; skip unless an endpoint is skip; the third
+  verdict when one side is skip) is *skipped*, like exit 125 in `git bisect run`: the nearest untested candidate to
+  the midpoint is tried instead. When every candidate in the remaining range is skipped, the answer is the range
+  itself (`ambiguous`).
 - With `parallel` > 1, the next levels of the bisection tree are probed at once (speculation) and then walked
   exactly as a sequential bisection would walk them, so parallelism never changes the answer, only the wall time.
   Sequentially, N candidates take at most 2 + ceil(log2(N - 1)) probes when nothing is skipped.
@@ -28,7 +31,8 @@ Prober = Callable[[list[T]], list[Outcome]]  # probes several candidates (possib
 
 
 class BisectRefused(Exception):
-    """The endpoints do not show two different decisive outcomes; the message says what they showed."""
+    """The endpoints do not show two different outcomes that can bound a search; the message says what they
+    showed."""
 
 
 @dataclass
@@ -64,54 +68,57 @@ def search(candidates: Sequence[T], probe: Prober[T], parallel: int = 1,
     lo, hi = 0, len(candidates) - 1
     run([lo, hi])
     old, new = seen[lo], seen[hi]
-    if old not in DECISIVE or new not in DECISIVE or old == new:
+    sides = (old, new)
+    bounding = any(o in DECISIVE for o in sides) and all(o in SIDES for o in sides)
+    if old == new or not bounding:
         raise BisectRefused(
             f"the endpoints do not differ: {candidates[lo]} is {old.value}, {candidates[hi]} is {new.value}"
-            + ("" if old in DECISIVE and new in DECISIVE else " (an endpoint must be reproduced or fixed)")
+            + ("" if bounding else " (an endpoint must be reproduced or fixed, the other reproduced, fixed or skip)")
         )
     levels = max(1, (max(1, parallel) + 1).bit_length() - 1)  # 2**levels - 1 probes per round
-    while _next_probe(lo, hi, seen) is not None:
-        run(_speculate(lo, hi, seen, old, levels))
-        lo, hi = _walk(lo, hi, seen, old)
+    while _next_probe(lo, hi, seen, sides) is not None:
+        run(_speculate(lo, hi, seen, sides, levels))
+        lo, hi = _walk(lo, hi, seen, sides)
     ambiguous = [candidates[i] for i in range(lo + 1, hi)]
     return SearchResult(
         old=old, new=new, last_old=candidates[lo], first_new=candidates[hi],
         probes=[(candidates[i], seen[i]) for i in order],
-        skipped=[candidates[i] for i in order if seen[i] not in DECISIVE], ambiguous=ambiguous,
+        skipped=[candidates[i] for i in order if seen[i] not in sides], ambiguous=ambiguous,
     )
 
 
-def _next_probe(lo: int, hi: int, seen: dict[int, Outcome]) -> int | None:
-    """The candidate a sequential bisection probes next in (lo, hi): the midpoint, or the nearest to it that was
-    not skipped; None when the range is exhausted."""
+SIDES = (*DECISIVE, Outcome.SKIP)  # what an endpoint may show; at least one of the two is decisive
+
+
+def _next_probe(lo: int, hi: int, seen: dict[int, Outcome], sides: tuple[Outcome, Outcome]) -> int | None:
+    """The candidate a sequential bisection probes next in (lo, hi): the midpoint, or the nearest to it that was not
+    skipped (probed, and showing neither side); None when the range is exhausted."""
     if hi - lo <= 1:
         return None
     mid = (lo + hi) // 2
     for offset in range(hi - lo):
         for i in (mid - offset, mid + offset + 1) if offset else (mid,):
-            if lo < i < hi and seen.get(i) not in _SKIPPED:
+            if lo < i < hi and (i not in seen or seen[i] in sides):
                 return i
     return None
 
 
-_SKIPPED = (Outcome.SKIP, Outcome.ERROR, Outcome.INFRA, Outcome.TIMEOUT, Outcome.FLAKY)
-
-
-def _walk(lo: int, hi: int, seen: dict[int, Outcome], old: Outcome) -> tuple[int, int]:
+def _walk(lo: int, hi: int, seen: dict[int, Outcome], sides: tuple[Outcome, Outcome]) -> tuple[int, int]:
     """Narrow (lo, hi) exactly as a sequential bisection would, as far as the probed candidates allow."""
-    while (pick := _next_probe(lo, hi, seen)) is not None and pick in seen:
-        lo, hi = (pick, hi) if seen[pick] == old else (lo, pick)
+    while (pick := _next_probe(lo, hi, seen, sides)) is not None and pick in seen:
+        lo, hi = (pick, hi) if seen[pick] == sides[0] else (lo, pick)
     return lo, hi
 
 
-def _speculate(lo: int, hi: int, seen: dict[int, Outcome], old: Outcome, levels: int) -> list[int]:
+def _speculate(lo: int, hi: int, seen: dict[int, Outcome], sides: tuple[Outcome, Outcome],
+               levels: int) -> list[int]:
     """The unprobed candidates of the next `levels` levels of the bisection tree from (lo, hi)."""
     frontier, picks = [(lo, hi)], []
     for _ in range(levels):
         nxt = []
         for a, b in frontier:
-            a, b = _walk(a, b, seen, old)
-            pick = _next_probe(a, b, seen)
+            a, b = _walk(a, b, seen, sides)
+            pick = _next_probe(a, b, seen, sides)
             if pick is None:
                 continue
             picks.append(pick)
