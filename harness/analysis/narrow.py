@@ -136,7 +136,7 @@ def narrow(targets: list[Target], cases: dict[str, Case], matrix: Matrix, envs: 
         candidates = _candidates(b, prober)
         old, new = STATUS[b.old], STATUS[FIXED if b.kind == "fixed" else REPRODUCED]
         say(f"narrowing {axis.case}::{axis.variant} ({axis.device}) over {axis.package}: {b.before} … {b.after} "
-            f"({len(b.untested)} releases between)")
+            f"({len(b.untested)} {'commit(s)' if ' @ ' in b.before + b.after else 'release(s)'} between)")
         try:
             found = search(candidates, prober, parallel=max(1, cores // max(case.spec.nproc)),
                            known={0: old, len(candidates) - 1: new})
