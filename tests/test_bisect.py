@@ -30,10 +30,11 @@ if fakelib.BUGGY:
 N = 16
 
 
-def project(root: Path, buggy: list[bool], broken: set[int] = frozenset(), git_url: str | None = None) -> Path:
+def project(root: Path, buggy: list[bool], broken: set[int] = frozenset(), git_url: str | None = None,
+            api_from: int = 0) -> Path:
     releases = [fake_torch("2.5.0", "2024-01-01T00:00:00Z")]
     for i, bug in enumerate(buggy):
-        body = "import no_such_native_ext\n" if i in broken else f"BUGGY = {bug}\n"
+        body = "import no_such_native_ext\n" if i in broken else f"BUGGY = {bug}\nHAS_API = {i >= api_from}\n"
         releases.append(FakeRelease("fakelib", f"1.{i}.0", f"2024-02-{i + 1:02d}T00:00:00Z", module=body,
                                     requires=["torch"]))  # as every real library under test does
     index = build_index(root / "index", releases)
@@ -88,6 +89,27 @@ def test_endpoints_that_agree_are_refused(tmp_path: Path, capsys) -> None:
     code, out, err = bisect(root, capsys, "--old", "1.10.0", "--new", "1.15.0")
     assert code == 1 and out == {}
     assert "the endpoints do not differ: 1.10.0 is fixed, 1.15.0 is fixed" in err
+
+
+def test_a_skip_endpoint_outside_supports_finds_the_first_testable_release(tmp_path: Path, capsys) -> None:
+    """The API the script drives appears in 1.5.0; before it the script exits 125 (skip). `supports` says >=1.5 (the
+    default range), yet an explicit --old before it is probed: the search finds where the case becomes testable,
+    the bound `bugmatrix expect` needs for a `skip` rule."""
+    root = project(tmp_path, [i < 9 for i in range(N)], api_from=5)
+    case = root / "cases" / "fakelib-1-bug"
+    (case / "repro.py").write_text("import sys\nimport fakelib\nif not fakelib.HAS_API:\n    print('SKIP: no API')\n"
+                                   "    sys.exit(125)\n" + SCRIPT)
+    spec = yaml.safe_load((case / "case.yaml").read_text())
+    spec["supports"] = {"fakelib": ">=1.5"}
+    (case / "case.yaml").write_text(yaml.safe_dump(spec))
+    code, out, err = bisect(root, capsys, "--old", "1.1.0", "--new", "1.8.0")
+    assert code == 0, err
+    [level] = out["levels"]
+    assert (level["last_old"], level["old"], level["first_new"], level["new"]) == ("1.4.0", "skip", "1.5.0",
+                                                                                  "reproduced")
+    assert len(level["probes"]) <= math.ceil(math.log2(8)) + 2
+    code, out, err = bisect(root, capsys, "--old", "1.0.5", "--new", "1.8.0")  # not on the index at all
+    assert code == 1 and "--old 1.0.5: not a release of fakelib the matrix allows" in err
 
 
 def test_commit_level_names_the_commit(tmp_path: Path, capsys) -> None:

@@ -50,11 +50,13 @@ class BisectError(Exception):
     """The bisection cannot start: bad arguments, no candidates, unreachable source; one line."""
 
 
-def allowed_releases(matrix: Matrix, case: Case, package: str, device: str, pre: bool = False) -> list[str]:
-    """Released versions of `package` on the matrix's index, oldest first, that the case (`supports`) and the
-    matrix's pairings allow (not yanked; pre-releases only with `pre`): what a bisection or narrowing may probe."""
+def allowed_releases(matrix: Matrix, case: Case, package: str, device: str, pre: bool = False,
+                     supports: bool = True) -> list[str]:
+    """Released versions of `package` on the matrix's index, oldest first, that the case (`supports`, unless
+    `supports` is False) and the matrix's pairings allow (not yanked; pre-releases only with `pre`): what a
+    bisection or narrowing may probe."""
     dist = matrix.distribution(package, device)
-    allowed = SpecifierSet(case.spec.supports.get(package, ""))
+    allowed = SpecifierSet(case.spec.supports.get(package, "") if supports else "")
     leads = [c for c in matrix.spec.couplings if c.lead == package]
     versions = []
     for release in releases(dist, matrix.index_url()):
@@ -70,13 +72,19 @@ def allowed_releases(matrix: Matrix, case: Case, package: str, device: str, pre:
 def release_candidates(
     matrix: Matrix, case: Case, package: str, device: str, old: str | None, new: str | None, pre: bool = False
 ) -> list[str]:
-    """`allowed_releases` between `old` and `new` inclusive (default: the oldest and newest allowed)."""
-    versions = [v for v in allowed_releases(matrix, case, package, device, pre)
+    """`allowed_releases` between `old` and `new` inclusive (default: the oldest and newest allowed). An endpoint
+    given outside the case's `supports` (its default range) widens the range to every release between the two that
+    the index and pairings have: bounding where the script starts to be able to test (a `skip` endpoint) needs the
+    versions it cannot test."""
+    inside = allowed_releases(matrix, case, package, device, pre)
+    listed = allowed_releases(matrix, case, package, device, pre, supports=False)
+    outside = any(e and e not in inside and str(Version(e)) not in inside for e in (old, new))
+    versions = [v for v in (listed if outside else inside)
                 if not (old and Version(v) < Version(old)) and not (new and Version(v) > Version(new))]
     for end, name in ((old, "--old"), (new, "--new")):
         if end and end not in versions and str(Version(end)) not in versions:
-            raise BisectError(f"{name} {end}: not a release of {matrix.distribution(package, device)} the case "
-                              "and matrix allow")
+            raise BisectError(f"{name} {end}: not a release of {matrix.distribution(package, device)} the "
+                              "matrix allows")
     if len(versions) < 2:
         raise BisectError(f"{package}: fewer than two releases to bisect between ({', '.join(versions) or 'none'})")
     return versions
