@@ -28,6 +28,7 @@ from torchrec.modules.embedding_configs import EmbeddingConfig
 from torchrec.modules.embedding_modules import EmbeddingCollection
 
 SIGNATURE = "Cannot copy out of meta tensor"
+HELD = []  # collective work kept alive until the process group is destroyed (see the end of `check`)
 
 
 def free_port():
@@ -79,6 +80,7 @@ def main() -> int:
         return check(args, device, dist.get_rank(), dist.get_world_size())
     finally:
         dist.destroy_process_group()
+        HELD.clear()  # the last references, dropped here by the main thread once gloo's worker is gone
 
 
 def check(args, device, rank, world_size):
@@ -114,8 +116,14 @@ def check(args, device, rank, world_size):
     shapes = {k: tuple(v.size()) for k, v in model.state_dict().items()}
     print(f"[rank {rank}] FIXED: DistributedModelParallel wrapped the meta EmbeddingCollection; "
           f"state_dict {shapes}")
-    # Without this barrier, a rank hung at exit about 1 run in 4 (torch 2.6.0, gloo, 2 ranks).
-    dist.barrier()
+    # Without this barrier, a rank hung at exit about 1 run in 4 (torch 2.6.0, gloo, 2 ranks). The barrier's work
+    # is held until after destroy_process_group: it holds the earlier collectives' work (state_dict's all-gathers),
+    # and if gloo's worker thread dropped the last reference it would free their tensors' Python objects, which
+    # needs the GIL that the main thread holds while it joins that worker in ~ProcessGroupGloo: a deadlock (py-spy,
+    # torch 2.7.1 + torchrec 1.2.0, 2 ranks; the same as torch-103585's teardown hang).
+    work = dist.barrier(async_op=True)
+    work.wait()
+    HELD.append(work)
     return 0
 
 
