@@ -131,6 +131,24 @@ def test_a_fix_becomes_one_minimal_range_and_a_newer_release_falls_to_the_catch_
     assert rules_text(d.new) == "device cuda fakelib <1.5: reproduced; fakelib <1.3: reproduced; otherwise fixed"
 
 
+def test_rules_that_only_cuda_reaches_survive_a_cpu_store(tmp_path: Path, case: Case) -> None:
+    """lightning-20307's `bug-trainer-init-module`: `{device: cpu}: skip` first, then rules that only CUDA reaches.
+    Every CPU result is skip; the rules after the first hold for CPU results too, but decide none of them, so they
+    still speak for CUDA and must not be erased: kept for CUDA, with the old catch-all for CUDA after them."""
+    old = [{"when": {"device": "cpu"}, "outcome": "skip"}, {"when": {"fakelib": "<1.3"}, "outcome": "reproduced"},
+           {"outcome": "fixed"}]
+    spec = yaml.safe_load((case.folder / "case.yaml").read_text())
+    spec["variants"]["bug"]["expect"] = old
+    (case.folder / "case.yaml").write_text(yaml.safe_dump(spec))
+    shadowed = load_case(case.folder / "case.yaml")
+    d = derived(tmp_path, shadowed, *[(c, result(r.versions["fakelib"], S)) for c, r in FIX_AT_1_3])
+    assert not d.refused, d.refused
+    assert dump(d.new) == [{"when": {"fakelib": "<1.3", "device": "cuda"}, "outcome": "reproduced"},
+                           {"when": {"device": "cuda"}, "outcome": "fixed"}, {"outcome": "skip"}]
+    for version, cuda in (("1.0", R), ("1.2", R), ("1.3", F), ("9.0", F)):
+        assert at(d.new, version) is S and at(d.new, version, device="cuda") is cuda
+
+
 def test_an_interval_boundary_is_refused_naming_it_and_the_narrow_command(tmp_path: Path, case: Case) -> None:
     d = derived(tmp_path, case, ("fakelib-1.0", result("1.0", R)), ("fakelib-2.0", result("2.0", F)))
     assert d.new is None

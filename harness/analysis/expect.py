@@ -26,7 +26,10 @@ differs from what the ranges give gets a `{pkg: {git: [sha, ...]}}` rule ahead o
 conditions appear only where outcomes differ by them (the largest group of results keeps no condition).
 
 Existing rules the store cannot speak to (they hold for no measured result: another device, versions not run) are
-kept, in their order, ahead of the derived rules; a git rule loses only the commits that were measured. Every
+kept, in their order, ahead of the derived rules; a git rule loses only the commits that were measured. A rule that
+holds for measured results but decides none of them (an earlier rule such as `{device: cpu}: skip` answers first)
+speaks only for the devices with no result: it is kept limited to them (`device: cuda` added), followed by the old
+catch-all for them, so a store of CPU results does not erase what the rules expect on CUDA. Every
 measured result is then checked against the new list with the evaluator `bugmatrix run` uses
 (harness/launch/expectations.py): the rules agree with every measurement or nothing is written.
 
@@ -57,7 +60,7 @@ from harness.launch.expectations import environment_of, expected_outcome, rule_h
 from harness.launch.interpreter import Environment, Installed
 from harness.model.case import Case, load_case
 from harness.model.case_schema import DEVICE, NPROC, CaseError, GitCondition, Rule, Variant
-from harness.model.common import logical_name
+from harness.model.common import DEVICES, logical_name
 from harness.model.common import primary_package as primary_of
 from harness.model.outcome import Outcome
 from harness.model.result import Result
@@ -392,18 +395,31 @@ def _norm(version: str) -> str:
 
 
 def _kept_rules(d: Derivation, points: list[Point]) -> list[tuple[int, Rule]]:
-    """The existing rules that hold for no measured result (a git rule without its measured commits)."""
+    """The existing rules that hold for no measured result (a git rule without its measured commits), and those
+    that decide no measured result (an earlier rule, e.g. `{device: cpu}: skip`, answers for every measured one):
+    they speak only where nothing was measured, so they are kept there, limited to the devices with no result, and
+    followed by the old catch-all for those devices (a store of CPU results must not erase what CUDA expects)."""
     envs = [(environment_of(p.result), p.result.nproc, p.result.device) for p in points]
-    kept = []
+    deciding = {next(i for i, r in enumerate(d.old) if rule_holds(r, *e)) for e in envs}
+    unmeasured = [device for device in DEVICES if device not in {e[2] for e in envs}]
+    kept: list[tuple[int, Rule]] = []
+    shadowed = False
     for i, rule in enumerate(d.old):
         if not rule.when:
             continue
         if any(rule_holds(rule, *e) for e in envs):
+            if i not in deciding and unmeasured and DEVICE not in rule.when:
+                for device in unmeasured:
+                    kept.append((-1, Rule(when={**rule.when, DEVICE: device}, outcome=rule.outcome)))
+                shadowed = True
+                continue
             narrowed = _without_measured_commits(rule, points)
             if narrowed is None or any(rule_holds(narrowed, *e) for e in envs):
                 continue
             rule = narrowed
         kept.append((i, rule))
+    if shadowed:
+        kept += [(-1, Rule(when={DEVICE: device}, outcome=d.old[-1].outcome)) for device in unmeasured]
     d.kept = [i for i, _ in kept]
     return kept
 
@@ -506,7 +522,7 @@ def rewrite(case: Case, derivations: list[Derivation], today: str) -> Edit | Non
         old_seq = node["expect"]
         seq = CommentedSeq()
         for j, rule in enumerate(d.new):  # the kept rules come first, in their order
-            if j < len(d.kept) and rule == d.old[d.kept[j]]:
+            if j < len(d.kept) and d.kept[j] >= 0 and rule == d.old[d.kept[j]]:
                 seq.append(old_seq[d.kept[j]])  # the original node, comments and all
             else:
                 seq.append(_rule_node(rule, CommentedMap))
