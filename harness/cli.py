@@ -699,7 +699,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_narrow(args: argparse.Namespace) -> int:
     """Narrow every interval boundary of the store's results (see harness/analysis/narrow.py); 0 when every
     boundary it looked at is adjacent afterwards, 1 when some could not be narrowed (each says why)."""
-    from harness.analysis.narrow import comments, intervals, narrow, unplaced
+    from harness.analysis.narrow import comments, interval_targets, narrow, selected_axes
     from harness.analysis.precision import between_on_index
 
     err = make_console(stderr=True)
@@ -707,10 +707,10 @@ def cmd_narrow(args: argparse.Namespace) -> int:
     matrix = _matrix(args.matrix)
     store = ResultStore(args.db)
     between = between_on_index(matrix, cases)
-    selection = (set(args.package or ()), set(args.device or ()), set(cases) if args.cases else None)
-    latest = store.latest()
-    targets = intervals(latest, cases, between, matrix, *selection)
-    undated = unplaced(latest, cases, matrix, *selection)
+    chosen = selected_axes(store.latest(), cases, matrix, set(args.package or ()), set(args.device or ()),
+                           set(cases) if args.cases else None)
+    targets = interval_targets(chosen, between, matrix)
+    undated = [axis for axis in chosen if axis.unplaced]
     for axis in undated:  # a boundary may hide among them: never say "every boundary is adjacent" over them
         err.print(f"{axis.case}::{axis.variant} ({axis.device}) over {axis.package}: {axis.unplaced_text()}",
                   soft_wrap=True, markup=False, highlight=False)

@@ -72,10 +72,13 @@ class Narrowed:
         return f"{head}: {where} [{len(self.probes)} probes, {self.level} level]"
 
 
-def _selected_axes(results: list[tuple[str, Result]], cases: dict[str, Case], matrix: Matrix,
-                   packages: set[str] | None, devices: set[str] | None, case_ids: set[str] | None) -> list[Axis]:
-    """The axes `intervals` and `unplaced` look at: each case's primary package unless `packages` names others,
-    limited to the given devices and cases."""
+def selected_axes(results: list[tuple[str, Result]], cases: dict[str, Case], matrix: Matrix,
+                  packages: set[str] | None = None, devices: set[str] | None = None,
+                  case_ids: set[str] | None = None) -> list[Axis]:
+    """The axes `narrow` looks at: each case's primary package unless `packages` names others (a lightning case's
+    torch only follows lightning's date, so a "torch interval" there is no boundary to narrow), limited to the given
+    devices and cases. An axis whose `unplaced` is not empty holds git installs no local clone dates: whether a
+    boundary hides among them cannot be said until one is set."""
     chosen = []
     for axis in axes(results, {cid: list(c.spec.packages) for cid, c in cases.items()}, dater(matrix)):
         wanted = packages or ({primary_package(list(cases[axis.case].spec.packages))} if axis.case in cases else set())
@@ -86,16 +89,12 @@ def _selected_axes(results: list[tuple[str, Result]], cases: dict[str, Case], ma
     return chosen
 
 
-def intervals(results: list[tuple[str, Result]], cases: dict[str, Case], between: Between, matrix: Matrix,
-              packages: set[str] | None = None, devices: set[str] | None = None,
-              case_ids: set[str] | None = None) -> list[Target]:
-    """Every boundary in `results` that is not adjacent (limited to the given packages, devices and cases), with
-    the pins of the matrix cell at its older endpoint (a probe cell's when only a probe ran there). Without
-    `packages`, each case's primary package (the axis its cells vary on purpose and the report shows: a lightning
-    case's torch only follows lightning's date, so a "torch interval" there is no boundary to narrow)."""
+def interval_targets(chosen: list[Axis], between: Between, matrix: Matrix) -> list[Target]:
+    """Every boundary on `chosen` that is not adjacent, with the pins of the matrix cell at its older endpoint (a
+    probe cell's when only a probe ran there)."""
     targets = []
     cells = {c.name: c for c in matrix.cells}
-    for axis in _selected_axes(results, cases, matrix, packages, devices, case_ids):
+    for axis in chosen:
         for boundary in axis.boundaries(between):
             if boundary.adjacent:
                 continue
@@ -106,12 +105,11 @@ def intervals(results: list[tuple[str, Result]], cases: dict[str, Case], between
     return targets
 
 
-def unplaced(results: list[tuple[str, Result]], cases: dict[str, Case], matrix: Matrix,
-             packages: set[str] | None = None, devices: set[str] | None = None,
-             case_ids: set[str] | None = None) -> list[Axis]:
-    """The axes (selected as `intervals` selects them) with git installs that no local clone dates: where those
-    commits sit among the releases, and so whether a boundary hides there, cannot be said until one is set."""
-    return [a for a in _selected_axes(results, cases, matrix, packages, devices, case_ids) if a.unplaced]
+def intervals(results: list[tuple[str, Result]], cases: dict[str, Case], between: Between, matrix: Matrix,
+              packages: set[str] | None = None, devices: set[str] | None = None,
+              case_ids: set[str] | None = None) -> list[Target]:
+    """Every boundary in `results` that is not adjacent, on the axes `selected_axes` chooses."""
+    return interval_targets(selected_axes(results, cases, matrix, packages, devices, case_ids), between, matrix)
 
 
 def narrow(targets: list[Target], cases: dict[str, Case], matrix: Matrix, envs: CellEnvironments,
