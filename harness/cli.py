@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from harness.commands import UsageError
 from harness.launch.execute import default_devices
 from harness.launch.interpreter import InterpreterError, inspect_interpreter, machine_name
 from harness.matrix.basics import DEFAULT_MATRIX, DEFAULT_ROOT, IndexLookupError, MatrixError
@@ -37,15 +38,12 @@ from harness.session.pipeline import (
     Session,
 )
 from harness.session.plan import Selection, plan_cells, plan_local
+from harness.session.record import DEFAULT_RECORD
 from harness.session.store import DEFAULT_DB, NullStore, ResultStore, StoreError, recording
 
 if TYPE_CHECKING:
     from harness.matrix.cellenvs import CellEnvironments
     from harness.matrix.expand import Matrix
-
-
-class UsageError(Exception):
-    """A command line that cannot be carried out as asked; one line, exit 2."""
 
 
 def one_line_errors() -> tuple[type[Exception], ...]:
@@ -80,6 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of `bugmatrix` and `python -m harness`; returns the process exit code."""
     parser = _parser()
     args = parser.parse_args(argv)
+    if "db" in vars(args):  # an explicit --db must exist for a reading command; the default may be absent
+        args.db_given = args.db is not None
+        args.db = args.db if args.db is not None else DEFAULT_DB
     # Ctrl-C, SIGTERM and SIGHUP all end in the same cleanup. SIGINT is installed explicitly: a parent that ignores it
     # (pytest-xdist workers, some CI runners) would otherwise pass the ignore on and Ctrl-C would do nothing.
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -106,7 +107,12 @@ def _option(flag: str) -> argparse.ArgumentParser:
     if flag == "--json":
         parent.add_argument("--json", action="store_true", help="machine-readable output")
     elif flag == "--db":
-        parent.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"results store (default {DEFAULT_DB})")
+        parent.add_argument("--db", type=Path, default=None, help=f"results store (default {DEFAULT_DB}); a "
+                            "reading command given one that does not exist stops (exit 2)")
+    elif flag == "--record":
+        parent.add_argument("--record", type=Path, default=DEFAULT_RECORD,
+                            help=f"the committed record that reading commands layer the store over (default "
+                            f"{DEFAULT_RECORD})")
     elif flag == "--matrix":
         parent.add_argument("--matrix", type=Path, default=DEFAULT_MATRIX,
                             help=f"matrix file (default {DEFAULT_MATRIX})")
@@ -123,7 +129,8 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bugmatrix", description=__doc__)
     parser.add_argument("--cases-dir", type=Path, default=DEFAULT_CASES, help="folder of case folders")
     sub = parser.add_subparsers(dest="command", required=True)
-    json_, db, matrix, envs, jobs = (_option(f) for f in ("--json", "--db", "--matrix", "--envs", "--jobs"))
+    json_, db, matrix, envs, jobs, record = (_option(f) for f in ("--json", "--db", "--matrix", "--envs", "--jobs",
+                                                                   "--record"))
 
     p_list = sub.add_parser("list", help="show the cases", parents=[json_])
     p_list.set_defaults(func=cmd_list)
@@ -169,7 +176,7 @@ def _parser() -> argparse.ArgumentParser:
     p_env.add_argument("--cache", action="store_true", help="prune: also clean torch stacks from uv's cache")
     p_env.set_defaults(func=cmd_env)
 
-    p_report = sub.add_parser("report", help="the reproduce/fix picture across cells", parents=[db, matrix])
+    p_report = sub.add_parser("report", help="the reproduce/fix picture across cells", parents=[db, matrix, record])
     p_report.add_argument("cases", nargs="*", help="case ids (substrings); default: every case in the store")
     p_report.add_argument("--run", help="only this run (default: the newest result of every case x cell)")
     p_report.add_argument("--format", choices=["table", "markdown", "html", "json", "cases"], default="table",
@@ -179,14 +186,14 @@ def _parser() -> argparse.ArgumentParser:
     p_report.set_defaults(func=cmd_report)
 
     p_compare = sub.add_parser("compare", help="what changed between two runs (default: the latest two)",
-                               parents=[json_, db])
+                               parents=[json_, db, record])
     p_compare.add_argument("runs", nargs="*", help="RUN_A RUN_B (older, newer)")
     p_compare.add_argument("--against", type=Path, help="compare the newest run of --db with the newest of this store")
     p_compare.add_argument("--markdown", action="store_true", help="Markdown output (for a step summary)")
     p_compare.set_defaults(func=cmd_compare)
 
     p_bisect = sub.add_parser("bisect", help="find the release (and commit) where a case's outcome changes",
-                              parents=[json_, db, matrix, envs, jobs])
+                              parents=[json_, db, matrix, envs, jobs, record])
     p_bisect.add_argument("case", help="case id (or a unique part of it)")
     p_bisect.add_argument("--package", required=True, help="the package to move, e.g. torchrec")
     p_bisect.add_argument("--variant", default="bug")
@@ -206,7 +213,7 @@ def _parser() -> argparse.ArgumentParser:
     p_bisect.set_defaults(func=cmd_bisect)
 
     p_narrow = sub.add_parser("narrow", help="bisect every interval boundary in the store until it is adjacent",
-                              parents=[json_, db, matrix, envs, jobs])
+                              parents=[json_, db, matrix, envs, jobs, record])
     p_narrow.add_argument("cases", nargs="*", help="case ids (substrings); default: every case with an interval")
     p_narrow.add_argument("--package", action="append", help="only boundaries along this package (repeatable)")
     p_narrow.add_argument("--device", action="append", choices=["cpu", "cuda"], help="only this device (repeatable)")
@@ -217,7 +224,7 @@ def _parser() -> argparse.ArgumentParser:
 
     p_expect = sub.add_parser("expect", help="derive each variant's expect rules from the store's boundaries and "
                               "show the diff against case.yaml (--write: rewrite the expect blocks)",
-                              parents=[json_, db, matrix])
+                              parents=[json_, db, matrix, record])
     p_expect.add_argument("cases", nargs="*", help="case ids (substrings); default: every case with results")
     p_expect.add_argument("--variant", action="append", help="only these variants (repeatable)")
     p_expect.add_argument("--run", action="append", help="only the results of this run (repeatable; default: all)")
@@ -230,7 +237,7 @@ def _parser() -> argparse.ArgumentParser:
         "compat",
         help="probe which torch works with which fbgemm-gpu, torchrec, lightning "
         "and litgpt, and show the measured table (see harness/analysis/compat.py)",
-        parents=[json_, db, matrix, envs, jobs],
+        parents=[json_, db, matrix, envs, jobs, record],
     )
     p_compat.add_argument(
         "--lane",
@@ -282,6 +289,10 @@ def _parser() -> argparse.ArgumentParser:
     p_compat.add_argument("--format", choices=["table", "markdown", "html", "json"], default="table")
     p_compat.add_argument("-o", "--output", type=Path, help="write the table to this file instead of stdout")
     p_compat.set_defaults(func=cmd_compat)
+
+    from harness.commands import record as record_command
+
+    record_command.add_parser(sub, {"--record": record, "--matrix": matrix})
 
     p_merge = sub.add_parser("merge", help="fold results stores (e.g. nightly shards) into one, without duplicates",
                              parents=[db])
@@ -519,6 +530,14 @@ def summary_line(results: list[Result], invalid: int = 0) -> str:
     return line + (f", {invalid} invalid case(s)" if invalid else "")
 
 
+def open_reader(args: argparse.Namespace, writable: bool = False) -> ResultStore:
+    """What a reading command reads: the record (`--record`) with the local store (`--db`) layered over it; with
+    `writable`, the local store is opened to record probes (see harness/session/readers.py)."""
+    from harness.session.readers import open_reader as layered
+
+    return layered(args.db, args.db_given, discover(args.cases_dir)[0], args.record, writable)
+
+
 def open_store(args: argparse.Namespace) -> ResultStore:
     """The store a command records in: `--db` (default .bugmatrix/results.db), or nothing with `--no-store`."""
     return NullStore() if getattr(args, "no_store", False) else ResultStore(args.db)
@@ -630,12 +649,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     """Render the matrix report from the store (newest result per case x cell, or one run)."""
     from harness.output import reports as matrix_report
 
-    results = ResultStore(args.db).latest(args.run)
+    results = open_reader(args).latest(args.run)
     if args.cases:
         results = [(cell, r) for cell, r in results if any(part in r.case for part in args.cases)]
     if not results:
         which = f" for run {args.run}" if args.run else ""
-        make_console(stderr=True).print(f"[yellow]no results in {args.db}{which}[/]")
+        make_console(stderr=True).print(f"[yellow]no results in {args.record} or {args.db}{which}[/]")
         return 1
     try:
         matrix = _matrix(args.matrix) if args.matrix.is_file() else None
@@ -643,6 +662,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         matrix = None
     report = matrix_report.report_for(results, args.cases_dir, [c.name for c in matrix.cells] if matrix else [],
                                       matrix, probes=args.probes or bool(args.run))
+    if args.cases:  # the cases asked for, also those with no result (said as not measured)
+        report.cases = {k: c for k, c in report.cases.items() if any(part in k for part in args.cases)}
     if args.format == "table":
         console = Console(file=args.output.open("w"), width=LOG_WIDTH) if args.output else make_console()
         console.print(matrix_report.to_table(report))
@@ -663,12 +684,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from harness.output import reports as matrix_report
 
     err = make_console(stderr=True)
-    store = ResultStore(args.db)
+    store = open_reader(args)
     if args.against:
         if not args.against.is_file():
             err.print(f"[yellow]no previous results at {args.against}: nothing to compare[/]")
             return 0
-        old, new = ResultStore(args.against).latest(), store.latest()
+        old, new = ResultStore(args.against, readonly=True).latest(), store.latest()
         names = (str(args.against), str(args.db))
     else:
         runs = [r.run_id for r in store.runs(with_results=True)]  # an empty run is never compared
@@ -705,7 +726,7 @@ def cmd_narrow(args: argparse.Namespace) -> int:
     err = make_console(stderr=True)
     cases = {c.id: c for c in _cases(args, args.cases)[0]}
     matrix = _matrix(args.matrix)
-    store = ResultStore(args.db)
+    store = open_reader(args, writable=not args.dry_run)
     between = between_on_index(matrix, cases)
     chosen = selected_axes(store.latest(), cases, matrix, set(args.package or ()), set(args.device or ()),
                            set(cases) if args.cases else None)
@@ -759,9 +780,9 @@ def cmd_expect(args: argparse.Namespace) -> int:
     cases = _cases(args, args.cases)[0]
     matrix = _matrix(args.matrix) if args.matrix.is_file() else None
     between = between_on_index(matrix, {c.id: c for c in cases}) if matrix is not None else None
-    derivations = derive_all(cases, measurements(ResultStore(args.db), args.run), between, args.variant or ())
+    derivations = derive_all(cases, measurements(open_reader(args), args.run), between, args.variant or ())
     if not derivations:
-        err.print(f"no results in {args.db} for the selected cases and variants", soft_wrap=True)
+        err.print(f"no results in {args.record} or {args.db} for the selected cases and variants", soft_wrap=True)
         return NOTHING_RAN
     today = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
     edits, written = [], []
@@ -802,8 +823,8 @@ def cmd_compat(args: argparse.Namespace) -> int:
 
     err = make_console(stderr=True)
     matrix = _matrix(args.matrix)
-    store = ResultStore(args.db)
     probing = not (args.no_probe or args.check or args.rows or args.upgrade)
+    store = open_reader(args, writable=probing or bool(args.resume_from))
     unknown = 0
     for source in args.resume_from or ():
         path = source / "nightly.db" if source.is_dir() else source
@@ -872,7 +893,7 @@ def cmd_compat(args: argparse.Namespace) -> int:
             console.print(view.findings_text(findings), soft_wrap=True, markup=False, highlight=False)
         code = 0
     if not table:
-        err.print(f"no compat probes in {args.db}", soft_wrap=True)
+        err.print(f"no compat probes in {args.record} or {args.db}", soft_wrap=True)
     return 1 if findings or unknown else code
 
 
@@ -907,7 +928,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         args.old, args.new, args.pre, args.repeat, args.jobs, args.git, args.old_ref, args.new_ref,
         commits=not args.no_commits, dates=args.dates, channel=args.channel,
     )
-    store = ResultStore(args.db)
+    store = open_reader(args, writable=True)
     with recording(store, " ".join(sys.argv), machine_name()) as run_id:
         try:
             matrix = _matrix(args.matrix)

@@ -9,7 +9,7 @@ import pytest
 
 HARNESS = Path(__file__).resolve().parent.parent / "harness"
 # case -> cell -> environment -> launch -> outcome -> store -> report/compare/bisect, as packages, lowest first
-LAYERS = ["model", "launch", "matrix", "session", "analysis", "output"]
+LAYERS = ["model", "launch", "matrix", "session", "analysis", "output", "commands"]
 ENTRY_POINTS = {"cli.py", "pytest_plugin.py", "__main__.py", "__init__.py"}
 
 

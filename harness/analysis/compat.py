@@ -49,7 +49,7 @@ from harness.matrix.axes import rule_versions
 from harness.matrix.cellenvs import CellEnvironments
 from harness.matrix.expand import Matrix
 from harness.matrix.spec import AxisRule
-from harness.model.case import Case, load_case
+from harness.model.case import PROBES_DIR, Case, load_case
 from harness.model.cell import COMPAT_PREFIX, Cell
 from harness.model.job import Job
 from harness.model.outcome import Outcome
@@ -57,7 +57,6 @@ from harness.model.result import Result
 from harness.session.pipeline import MatrixEnvironments, Observer, Recorder, Resume, Session
 from harness.session.store import ResultStore
 
-PROBES_DIR = Path(__file__).resolve().parent.parent.parent / "probes"
 STAGE_USE = "COMPAT-PROBE stage: use"
 FAILED = "COMPAT-PROBE-FAILED"
 VARIANT = "probe"

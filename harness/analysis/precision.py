@@ -16,7 +16,7 @@ from harness.analysis.bisect import allowed_releases
 from harness.analysis.transitions import Between
 from harness.matrix.basics import IndexLookupError, MatrixError
 from harness.matrix.expand import Matrix
-from harness.matrix.git import resolve_ref
+from harness.matrix.git import known_position, resolve_ref
 from harness.model.case import Case
 
 
@@ -59,16 +59,29 @@ def _commits_between(matrix: Matrix, package: str, before: str, after: str) -> t
     `<version> @ <sha>` would not be known for them: returned as bare SHAs; None without a local clone."""
     source = matrix.source(package)
     if not source or ("://" in source and not source.startswith("file://")):
-        return None
+        return _counted_between(package, before, after)
     repo = Path(source.removeprefix("file://"))
     ends = []
     for point in (before, after):
         version, _, commit = point.partition(" @ ")
         ends.append(resolve_ref(repo, commit) if commit else resolve_ref(repo, version))
     if None in ends:
-        return None
+        return _counted_between(package, before, after)
     proc = subprocess.run(["git", "-C", str(repo), "rev-list", "--first-parent", "--reverse", f"{ends[0]}..{ends[1]}"],
                           capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         return None
     return tuple(proc.stdout.split()[:-1])
+
+
+def _counted_between(package: str, before: str, after: str) -> tuple[str, ...] | None:
+    """Without a clone: as many placeholders as the record's first-parent positions put between the two points
+    (`commit #<position>`), so a boundary's precision reads the same offline; None when a position is unknown."""
+    positions = []
+    for point in (before, after):
+        version, _, commit = point.partition(" @ ")
+        positions.append(known_position(package, commit or version))
+    if None in positions:
+        return None
+    low, high = sorted(positions)  # type: ignore[type-var]
+    return tuple(f"commit #{n}" for n in range(low + 1, high))

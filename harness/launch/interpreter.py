@@ -152,5 +152,35 @@ def cuda_available() -> bool:
 
 
 def machine_name() -> str:
-    """A short description of this machine for results: host, OS, architecture."""
-    return f"{platform.node()} ({platform.system()} {platform.machine()})"
+    """This machine as a run records it: JSON of `machine_info` with the host name (which the record leaves out)."""
+    return json.dumps({"host": platform.node(), **machine_info()}, sort_keys=True)
+
+
+@lru_cache(maxsize=1)
+def machine_info() -> dict[str, object]:
+    """What a result was measured on, without the host name: OS, architecture, CPU model and cores, and with an
+    NVIDIA driver, each GPU's model and the driver version (`nvidia-smi`, one call per process)."""
+    info: dict[str, object] = {"os": platform.system(), "arch": platform.machine(), "cores": os.cpu_count() or 0,
+                               "cpu": _cpu_model()}
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        try:
+            proc = subprocess.run([smi, "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                                  capture_output=True, text=True, timeout=30, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            proc = None
+        rows = [line.split(", ") for line in proc.stdout.splitlines() if ", " in line] if proc else []
+        if proc is not None and proc.returncode == 0 and rows:
+            info["gpu"] = sorted({row[0] for row in rows})
+            info["driver"] = rows[0][-1]
+    return info
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"

@@ -35,8 +35,26 @@ def git_url(url: str) -> str:
     return Path(url).resolve().as_uri()  # a local mirror folder
 
 
+_KNOWN: dict[tuple[str, str], tuple[datetime | None, int | None]] = {}  # (package, commit or release) -> when, where
+
+
+def know(package: str, ref: str, when: datetime | None, position: int | None) -> None:
+    """From now on answer `commit_date` and `known_position` for `ref` (a full commit SHA, or a release of
+    `package`) from the record: its committer date and first-parent position (commits from the root)."""
+    _KNOWN[(package, ref)] = (when, position)
+
+
+def known_position(package: str, ref: str) -> int | None:
+    """The first-parent position the record holds for `ref` of `package`, or None."""
+    return _KNOWN.get((package, ref), (None, None))[1]
+
+
 def commit_date(url: str, ref: str) -> datetime | None:
-    """The committer date of `ref` when the source is a local clone (else unknown without cloning)."""
+    """The committer date of `ref`: from the record (`know`), else when the source is a local clone (else unknown
+    without cloning)."""
+    for (_, known_ref), (when, _) in _KNOWN.items():
+        if known_ref == ref and when is not None:
+            return when
     if "://" in url and not url.startswith("file://"):
         return None
     repo = url.removeprefix("file://")
@@ -91,3 +109,10 @@ def git_candidates(repo: Path, old_ref: str, new_ref: str) -> list[Commit]:
     if len(commits) < 2:
         raise GitError(f"{repo}: no first-parent commits between {old_ref} and {new_ref}")
     return commits
+
+
+def first_parent_position(repo: Path, ref: str) -> int | None:
+    """How many first-parent commits lead from the root to `ref` in `repo` (its position in history), or None."""
+    proc = subprocess.run(["git", "-C", str(repo), "rev-list", "--first-parent", "--count", ref],
+                          capture_output=True, text=True, check=False)
+    return int(proc.stdout.strip()) if proc.returncode == 0 and proc.stdout.strip().isdigit() else None

@@ -124,9 +124,22 @@ def files(name: str, index: str = PYPI) -> tuple[IndexFile, ...]:
     return tuple(out)
 
 
+_KNOWN: dict[str, tuple[Release, ...]] = {}  # distribution -> its releases, as the record saw them on the index
+
+
+def know(name: str, listed: tuple[Release, ...]) -> None:
+    """From now on answer `releases(name)` (on any index) with `listed`: the record's snapshot of the index, so
+    that readers of the record need no index and read the same offline."""
+    _KNOWN[canonicalize_name(name)] = tuple(sorted(listed, key=lambda r: r.version))
+    releases.cache_clear()
+
+
 @lru_cache(maxsize=512)
 def releases(name: str, index: str = PYPI) -> tuple[Release, ...]:
-    """Every release of `name` on `index`, oldest first; raises `IndexLookupError` when it cannot tell."""
+    """Every release of `name` on `index`, oldest first (the record's snapshot when `know` was told of it); raises
+    `IndexLookupError` when it cannot tell."""
+    if canonicalize_name(name) in _KNOWN:
+        return _KNOWN[canonicalize_name(name)]
     by_version: dict[Version, list[tuple[datetime | None, bool]]] = {}
     for f in files(name, index):
         by_version.setdefault(f.version, []).append((f.uploaded, f.yanked))

@@ -8,6 +8,8 @@ from pathlib import Path
 from harness.model.case_schema import CaseError, CaseSpec, load_spec
 
 CASE_FILE = "case.yaml"
+# the compatibility probes (`bugmatrix compat`): shaped like cases, kept beside the harness
+PROBES_DIR = Path(__file__).resolve().parent.parent.parent / "probes"
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,9 @@ class Result(BaseModel):
     tallies: dict[str, int] = Field(default_factory=dict)  # outcome -> count, when the job was repeated
     # what the result depends on: script and run settings (`run_digest`), variant, world size, device, pins, repeats
     fingerprint: str = ""
+    # `run_digest` of the script and run settings that produced it: a result whose digest the case no longer gives
+    # (its script or settings were edited since) is superseded history, never a verdict
+    digest: str = ""
 
     @property
     def repeats(self) -> int:

@@ -110,8 +110,13 @@ def to_cases_markdown(report: MatrixReport) -> str:
             by_case[axis.case].append((axis, axis.boundaries(report.between)))
     lines = ["| case | upstream | package: run in | reproduces in | fixed in | came back in | workarounds (come out "
              "`fixed`) |", "|---|---|---|---|---|---|---|"]
-    for case_id in sorted(by_case):
+    for case_id in sorted(set(by_case) | set(report.cases)):
         case = report.cases.get(case_id)
+        if case_id not in by_case:  # a case the results never reached: said, never left out
+            links = ", ".join(f"[{_link_name(u)}]({u})" for u in case.spec.upstream) if case else ""
+            lines.append(f"| `{case_id}` — {case.spec.title if case else ''} | {links} | not measured | "
+                         f"not measured ({', '.join(case.spec.devices) if case else ''}) | — | — | — |")
+            continue
         workaround = {name for name, v in case.spec.variants.items() if v.workaround} if case else set()
         bugs: dict[tuple[str, str, str], list[str]] = defaultdict(list)
         arounds = []

@@ -30,7 +30,7 @@ from harness.launch.execute import device_missing, execute_repeated, infra_resul
 from harness.launch.expectations import expected_for
 from harness.launch.interpreter import Environment
 from harness.model.cell import Cell
-from harness.model.job import SETTLED, Job, fingerprint, local_pins
+from harness.model.job import SETTLED, Job, fingerprint, local_pins, run_digest
 from harness.model.result import Result
 from harness.session.scheduler import run_scheduled
 from harness.session.store import NullStore, ResultStore
@@ -256,4 +256,4 @@ class Session:
             return expected_for(job.case.spec.variants[job.variant], earlier), True
         env, problem, versions = self.environments.get(job)
         result = infra_result(job, problem, versions) if env is None else execute_repeated(job, env, self.repeat)
-        return result.model_copy(update={"fingerprint": fprint}), False
+        return result.model_copy(update={"fingerprint": fprint, "digest": run_digest(job.case, job.variant)}), False

@@ -52,7 +52,7 @@ from harness.model.outcome import Outcome, RankStatus
 from harness.model.result import Result
 
 DEFAULT_DB = Path(os.environ.get("BUGMATRIX_DB", ".bugmatrix/results.db"))
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -84,6 +84,7 @@ CREATE TABLE IF NOT EXISTS results (
     launched INTEGER NOT NULL,
     tallies TEXT NOT NULL DEFAULT '{}',
     fingerprint TEXT NOT NULL DEFAULT '',
+    digest TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (run_id, case_id, variant, nproc, device, cell)
 );
 CREATE INDEX IF NOT EXISTS results_case ON results (case_id, variant, cell);
@@ -101,6 +102,7 @@ CREATE TABLE IF NOT EXISTS latest (
 _ADDED_COLUMNS = {  # schema version 2: column -> definition, added to stores written by version 1
     "tallies": "TEXT NOT NULL DEFAULT '{}'",
     "fingerprint": "TEXT NOT NULL DEFAULT ''",
+    "digest": "TEXT NOT NULL DEFAULT ''",  # schema version 4
 }
 # schema version 3: the `latest` table, and the index that finds a key's newest result without reading the rows
 _NEWEST_INDEX = ("CREATE INDEX IF NOT EXISTS results_newest "
@@ -115,6 +117,7 @@ _REFRESH_LATEST = (
 _RESULT_COLUMNS = (
     "run_id", "case_id", "variant", "nproc", "device", "cell", "outcome", "expected", "reason", "versions",
     "python", "ranks", "duration_s", "log_excerpt", "stacks", "started_at", "launched", "tallies", "fingerprint",
+    "digest",
 )
 
 
@@ -148,9 +151,16 @@ def new_run_id() -> str:
 class ResultStore:
     """A SQLite results store (see the module docstring for the whole contract)."""
 
-    def __init__(self, path: Path | str = DEFAULT_DB) -> None:
+    def __init__(self, path: Path | str = DEFAULT_DB, readonly: bool = False) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.readonly = readonly
+        if readonly:  # a reading command: never creates, fills or rewrites a file
+            if not self.path.is_file():
+                raise StoreError(f"{self.path}: no such results store")
+            if self._current():
+                return
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
             try:
@@ -164,13 +174,33 @@ class ResultStore:
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path}: not a bugmatrix results store ({exc})") from None
 
+    def _current(self) -> bool:
+        """Whether the file is a store of this schema version (nothing to upgrade); raises `StoreError` for a file
+        that is not a bugmatrix store, an empty one included. Reads only."""
+        try:
+            db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=60)
+            try:
+                tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+                if not {"meta", "runs", "results", "latest"} <= tables:
+                    _refuse_foreign(db, self.path)
+                    if not tables:
+                        raise StoreError(f"{self.path}: not a bugmatrix results store (an empty file)")
+                    return False  # an older bugmatrix's store: upgraded when opened
+                version = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+                return version is not None and version[0] == str(SCHEMA_VERSION)
+            finally:
+                db.close()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path}: not a bugmatrix results store ({exc})") from None
+
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
-        """A connection inside one IMMEDIATE transaction: committed on success, rolled back on any exception."""
+        """A connection inside one transaction (IMMEDIATE unless the store was opened to read): committed on
+        success, rolled back on any exception."""
         db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
         try:
             db.execute("PRAGMA busy_timeout=60000")
-            db.execute("BEGIN IMMEDIATE")
+            db.execute("BEGIN" if getattr(self, "readonly", False) else "BEGIN IMMEDIATE")
             yield db
             db.execute("COMMIT")
         except BaseException:
@@ -202,7 +232,7 @@ class ResultStore:
             result.expected.value if result.expected else None, result.reason, json.dumps(result.versions),
             result.python, json.dumps([r.model_dump(mode="json") for r in result.ranks]), result.duration_s,
             result.log_excerpt, result.stacks, result.started_at, int(result.launched),
-            json.dumps(result.tallies, sort_keys=True), result.fingerprint,
+            json.dumps(result.tallies, sort_keys=True), result.fingerprint, result.digest,
         )
         with self._connect() as db:
             db.execute(f"INSERT OR REPLACE INTO results ({', '.join(_RESULT_COLUMNS)}) "
@@ -292,6 +322,7 @@ class NullStore(ResultStore):
 
     def __init__(self) -> None:  # no file
         self.path = Path(os.devnull)
+        self.readonly = False
 
     def begin_run(self, command: str, machine: str, run_id: str | None = None) -> str:
         return ""
@@ -382,5 +413,5 @@ def _to_result(row: tuple) -> Result:
         ranks=[RankStatus.model_validate(r) for r in json.loads(values["ranks"])],
         duration_s=values["duration_s"], log_excerpt=values["log_excerpt"], stacks=values["stacks"],
         started_at=values["started_at"], launched=bool(values["launched"]),
-        tallies=json.loads(values["tallies"]), fingerprint=values["fingerprint"],
+        tallies=json.loads(values["tallies"]), fingerprint=values["fingerprint"], digest=values["digest"],
     )

@@ -1,0 +1,173 @@
+"""`bugmatrix record`: fold measurements into the committed record, take it back into a store, and generate the
+pages' tables from it.
+
+    bugmatrix record fold [STORE.db | RUN.json ...]      # default: .bugmatrix/results.db
+    bugmatrix record import --db PATH                    # the record as a results store (round trip, local tools)
+    bugmatrix record tables [--check] [--page README.md] # the cases and compatibility tables, from the record only
+
+Exit codes: 0 done (for `tables --check`: the page is what the record generates), 1 `tables --check` found a page
+that differs, 2 input that cannot be read (one line naming the file; nothing written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+from harness.commands import UsageError
+
+USAGE_ERROR, CHANGED = 2, 1
+# The generated regions of a page: <!-- NAME: ... --> ... <!-- /NAME -->
+_REGION = re.compile(r"(<!-- (?P<name>cases-table|compat-tables)[^>]*-->\n)(?P<body>.*?)(<!-- /(?P=name) -->)",
+                     re.DOTALL)
+
+
+def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
+    """Register `record` and its steps, with their options."""
+    p = sub.add_parser("record", help="the committed record of every measurement: fold a store into it, import it, "
+                       "generate the pages' tables from it")
+    steps = p.add_subparsers(dest="step", required=True)
+    fold = steps.add_parser("fold", help="fold results stores or `run --json` files into the record (idempotent)",
+                            parents=[parents["--record"], parents["--matrix"]])
+    fold.add_argument("sources", nargs="*", type=Path, help="store files (.db) or `bugmatrix run --json` output "
+                      "(.json); default: .bugmatrix/results.db")
+    fold.add_argument("--cell", help="for .json sources: the cell to record them under (instead of `local`), a name "
+                      "that says the machine and its pins, e.g. cuda-h100-torch-2.11.0+cu130")
+    fold.add_argument("--pin", action="append", default=[], metavar="PKG=VERSION",
+                      help="for .json sources: the exact version a result ran with where the file lost it (e.g. "
+                      "torch=2.11.0+cu130); repeatable")
+    fold.add_argument("--machine", action="append", default=[], metavar="KEY=VALUE",
+                      help="for .json sources: the machine they ran on (cpu=..., cores=..., gpu=..., driver=..., "
+                      "cuda=..., nccl=...); repeatable")
+    fold.add_argument("--offline", action="store_true", help="look nothing up: keep the record's version dates")
+    fold.set_defaults(func=cmd_fold)
+    imp = steps.add_parser("import", help="write the record into a results store", parents=[parents["--record"]])
+    imp.add_argument("--db", type=Path, required=True, help="the store to write (created when missing)")
+    imp.set_defaults(func=cmd_import)
+    tables = steps.add_parser("tables", help="regenerate the cases and compatibility tables of a page from the "
+                              "record alone", parents=[parents["--record"], parents["--matrix"]])
+    tables.add_argument("--page", type=Path, default=Path("README.md"), help="the page holding the tables")
+    tables.add_argument("--check", action="store_true", help="write nothing; exit 1 when the page differs")
+    tables.set_defaults(func=cmd_tables)
+
+
+def _pairs(items: list[str], flag: str) -> dict[str, str]:
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name or not value:
+            raise UsageError(f"{flag} {item!r}: expected NAME=VALUE")
+        out[name] = value
+    return out
+
+
+def cmd_fold(args: argparse.Namespace) -> int:
+    """Fold each source into the record and write what changed."""
+    from harness.matrix.expand import load_matrix
+    from harness.model.case import PROBES_DIR, discover
+    from harness.output.console import make_console
+    from harness.session.folding import fold_payload, fold_store, refresh_versions
+    from harness.session.record import load, write
+    from harness.session.store import DEFAULT_DB, ResultStore
+
+    sources = args.sources or [DEFAULT_DB]
+    cases = discover(args.cases_dir)[0] + discover(PROBES_DIR)[0]
+    record = load(args.record)  # a record file that does not parse stops here: nothing is written
+    pins, machine = _pairs(args.pin, "--pin"), _pairs(args.machine, "--machine")
+    if "cores" in machine and machine["cores"].isdigit():
+        machine["cores"] = int(machine["cores"])  # type: ignore[assignment]
+    say = make_console(stderr=True)
+    for source in sources:
+        if not source.is_file():
+            raise UsageError(f"{source}: no such file")
+        if source.suffix == ".json":
+            try:
+                payload = json.loads(source.read_text())
+                payload["results"], payload["run_id"]  # noqa: B018 - the two fields a run's JSON must have
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                raise UsageError(f"{source}: not the output of `bugmatrix run --json` ({exc})") from None
+            if not machine:
+                raise UsageError(f"{source}: say which machine ran it (--machine gpu=... --machine cpu=...)")
+            added, replaced = fold_payload(record, payload, cases, args.cell, machine, pins,
+                                           f"bugmatrix run --json > {source.name}")
+        else:
+            added, replaced = fold_store(record, ResultStore(source, readonly=True), cases)
+        say.print(f"{source}: {added} row(s) added, {replaced} replaced", soft_wrap=True, highlight=False)
+    if not args.offline:
+        matrix = load_matrix(args.matrix) if args.matrix.is_file() else None
+        for problem in refresh_versions(record, matrix):
+            say.print(f"[yellow]version dates kept from the record:[/] {problem}", soft_wrap=True, highlight=False)
+    written = write(args.record, record)
+    say.print(f"{args.record}: {len(record.rows)} row(s); {len(written)} file(s) written"
+              + (f" ({', '.join(written)})" if written else ""), soft_wrap=True, highlight=False)
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """Write every row of the record into `--db`."""
+    from harness.output.console import make_console
+    from harness.session.folding import import_record
+    from harness.session.record import load
+    from harness.session.store import ResultStore
+
+    record = load(args.record)
+    count = import_record(record, ResultStore(args.db))
+    make_console(stderr=True).print(f"{args.db}: {count} result(s) imported from {args.record}", highlight=False)
+    return 0
+
+
+def generated_tables(record_root: Path, cases_dir: Path, matrix_path: Path) -> dict[str, str]:
+    """The page regions the record generates: `cases-table` (`report --format cases`) and `compat-tables`
+    (`compat --no-probe --format markdown`), from the record alone (never a local store)."""
+    from harness.analysis import compat
+    from harness.matrix.expand import load_matrix
+    from harness.model.case import discover
+    from harness.output import compat as view
+    from harness.output import reports
+    from harness.session.readers import open_reader
+
+    cases = discover(cases_dir)[0]
+    store = open_reader(Path("/nonexistent/bugmatrix-tables.db"), False, cases, record_root)
+    matrix = load_matrix(matrix_path) if matrix_path.is_file() else None
+    report = reports.report_for(store.latest(), cases_dir, [c.name for c in matrix.cells] if matrix else [], matrix)
+    return {"cases-table": reports.to_cases_markdown(report),
+            "compat-tables": view.to_markdown(compat.measured(store), None)}
+
+
+def regenerate(page: str, tables: dict[str, str]) -> str:
+    """`page` with each generated region's body replaced by its table."""
+    return _REGION.sub(lambda m: m.group(1) + tables[m.group("name")] + m.group(4), page)
+
+
+def cmd_tables(args: argparse.Namespace) -> int:
+    """Regenerate (or, with --check, compare) the page's generated tables."""
+    from harness.output.console import make_console
+
+    try:
+        page = args.page.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"{args.page}: cannot be read ({exc.strerror})") from None
+    found = {m.group("name") for m in _REGION.finditer(page)}
+    missing = {"cases-table", "compat-tables"} - found
+    if missing:
+        raise UsageError(f"{args.page}: no generated region {', '.join(sorted(missing))} "
+                         "(<!-- NAME: ... --> ... <!-- /NAME -->)")
+    new = regenerate(page, generated_tables(args.record, args.cases_dir, args.matrix))
+    err = make_console(stderr=True)
+    if new == page:
+        err.print(f"{args.page}: the tables are what {args.record} generates", highlight=False)
+        return 0
+    if args.check:
+        err.print(f"{args.page}: the tables differ from what {args.record} generates "
+                  "(`bugmatrix record tables` rewrites them; never edit them by hand)", highlight=False)
+        return CHANGED
+    args.page.write_text(new, encoding="utf-8")
+    err.print(f"wrote {args.page}", highlight=False)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit("run as `bugmatrix record ...`")

@@ -1,0 +1,77 @@
+"""What every reading command reads: the committed record with the local store layered over it.
+
+    store = open_reader(db, explicit, record_root, cases)   # report, compare, narrow, expect, compat, bisect
+
+- With no local store (a fresh clone), the record alone answers; the default store path is never created by a
+  reader. An explicit `--db` that does not exist is a `StoreError` (one line, exit 2), never a silent fall-back.
+- With `writable`, the local store is opened to write (created when missing): narrow, bisect and compat record
+  their probes there while reusing the record's results as known points (`standing`).
+- Results are judged by today's rules (`expected` from the case's current `expect` list; nothing is expected of an
+  `infra`), and superseded results (`record.superseded`) are left out of both layers.
+- The record's version points (upload dates, commit dates and positions) answer the index and clone questions of
+  every reader (`use_chronology`), so the record reads the same offline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from pathlib import Path
+
+from harness.launch.expectations import environment_of, expected_outcome
+from harness.matrix import git, index
+from harness.model.case import PROBES_DIR, Case, discover
+from harness.model.outcome import Outcome
+from harness.model.result import Result
+from harness.session.record import DEFAULT_RECORD, LayeredStore, Record, RecordStore, current_digests, load
+from harness.session.store import ResultStore, StoreError
+
+
+def judged(cases: Iterable[Case]):  # noqa: ANN201 - a Callable[[Result], Result]
+    """A function that sets a result's `expected` by its case's current rules (None for an `infra`, or for a case
+    or variant that no longer exists)."""
+    variants = {(c.id, v): spec for c in cases for v, spec in c.spec.variants.items()}
+
+    def judge(result: Result) -> Result:
+        variant = variants.get((result.case, result.variant))
+        expected = (None if variant is None or result.outcome is Outcome.INFRA
+                    else expected_outcome(variant, environment_of(result), result.nproc, result.device))
+        return result if expected == result.expected else result.model_copy(update={"expected": expected})
+
+    return judge
+
+
+def use_chronology(record: Record) -> None:
+    """Answer release listings, upload dates, commit dates and first-parent positions from `record` before asking
+    an index or a clone (for the rest of the process)."""
+    for distribution, points in record.releases.items():
+        index.know(distribution, tuple(
+            index.Release(index.Version(v), _when(p.get("date")), bool(p.get("yanked"))) for v, p in points.items()))
+    for package, points in record.commits.items():
+        for ref, point in points.items():
+            git.know(package, ref, _when(point.get("date")), point.get("position"))
+
+
+def _when(text: str | None) -> datetime | None:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
+
+
+def open_reader(db: Path, explicit: bool, cases: list[Case], record_root: Path = DEFAULT_RECORD,
+                writable: bool = False) -> ResultStore:
+    """The store a reading command reads (see the module docstring); raises `StoreError` (a one-line message) for
+    an explicit `--db` that does not exist or is not a store, or a record file that does not parse."""
+    if explicit and not db.is_file() and not writable:
+        raise StoreError(f"{db}: no such results store (--db)")
+    record = load(record_root)
+    use_chronology(record)
+    everything = [*cases, *discover(PROBES_DIR)[0]]
+    digests = current_digests(everything)
+    judge = judged(everything)
+    layer = RecordStore(record, digests, record_root, judge)
+    if writable:
+        local: ResultStore = ResultStore(db)
+    elif db.is_file():
+        local = ResultStore(db, readonly=True)
+    else:
+        return layer
+    return LayeredStore(local, layer, digests, judge)

@@ -1,0 +1,457 @@
+"""The record: every measurement bugmatrix has made, as plain text committed in the repository (`record/`).
+
+The SQLite store (`store.py`) is one machine's working copy, with logs, stacks and every rank's output; the record
+is what survives it, the product's durable, reviewable output. Layout (every file sorted, one JSON object per line
+so that a changed result is a changed line):
+
+    record/results/<case>.jsonl   one row per result of the case (bisect/narrow probes included)
+    record/compat.jsonl           the compatibility probes (`compat-*` cells)
+    record/runs.jsonl             the runs that rows cite: when, on which machine, the command
+    record/machines.jsonl         each machine: CPU model and cores; for CUDA the GPU, driver, CUDA and NCCL
+    record/versions.jsonl         each package's releases with their upload dates (and whether yanked), and each
+                                  git commit run with its date and first-parent position: readers need no index
+                                  and no clone, so the record reads the same offline
+
+A row holds the case, variant, world size, device, cell and exact pins (`version @ commit` for a git install, the
+torch build's local version such as `+cu130` kept), the outcome and repeat tallies, the fingerprint (`job.py`) and
+the digest of the script and run settings it measured (`run_digest`), the date, duration, run and machine, and a
+bounded excerpt: the lines that decided the outcome. A non-verdict (`error`, `timeout`, `infra`) keeps its reason
+line only. What is expected of a result is not recorded: readers judge it by today's rules.
+
+Guarantees (`tests/test_record.py`):
+- Deterministic: the same store exports byte-identically, and export -> import -> export is byte-identical.
+- Folding is idempotent and keeps what is recorded: a row is keyed by (case, variant, world size, device, cell,
+  fingerprint); a newer result of a key replaces its row, but a re-measurement with the same outcome and tallies
+  leaves the row as it was, so a night that changed nothing is an empty diff.
+- History is kept: a result whose digest no committed case gives any more (its script or settings were edited
+  since) is *superseded*; it stays in the record, but `RecordStore` and `LayeredStore` never return it as a result.
+- A file that does not parse is a `RecordError` naming the file and line; nothing is written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from harness.model.cell import COMPAT_PREFIX
+from harness.model.outcome import Outcome
+from harness.model.result import Result
+from harness.session.store import ResultStore, Run, StoreError
+
+DEFAULT_RECORD = Path(os.environ.get("BUGMATRIX_RECORD", "record"))
+EXCERPT_LINE = 300  # characters kept of one deciding line
+EXCERPT_LINES = 4
+NON_VERDICTS = (Outcome.ERROR, Outcome.TIMEOUT, Outcome.INFRA)
+_KEY = ("case", "variant", "nproc", "device", "cell", "fingerprint")
+_ROW_FIELDS = {
+    "case": str, "variant": str, "nproc": int, "device": str, "cell": str, "outcome": str, "reason": str,
+    "versions": dict, "python": str, "fingerprint": str, "digest": str, "date": str, "duration_s": (int, float),
+    "run": str, "tallies": dict,
+}
+_DECIDING = re.compile(r"\b(REPRODUCED|FIXED|SKIP|COMPAT-PROBE[\w-]*)\b")
+
+
+class RecordError(StoreError):
+    """A record file does not parse (the message names the file and line)."""
+
+
+Digests = Callable[[str, str], str | None]  # (case, variant) -> the digest the committed case gives now, or None
+
+
+@dataclass
+class Record:
+    """The record in memory: rows, the runs and machines they cite, and the version points' dates."""
+
+    rows: list[dict] = field(default_factory=list)
+    runs: dict[str, dict] = field(default_factory=dict)  # run id -> {started, machine, command}
+    machines: dict[str, dict] = field(default_factory=dict)  # machine id -> description
+    releases: dict[str, dict[str, dict]] = field(default_factory=dict)  # distribution -> version -> {date, yanked}
+    commits: dict[str, dict[str, dict]] = field(default_factory=dict)  # package -> sha or release -> {date, position}
+
+
+# ---------------------------------------------------------------------------------------------------------- rows
+
+
+def iso(timestamp: float) -> str:
+    """A POSIX time as the record writes it: UTC, to the second."""
+    return datetime.fromtimestamp(timestamp, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def timestamp(text: str) -> float:
+    """The POSIX time of a record date."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def deciding_lines(result: Result, signature: str | None = None) -> str:
+    """The bounded excerpt a row keeps: the log lines that decided the outcome (the one matching the failure
+    signature, the script's REPRODUCED/FIXED/SKIP line, a compat probe's verdict line), at most `EXCERPT_LINES`
+    lines of at most `EXCERPT_LINE` characters; empty for a non-verdict, whose reason says it."""
+    if result.outcome in NON_VERDICTS:
+        return ""
+    pattern = None
+    if signature and result.outcome in (Outcome.REPRODUCED, Outcome.FLAKY):
+        try:
+            pattern = re.compile(signature)
+        except re.error:
+            pattern = None
+    picked: list[str] = []
+    for line in result.log_excerpt.splitlines():
+        line = line.strip()
+        if line and (_DECIDING.search(line) or (pattern is not None and pattern.search(line))):
+            cut = line[:EXCERPT_LINE]
+            if cut not in picked:
+                picked.append(cut)
+    return "\n".join(picked[-EXCERPT_LINES:])
+
+
+def to_row(run_id: str, cell: str, result: Result, machine: str, signature: str | None = None) -> dict:
+    """A result as a record row (see the module docstring for what it keeps)."""
+    row = {
+        "case": result.case, "variant": result.variant, "nproc": result.nproc, "device": result.device,
+        "cell": cell, "outcome": result.outcome.value, "tallies": dict(sorted(result.tallies.items())),
+        "reason": result.reason.splitlines()[0][:EXCERPT_LINE * 2] if result.reason else "",
+        "versions": dict(sorted(result.versions.items())), "python": result.python,
+        "fingerprint": result.fingerprint, "digest": result.digest, "date": iso(result.started_at),
+        "duration_s": round(result.duration_s, 1), "run": run_id, "machine": machine,
+    }
+    if not result.launched:
+        row["launched"] = False
+    excerpt = deciding_lines(result, signature)
+    if excerpt:
+        row["excerpt"] = excerpt
+    return row
+
+
+def from_row(row: dict) -> tuple[str, str, Result]:
+    """(run id, cell, result) of a record row; `expected` is left None for the reader to judge by today's rules."""
+    result = Result(
+        case=row["case"], variant=row["variant"], nproc=row["nproc"], device=row["device"],
+        outcome=Outcome(row["outcome"]), expected=None, reason=row["reason"], versions=row["versions"],
+        python=row["python"], duration_s=row["duration_s"], log_excerpt=row.get("excerpt", ""),
+        started_at=timestamp(row["date"]), launched=row.get("launched", True), tallies=row["tallies"],
+        fingerprint=row["fingerprint"], digest=row["digest"],
+    )
+    return row["run"], row["cell"], result
+
+
+def key(row: dict) -> tuple:
+    """The identity of a row: (case, variant, world size, device, cell, fingerprint)."""
+    return tuple(row[k] for k in _KEY)
+
+
+def _order(row: dict) -> tuple:
+    return (row["case"], row["variant"], row["device"], row["nproc"], row["cell"], row["date"], row["fingerprint"])
+
+
+# ------------------------------------------------------------------------------------------------- read, write
+
+
+def _dumps(value: object) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def _lines(path: Path) -> Iterable[tuple[int, dict]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RecordError(f"{path}: cannot be read ({exc})") from None
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise RecordError(f"{path}:{number}: not a JSON object ({exc.msg})") from None
+        if not isinstance(value, dict):
+            raise RecordError(f"{path}:{number}: not a JSON object")
+        yield number, value
+
+
+def _check_row(path: Path, number: int, row: dict) -> dict:
+    for name, kind in _ROW_FIELDS.items():
+        if name not in row:
+            raise RecordError(f"{path}:{number}: {name}: missing")
+        if not isinstance(row[name], kind) or (kind is int and isinstance(row[name], bool)):
+            raise RecordError(f"{path}:{number}: {name}: {row[name]!r} is not a {getattr(kind, '__name__', 'number')}")
+    try:
+        Outcome(row["outcome"])
+        timestamp(row["date"])
+    except ValueError as exc:
+        raise RecordError(f"{path}:{number}: {exc}") from None
+    return row
+
+
+def load(root: Path = DEFAULT_RECORD) -> Record:
+    """The record under `root` (an empty record when there is none); `RecordError` names the file and line of
+    anything that does not parse."""
+    record = Record()
+    if not root.is_dir():
+        return record
+    paths = sorted((root / "results").glob("*.jsonl")) + [root / "compat.jsonl"]
+    for path in paths:
+        if path.is_file():
+            record.rows += [_check_row(path, n, row) for n, row in _lines(path)]
+    for name, target in (("runs", record.runs), ("machines", record.machines)):
+        path = root / f"{name}.jsonl"
+        if path.is_file():
+            for number, row in _lines(path):
+                if not isinstance(row.get("id"), str):
+                    raise RecordError(f"{path}:{number}: id: missing")
+                target[row["id"]] = {k: v for k, v in row.items() if k != "id"}
+    path = root / "versions.jsonl"
+    if path.is_file():
+        for number, row in _lines(path):
+            package, version = row.get("package"), row.get("version")
+            if not isinstance(package, str) or not isinstance(version, str):
+                raise RecordError(f"{path}:{number}: package and version: missing")
+            point = {k: v for k, v in row.items() if k not in ("package", "version", "kind")}
+            if row.get("kind") == "git":
+                record.commits.setdefault(package, {})[version] = point
+            elif row.get("kind") == "release":
+                record.releases.setdefault(package, {})[version] = point
+            else:
+                raise RecordError(f"{path}:{number}: kind: {row.get('kind')!r} is neither 'release' nor 'git'")
+    return record
+
+
+def render(record: Record) -> dict[str, str]:
+    """Every file of the record as text, by path relative to the record's root (deterministic)."""
+    files: dict[str, list[dict]] = {}
+    for row in sorted(record.rows, key=_order):
+        name = "compat.jsonl" if row["cell"].startswith(COMPAT_PREFIX) else f"results/{row['case']}.jsonl"
+        files.setdefault(name, []).append(row)
+    cited_runs = {row["run"] for row in record.rows}
+    cited_machines = {record.runs[r]["machine"] for r in cited_runs if r in record.runs} | {
+        row["machine"] for row in record.rows}
+    files["runs.jsonl"] = [{"id": r, **record.runs[r]} for r in sorted(cited_runs) if r in record.runs]
+    files["machines.jsonl"] = [{"id": m, **record.machines[m]} for m in sorted(cited_machines)
+                               if m in record.machines]
+    versions = [{"kind": "release", "package": p, "version": v, **point}
+                for p in sorted(record.releases) for v, point in _by_version(record.releases[p])]
+    versions += [{"kind": "git", "package": p, "version": v, **point}
+                 for p in sorted(record.commits) for v, point in sorted(record.commits[p].items())]
+    files["versions.jsonl"] = versions
+    return {name: "".join(_dumps(row) + "\n" for row in rows) for name, rows in sorted(files.items())}
+
+
+def _by_version(points: dict[str, dict]) -> list[tuple[str, dict]]:
+    from packaging.version import InvalidVersion, Version
+
+    def order(item: tuple[str, dict]) -> tuple:
+        try:
+            return (0, Version(item[0]), item[0])
+        except InvalidVersion:
+            return (1, Version("0"), item[0])
+
+    return sorted(points.items(), key=order)
+
+
+def write(root: Path, record: Record) -> list[str]:
+    """Write the record under `root`: each file that changed, atomically (a reader never sees half a file); return
+    the paths written. Files of the record that no longer have rows are left alone (nothing is deleted)."""
+    written = []
+    for name, text in render(record).items():
+        path = root / name
+        if path.is_file() and path.read_text(encoding="utf-8") == text:
+            continue
+        if not text and not path.exists():
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(f".{path.name}.tmp")
+        temporary.write_text(text, encoding="utf-8")
+        os.replace(temporary, path)
+        written.append(name)
+    return written
+
+
+# --------------------------------------------------------------------------------------------------------- fold
+
+
+def fold(record: Record, rows: Iterable[dict], runs: dict[str, dict], machines: dict[str, dict]) -> tuple[int, int]:
+    """Fold new rows (with the runs and machines they cite) into `record`, in place; return (added, replaced).
+    Idempotent: a row whose key is recorded with the same outcome and tallies is left exactly as it was; a newer
+    result of a recorded key replaces it; an older one is ignored."""
+    index = {key(row): i for i, row in enumerate(record.rows)}
+    added = replaced = 0
+    for row in rows:
+        at = index.get(key(row))
+        if at is None:
+            index[key(row)] = len(record.rows)
+            record.rows.append(row)
+            added += 1
+        else:
+            old = record.rows[at]
+            if (old["outcome"], old["tallies"]) == (row["outcome"], row["tallies"]):
+                continue  # confirmed: the row keeps its first measurement
+            if (row["date"], row["run"]) > (old["date"], old["run"]):
+                record.rows[at] = row
+                replaced += 1
+    for run_id, run in runs.items():
+        record.runs.setdefault(run_id, run)
+    for machine_id, machine in machines.items():
+        record.machines.setdefault(machine_id, machine)
+    return added, replaced
+
+
+def machine_id(description: dict) -> str:
+    """A stable short id for a machine description."""
+    import hashlib
+
+    return "m-" + hashlib.sha256(_dumps(description).encode()).hexdigest()[:10]
+
+
+def machine_description(text: str, here: dict | None = None, host: str | None = None) -> dict:
+    """A run's `machine` text as a description: the JSON a current bugmatrix records, or an older bugmatrix's
+    `host (OS arch)`, completed with this machine's description `here` when `host` says it ran here."""
+    try:
+        value = json.loads(text)
+        if isinstance(value, dict):
+            return value
+    except json.JSONDecodeError:
+        pass
+    match = re.match(r"(\S+) \((\S+) (\S+)\)", text)
+    if match and here is not None and match.group(1) == host:
+        return here
+    return {"description": re.sub(r"^\S+ ", "", text) if match else text}
+
+
+# ------------------------------------------------------------------------------------------------------ readers
+
+
+def current_digests(cases: Iterable) -> Digests:
+    """A `Digests` over `cases` (Case objects, probes included): what each variant's results must have measured."""
+    from harness.model.job import run_digest
+
+    known: dict[tuple[str, str], str] = {}
+    for case in cases:
+        for variant in case.spec.variants:
+            known[(case.id, variant)] = run_digest(case, variant)
+    return lambda case_id, variant: known.get((case_id, variant))
+
+
+def superseded(result: Result, digests: Digests) -> bool:
+    """Whether `result` measured a script or settings the committed case no longer has (or a case that is gone).
+    A result that recorded no digest (an older bugmatrix's) is taken as current."""
+    if not result.digest:
+        return False
+    return digests(result.case, result.variant) != result.digest
+
+
+def _kept(cell: str, compat: bool) -> bool:
+    return cell.startswith(COMPAT_PREFIX) == compat
+
+
+def _newest(entries: Iterable[tuple[str, str, Result]]) -> list[tuple[str, Result]]:
+    """(cell, result): the newest of each (case, variant, nproc, device, cell), a tie to the greater run id, in
+    key order (as `ResultStore.latest`)."""
+    best: dict[tuple, tuple[float, str, str, Result]] = {}
+    for run_id, cell, r in entries:
+        k = (r.case, r.variant, r.nproc, r.device, cell)
+        if k not in best or (r.started_at, run_id) > best[k][:2]:
+            best[k] = (r.started_at, run_id, cell, r)
+    return [(best[k][2], best[k][3]) for k in sorted(best)]
+
+
+class RecordStore(ResultStore):
+    """The record as a read-only store (a sibling of `ResultStore` and `NullStore`): every reader gets the
+    record's results that are not superseded; writing is refused."""
+
+    def __init__(self, record: Record, digests: Digests, root: Path = DEFAULT_RECORD,
+                 judge: Callable[[Result], Result] | None = None) -> None:
+        self.path = root
+        self.readonly = True
+        self.record = record
+        judge = judge or (lambda r: r)
+        self._entries = [(run_id, cell, judge(r)) for run_id, cell, r in map(from_row, record.rows)
+                         if not superseded(r, digests)]
+
+    def begin_run(self, command: str, machine: str, run_id: str | None = None) -> str:
+        raise StoreError(f"{self.path}: the record is written by `bugmatrix record fold`, not by a run")
+
+    def end_run(self, run_id: str, status: str = "complete") -> None:
+        raise StoreError(f"{self.path}: the record is written by `bugmatrix record fold`, not by a run")
+
+    def save(self, run_id: str, result: Result, cell: str = "local") -> None:
+        raise StoreError(f"{self.path}: the record is written by `bugmatrix record fold`, not by a run")
+
+    def merge(self, sources: list[Path], compat_only: bool = False) -> int:
+        raise StoreError(f"{self.path}: the record is written by `bugmatrix record fold`")
+
+    def runs(self, with_results: bool = False, compat: bool = False) -> list[Run]:
+        cited = {run_id for run_id, cell, _ in self._entries if not with_results or _kept(cell, compat)}
+        out = []
+        for run_id in cited:
+            run = self.record.runs.get(run_id, {})
+            started = timestamp(run["started"]) if "started" in run else 0.0
+            machine = run.get("machine", "")
+            out.append(Run(run_id, started, None, "complete", _dumps(self.record.machines.get(machine, {})),
+                           run.get("command", "")))
+        return sorted(out, key=lambda r: (r.started_at, r.run_id))
+
+    def results(self, run_id: str | None = None, compat: bool = False) -> list[tuple[str, str, Result]]:
+        chosen = [e for e in self._entries if _kept(e[1], compat) and (run_id is None or e[0] == run_id)]
+        return sorted(chosen, key=lambda e: (e[0], e[2].case, e[2].variant, e[1], e[2].device, e[2].nproc))
+
+    def latest(self, run_id: str | None = None, compat: bool = False) -> list[tuple[str, Result]]:
+        return _newest(e for e in self._entries if _kept(e[1], compat) and (run_id is None or e[0] == run_id))
+
+    def standing(self, cell: str, fingerprint: str, outcomes: tuple[Outcome, ...]) -> Result | None:
+        if not fingerprint:
+            return None
+        found = [(r.started_at, run_id, r) for run_id, c, r in self._entries
+                 if c == cell and r.fingerprint == fingerprint and r.outcome in outcomes]
+        return max(found, key=lambda f: f[:2])[2] if found else None
+
+
+class LayeredStore(ResultStore):
+    """The local store over the record: readers see both (the newest result of a key wins, as `latest()`; the
+    local store's copy of a row it shares with the record wins), writers write to the local store only. Results
+    that are superseded (see `superseded`) are left out of every reader, in either layer."""
+
+    def __init__(self, local: ResultStore, record: RecordStore, digests: Digests,
+                 judge: Callable[[Result], Result] | None = None) -> None:
+        self.path = local.path
+        self.readonly = local.readonly
+        self.local, self.record, self.digests = local, record, digests
+        self.judge = judge or (lambda r: r)
+
+    def begin_run(self, command: str, machine: str, run_id: str | None = None) -> str:
+        return self.local.begin_run(command, machine, run_id)
+
+    def end_run(self, run_id: str, status: str = "complete") -> None:
+        self.local.end_run(run_id, status)
+
+    def save(self, run_id: str, result: Result, cell: str = "local") -> None:
+        self.local.save(run_id, result, cell)
+
+    def merge(self, sources: list[Path], compat_only: bool = False) -> int:
+        return self.local.merge(sources, compat_only)
+
+    def _current(self, entries: list[tuple[str, str, Result]]) -> list[tuple[str, str, Result]]:
+        return [(run_id, cell, self.judge(r)) for run_id, cell, r in entries if not superseded(r, self.digests)]
+
+    def runs(self, with_results: bool = False, compat: bool = False) -> list[Run]:
+        mine = {r.run_id: r for r in self.local.runs(with_results, compat)}
+        merged = {**{r.run_id: r for r in self.record.runs(with_results, compat)}, **mine}
+        return sorted(merged.values(), key=lambda r: (r.started_at, r.run_id))
+
+    def results(self, run_id: str | None = None, compat: bool = False) -> list[tuple[str, str, Result]]:
+        mine = self._current(self.local.results(run_id, compat))
+        seen = {(run_id_, cell, r.case, r.variant, r.nproc, r.device) for run_id_, cell, r in mine}
+        theirs = [e for e in self.record.results(run_id, compat)
+                  if (e[0], e[1], e[2].case, e[2].variant, e[2].nproc, e[2].device) not in seen]
+        return sorted(mine + theirs, key=lambda e: (e[0], e[2].case, e[2].variant, e[1], e[2].device, e[2].nproc))
+
+    def latest(self, run_id: str | None = None, compat: bool = False) -> list[tuple[str, Result]]:
+        return _newest(self.results(run_id, compat))
+
+    def standing(self, cell: str, fingerprint: str, outcomes: tuple[Outcome, ...]) -> Result | None:
+        mine = self.local.standing(cell, fingerprint, outcomes)
+        found = [r for r in (mine and self.judge(mine), self.record.standing(cell, fingerprint, outcomes))
+                 if r is not None]
+        return max(found, key=lambda r: r.started_at) if found else None

@@ -1,0 +1,214 @@
+"""The committed record (harness/session/record.py): deterministic export, a byte-identical round trip through a
+store, idempotent folding that keeps what is recorded, superseded history, a corrupt file named by file and line,
+and every reader answering from the record alone, offline, without writing anything."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.model.case import Case
+from harness.model.job import run_digest
+from harness.model.outcome import Outcome, RankState, RankStatus
+from harness.model.result import Result
+from harness.session.folding import fold_store, import_record
+from harness.session.readers import open_reader
+from harness.session.record import Record, RecordError, load, render, write
+from harness.session.store import ResultStore, StoreError
+
+ROOT = Path(__file__).resolve().parent.parent
+MACHINE = json.dumps({"host": "h", "os": "Linux", "arch": "x86_64", "cpu": "Test CPU", "cores": 2})
+
+
+def _result(case: Case, version: str, outcome: Outcome, started: float, digest: str | None = None,
+            variant: str = "bug", tallies: dict | None = None) -> Result:
+    line = "[rank 0] REPRODUCED: FAKE-BUG-SIGNATURE seen" if outcome is Outcome.REPRODUCED else "[rank 0] FIXED: ok"
+    return Result(
+        case=case.id, variant=variant, nproc=1, device="cpu", outcome=outcome, expected=Outcome.FIXED,
+        reason=line if outcome is Outcome.REPRODUCED else "every rank exited 0", versions={"torch": version},
+        python="3.11.7", ranks=[RankStatus(rank=0, state=RankState.FIXED, exit_code=0, finished_at=1.0)],
+        duration_s=8.04, log_excerpt=f"--- rank 0 ---\nnoise\n{line}\nmore noise\n", stacks="stack",
+        started_at=started, tallies=tallies or {}, fingerprint=f"fp-{version}-{variant}",
+        digest=run_digest(case, variant) if digest is None else digest,
+    )
+
+
+@pytest.fixture
+def case(make_case) -> Case:  # noqa: ANN001
+    return make_case("print('x')\n", case_id="fake-1-case",
+                     variants={"bug": {"expect": [{"when": {"torch": "<2.1"}, "outcome": "reproduced"},
+                                                  {"outcome": "fixed"}]}})
+
+
+def _store(path: Path, case: Case, results: list[tuple[str, Result]]) -> ResultStore:
+    store = ResultStore(path)
+    run = store.begin_run("bugmatrix run --all-cells", MACHINE, run_id="20261125T000000-h-aaaaaa")
+    for cell, r in results:
+        store.save(run, r, cell)
+    store.end_run(run)
+    return store
+
+
+def _two_cells(case: Case) -> list[tuple[str, Result]]:
+    return [("torch-2.0.1", _result(case, "2.0.1", Outcome.REPRODUCED, 1000.0)),
+            ("torch-2.1.2", _result(case, "2.1.2", Outcome.FIXED, 1010.0))]
+
+
+def test_the_same_store_exports_byte_identically_and_keeps_only_the_deciding_lines(tmp_path: Path,
+                                                                                  case: Case) -> None:
+    store = _store(tmp_path / "r.db", case, _two_cells(case))
+    first, second = Record(), Record()
+    fold_store(first, store, [case])
+    fold_store(second, store, [case])
+    assert render(first) == render(second)
+    rows = [json.loads(line) for line in render(first)[f"results/{case.id}.jsonl"].splitlines()]
+    assert [r["cell"] for r in rows] == ["torch-2.0.1", "torch-2.1.2"]
+    assert rows[0]["excerpt"] == "[rank 0] REPRODUCED: FAKE-BUG-SIGNATURE seen"  # not the noise, not the stacks
+    assert "stack" not in render(first)[f"results/{case.id}.jsonl"]
+    assert rows[0]["machine"].startswith("m-") and rows[0]["digest"] == run_digest(case, "bug")
+    machines = render(first)["machines.jsonl"]
+    assert "Test CPU" in machines and '"host"' not in machines  # the machine, not the host name
+
+
+def test_export_import_export_is_byte_identical(tmp_path: Path, case: Case) -> None:
+    record = Record()
+    fold_store(record, _store(tmp_path / "r.db", case, _two_cells(case)), [case])
+    write(tmp_path / "a", record)
+    back = ResultStore(tmp_path / "back.db")
+    assert import_record(load(tmp_path / "a"), back) == 2
+    again = Record()
+    fold_store(again, back, [case])
+    write(tmp_path / "b", again)
+    files = sorted(p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(tmp_path / "b") for p in (tmp_path / "b").rglob("*") if p.is_file())
+    for name in files:
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+
+
+def test_folding_is_idempotent_and_a_confirmation_leaves_the_row_unchanged(tmp_path: Path, case: Case) -> None:
+    record = Record()
+    fold_store(record, _store(tmp_path / "r.db", case, _two_cells(case)), [case])
+    write(tmp_path / "rec", record)
+    before = {p: p.read_bytes() for p in (tmp_path / "rec").rglob("*.jsonl")}
+    # the next night measures the same fingerprints with the same verdicts: nothing changes
+    night = _store(tmp_path / "night.db", case, [("torch-2.0.1", _result(case, "2.0.1", Outcome.REPRODUCED, 9000.0)),
+                                                   ("torch-2.1.2", _result(case, "2.1.2", Outcome.FIXED, 9010.0))])
+    record = load(tmp_path / "rec")
+    assert fold_store(record, night, [case]) == (0, 0)
+    assert write(tmp_path / "rec", record) == []
+    assert before == {p: p.read_bytes() for p in (tmp_path / "rec").rglob("*.jsonl")}
+    # a newer result of the same fingerprint that says something else replaces the row
+    flip = _store(tmp_path / "flip.db", case, [("torch-2.1.2", _result(case, "2.1.2", Outcome.REPRODUCED, 9020.0))])
+    assert fold_store(record, flip, [case]) == (0, 1)
+    assert [r["outcome"] for r in record.rows if r["cell"] == "torch-2.1.2"] == ["reproduced"]
+
+
+def test_a_superseded_result_is_kept_as_history_and_never_read_as_a_verdict(tmp_path: Path, case: Case) -> None:
+    old = _result(case, "2.1.2", Outcome.REPRODUCED, 1000.0, digest="an-earlier-script")
+    record = Record()
+    fold_store(record, _store(tmp_path / "r.db", case, [("torch-2.1.2", old)]), [case])
+    write(tmp_path / "rec", record)
+    assert load(tmp_path / "rec").rows[0]["digest"] == "an-earlier-script"  # kept, with the digest it measured
+    reader = open_reader(tmp_path / "none.db", False, [case], tmp_path / "rec")
+    assert reader.latest() == [] and reader.results() == []
+    assert reader.standing("torch-2.1.2", old.fingerprint, (Outcome.REPRODUCED,)) is None
+
+
+def test_a_record_file_that_does_not_parse_names_file_and_line_and_nothing_is_written(tmp_path: Path,
+                                                                                      case: Case) -> None:
+    record = Record()
+    fold_store(record, _store(tmp_path / "r.db", case, _two_cells(case)), [case])
+    write(tmp_path / "rec", record)
+    path = tmp_path / "rec" / "results" / f"{case.id}.jsonl"
+    lines = path.read_text().splitlines()
+    path.write_text(lines[0] + "\n" + lines[1][:-5] + "\n")
+    with pytest.raises(RecordError, match=rf"{path.name}:2: not a JSON object"):
+        load(tmp_path / "rec")
+    path.write_text(lines[0].replace('"outcome":"reproduced"', '"outcome":"maybe"') + "\n")
+    with pytest.raises(RecordError, match=rf"{path.name}:1: 'maybe' is not a valid Outcome"):
+        load(tmp_path / "rec")
+    path.write_text(lines[0].replace('"nproc":1', '"nproc":"one"') + "\n")
+    with pytest.raises(RecordError, match=rf"{path.name}:1: nproc: 'one' is not a int"):
+        load(tmp_path / "rec")
+    snapshot = sorted((p, p.stat().st_mtime_ns) for p in tmp_path.rglob("*"))
+    code = main(["--cases-dir", str(case.folder.parent), "record", "fold", "--record", str(tmp_path / "rec"),
+                 "--offline", str(tmp_path / "r.db")])
+    assert code == 2
+    assert snapshot == sorted((p, p.stat().st_mtime_ns) for p in tmp_path.rglob("*"))
+
+
+def test_layered_reader_prefers_the_newest_and_writes_to_the_local_store_only(tmp_path: Path, case: Case) -> None:
+    record = Record()
+    fold_store(record, _store(tmp_path / "r.db", case, _two_cells(case)), [case])
+    write(tmp_path / "rec", record)
+    local = _store(tmp_path / "local.db", case, [("torch-2.1.2", _result(case, "2.1.2", Outcome.REPRODUCED, 5000.0))])
+    reader = open_reader(local.path, True, [case], tmp_path / "rec")
+    latest = {cell: r for cell, r in reader.latest()}
+    assert latest["torch-2.0.1"].outcome is Outcome.REPRODUCED  # from the record
+    assert latest["torch-2.1.2"].outcome is Outcome.REPRODUCED  # the local result is newer
+    assert latest["torch-2.0.1"].expected is Outcome.REPRODUCED  # judged by today's rules
+    assert latest["torch-2.1.2"].expected is Outcome.FIXED
+    record_only = open_reader(tmp_path / "absent.db", False, [case], tmp_path / "rec")
+    assert record_only.standing("torch-2.1.2", "fp-2.1.2-bug", (Outcome.FIXED,)) is not None
+    with pytest.raises(StoreError):
+        record_only.save("run", _result(case, "2.2.2", Outcome.FIXED, 1.0), "x")
+    assert not (tmp_path / "absent.db").exists()
+
+
+def test_reading_commands_answer_from_the_record_with_no_store_and_never_create_one(tmp_path: Path,
+                                                                                   case: Case) -> None:
+    record = Record()
+    fold_store(record, _store(tmp_path / "r.db", case, _two_cells(case)), [case])
+    write(tmp_path / "rec", record)
+    os.chdir(tmp_path)  # no .bugmatrix/ here
+    cases = str(case.folder.parent)
+    out = tmp_path / "report.json"
+    assert main(["--cases-dir", cases, "report", "--record", "rec", "--format", "json", "-o", str(out),
+                 "--matrix", "absent.yaml"]) == 0
+    payload = json.loads(out.read_text())
+    assert {r["cell"] for r in payload["results"]} == {"torch-2.0.1", "torch-2.1.2"}
+    assert main(["--cases-dir", cases, "expect", "--record", "rec", "--matrix", "absent.yaml"]) in (0, 1)
+    assert not (tmp_path / ".bugmatrix").exists()
+    # an explicit --db that does not exist: one line, exit 2, no file created
+    for command in (["report"], ["compare"], ["expect"], ["narrow", "--dry-run"]):
+        code = main(["--cases-dir", cases, *command, "--record", "rec", "--db", "typo.db"])
+        assert code == 2, command
+        assert not (tmp_path / "typo.db").exists()
+
+
+def test_an_empty_file_given_as_the_store_is_refused_and_left_empty(tmp_path: Path, case: Case) -> None:
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    assert main(["--cases-dir", str(case.folder.parent), "report", "--record", str(tmp_path / "rec"),
+                 "--db", str(empty)]) == 2
+    assert empty.read_bytes() == b""
+
+
+def test_the_committed_readme_tables_are_what_the_committed_record_generates() -> None:
+    """A hand edit of the cases or compatibility tables fails here (the record generates them offline)."""
+    from harness.commands.record import generated_tables, regenerate
+
+    page = (ROOT / "README.md").read_text()
+    tables = generated_tables(ROOT / "record", ROOT / "cases", ROOT / "matrix.yaml")
+    assert regenerate(page, tables) == page, "README's tables differ from `bugmatrix record tables`"
+    edited = page.replace("| case | upstream |", "| case | upstream (edited) |", 1)
+    assert regenerate(edited, tables) != edited
+
+
+def test_the_record_reads_the_same_offline() -> None:
+    """`report --format cases` over the committed record with no index and no network gives the same table."""
+    env = {**os.environ, "BUGMATRIX_INDEX_URL": "file:///nonexistent/index", "BUGMATRIX_DB": "/nonexistent/r.db",
+           "NO_PROXY": "*", "http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9"}
+    env.pop("BUGMATRIX_MIRROR_LITGPT", None)
+    offline = subprocess.run([sys.executable, "-m", "harness", "report", "--format", "cases"], cwd=ROOT, env=env,
+                             capture_output=True, text=True, timeout=300)
+    assert offline.returncode == 0, offline.stderr
+    from harness.commands.record import generated_tables
+
+    assert offline.stdout == generated_tables(ROOT / "record", ROOT / "cases", ROOT / "matrix.yaml")["cases-table"]
