@@ -229,7 +229,7 @@ def _parser() -> argparse.ArgumentParser:
     p_expect.add_argument("--variant", action="append", help="only these variants (repeatable)")
     p_expect.add_argument("--run", action="append", help="only the results of this run (repeatable; default: all)")
     p_expect.add_argument("--write", action="store_true", help="rewrite the changed expect blocks (comments, order "
-                          "and the rest of the file kept) and append a dated line to `evidence`")
+                          "and the rest of the file kept) and record what they rest on in the record's rules.jsonl")
     p_expect.add_argument("--check", action="store_true", help="exit 1 when a case.yaml would change")
     p_expect.set_defaults(func=cmd_expect)
 
@@ -793,6 +793,14 @@ def cmd_expect(args: argparse.Namespace) -> int:
             if args.write:
                 write_case(edit)
                 written.append(str(edit.path))
+    if args.write and edits:  # what the new rules rest on: in the record, not in the hand-written case file
+        from harness.session.record import load, write
+
+        record = load(args.record)
+        for d in derivations:
+            if d.changed and d.new is not None:
+                record.set_rules(d.provenance(today))
+        written += [str(args.record / name) for name in write(args.record, record)]
     refused = [d for d in derivations if d.new is None]
     if args.json:
         print(to_json({"derivations": [{"case": d.case.id, "variant": d.variant, "package": d.package,

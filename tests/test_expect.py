@@ -232,21 +232,21 @@ def test_rules_that_already_agree_are_unchanged(tmp_path: Path, case: Case) -> N
 # --- writing ----------------------------------------------------------------------------------------------------
 
 
-def test_rewrite_replaces_only_the_expect_block_and_appends_the_evidence(tmp_path: Path, case: Case) -> None:
+def test_rewrite_replaces_only_the_expect_block_and_its_provenance_goes_to_the_record(tmp_path: Path,
+                                                                                    case: Case) -> None:
     d = derived(tmp_path, case, *FIX_AT_1_3)
     edit = rewrite(case, [d], "2024-04-01")
     assert edit is not None
     expected = CASE_YAML.replace(
         '      - when: {fakelib: "<1.1"}   # a first guess\n        outcome: reproduced\n',
         '      - when: {fakelib: "<1.3"}\n        outcome: reproduced\n')
-    head, _, evidence = edit.after.partition("evidence: |\n")
-    assert head == expected.partition("evidence: |\n")[0]  # comments, order, quoting: all kept
-    lines = evidence.splitlines()
-    assert lines[0] == "  2024-03-01: first measured by hand."
-    assert lines[1].startswith("  2024-04-01: `bugmatrix expect --write` set the `bug` rules (device cuda fakelib "
-                               "<1.5: reproduced; fakelib <1.3: reproduced; otherwise fixed) from 4 result(s) on cpu "
-                               "nproc 1: fixed in fakelib 1.3 (1.2 reproduced); runs run-1; cells fakelib-1.0 (1.0 "
-                               "reproduced), bisect-fakelib-1.2 (1.2 reproduced)")
+    assert edit.after == expected  # comments, order, quoting and the hand-written evidence: all kept
+    assert d.provenance("2024-04-01") == {
+        "case": case.id, "variant": "bug", "set": "2024-04-01",
+        "rules": "device cuda fakelib <1.5: reproduced; fakelib <1.3: reproduced; otherwise fixed",
+        "boundaries": ["fixed in fakelib 1.3 (1.2 reproduced)"], "runs": ["run-1"], "on": ["cpu nproc 1"],
+        "cells": ["fakelib-1.0 (1.0 reproduced)", "bisect-fakelib-1.2 (1.2 reproduced)",
+                  "bisect-fakelib-1.3 (1.3 fixed)", "fakelib-2.0 (2.0 fixed)"]}
     assert '-      - when: {fakelib: "<1.1"}   # a first guess' in edit.diff
     assert '+      - when: {fakelib: "<1.3"}' in edit.diff
     written = write_case(edit)

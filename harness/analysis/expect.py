@@ -34,8 +34,9 @@ measured result is then checked against the new list with the evaluator `bugmatr
 (harness/launch/expectations.py): the rules agree with every measurement or nothing is written.
 
 Writing (ruamel.yaml round trip): only `variants.<v>.expect` is replaced (the kept rules are the original nodes,
-with their comments) and a dated line is appended to `evidence` naming the runs and cells that established the
-rules; everything else is kept byte for byte. The new text is validated with the real loader before it replaces
+with their comments); everything else, `evidence` included, is kept byte for byte. What the rules rest on (the
+date, the runs and cells of the results used, the boundaries) goes to the record (`record/rules.jsonl`, through
+`Derivation.provenance`), not into the hand-written case file. The new text is validated with the real loader before it replaces
 the file (atomically).
 """
 
@@ -144,15 +145,18 @@ class Derivation:
             return f"{self.name}: refused: {self.refused}"
         return f"{self.name}: {rules_text(self.new)}" + ("" if self.changed else " (unchanged)")
 
-    def evidence_line(self, today: str) -> str:
-        """The line appended to `evidence`: the date, the rules, and the runs and cells that established them."""
-        runs = sorted({p.run_id for p in self.points})
-        groups = ", ".join(f"{d} nproc {n}" for d, n in sorted({p.group for p in self.points}))
-        cells = ", ".join(f"{c} ({v} {o})" for c, v, o in sorted(
-            {(p.cell, short(p.version), p.outcome.value) for p in self.points}, key=lambda t: (_key(t[1]), t[0])))
-        where = "; ".join(self.boundaries) or "no change of outcome"
-        return (f"{today}: `bugmatrix expect --write` set the `{self.variant}` rules ({rules_text(self.new or [])}) "
-                f"from {len(self.points)} result(s) on {groups}: {where}; runs {', '.join(runs)}; cells {cells}.")
+    def provenance(self, today: str) -> dict:
+        """What the rules rest on, for the record (`record/rules.jsonl`): the date they were set, the rules in
+        words, the boundaries, and the runs and cells (with the version and outcome) of the results used."""
+        return {
+            "case": self.case.id, "variant": self.variant, "set": today, "rules": rules_text(self.new or []),
+            "boundaries": list(self.boundaries) or ["no change of outcome"],
+            "runs": sorted({p.run_id for p in self.points}),
+            "on": sorted(f"{d} nproc {n}" for d, n in {p.group for p in self.points}),
+            "cells": [f"{c} ({v} {o})" for c, v, o in sorted(
+                {(p.cell, short(p.version), p.outcome.value) for p in self.points},
+                key=lambda t: (_key(t[1]), t[0]))],
+        }
 
 
 def rules_text(rules: list[Rule]) -> str:
@@ -501,13 +505,12 @@ def _yaml() -> Any:
 
 
 def rewrite(case: Case, derivations: list[Derivation], today: str) -> Edit | None:
-    """The case file with the changed variants' `expect` replaced and their evidence lines appended (None when
-    nothing changes). Raises CaseError if the result would not be the same case with new rules."""
+    """The case file with the changed variants' `expect` replaced (None when nothing changes; what the rules rest
+    on goes to the record: `Derivation.provenance`). Raises CaseError if the result would not be the same case with new rules."""
     changed = [d for d in derivations if d.changed and d.case.id == case.id]
     if not changed:
         return None
     from ruamel.yaml.comments import CommentedMap, CommentedSeq
-    from ruamel.yaml.scalarstring import LiteralScalarString
     from ruamel.yaml.util import load_yaml_guess_indent
 
     path = case.folder / "case.yaml"
@@ -528,10 +531,6 @@ def rewrite(case: Case, derivations: list[Derivation], today: str) -> Edit | Non
                 seq.append(_rule_node(rule, CommentedMap))
         _carry_comments(old_seq, seq)
         node["expect"] = seq
-    evidence = doc.get("evidence") or ""
-    lines = "".join(d.evidence_line(today) + "\n" for d in changed)
-    text = str(evidence)
-    doc["evidence"] = LiteralScalarString(text + ("" if not text or text.endswith("\n") else "\n") + lines)
     buf = io.StringIO()
     y.dump(doc, buf)
     after = buf.getvalue()
@@ -588,10 +587,9 @@ def _carry_comments(old: Any, new: Any) -> None:
 
 
 def _same_but_rules(path: Path, before: str, after: str, variants: set[str]) -> None:
-    """The rewritten document equals the old one but for those variants' `expect` and the evidence."""
+    """The rewritten document equals the old one but for those variants' `expect`."""
     old, new = yaml.safe_load(before), yaml.safe_load(after)
     for doc in (old, new):
-        doc.pop("evidence", None)
         for v in variants:
             doc["variants"][v].pop("expect", None)
     if old != new:

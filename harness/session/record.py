@@ -8,6 +8,8 @@ so that a changed result is a changed line):
     record/compat.jsonl           the compatibility probes (`compat-*` cells)
     record/runs.jsonl             the runs that rows cite: when, on which machine, the command
     record/machines.jsonl         each machine: CPU model and cores; for CUDA the GPU, driver, CUDA and NCCL
+    record/rules.jsonl            what each variant's `expect` rules rest on: when `bugmatrix expect --write` set
+                                  them, from which runs and cells (earlier derivations kept as history)
     record/versions.jsonl         each package's releases with their upload dates (and whether yanked), and each
                                   git commit run with its date and first-parent position: readers need no index
                                   and no clone, so the record reads the same offline
@@ -72,6 +74,12 @@ class Record:
     machines: dict[str, dict] = field(default_factory=dict)  # machine id -> description
     releases: dict[str, dict[str, dict]] = field(default_factory=dict)  # distribution -> version -> {date, yanked}
     commits: dict[str, dict[str, dict]] = field(default_factory=dict)  # package -> sha or release -> {date, position}
+    rules: list[dict] = field(default_factory=list)  # provenance of the expect rules: {case, variant, set, ...}
+
+    def set_rules(self, provenance: dict) -> None:
+        """Record what a variant's rules rest on; a derivation of the same day replaces that day's."""
+        same = (provenance["case"], provenance["variant"], provenance["set"])
+        self.rules = [r for r in self.rules if (r["case"], r["variant"], r["set"]) != same] + [provenance]
 
 
 # ---------------------------------------------------------------------------------------------------------- rows
@@ -203,6 +211,12 @@ def load(root: Path = DEFAULT_RECORD) -> Record:
                 if not isinstance(row.get("id"), str):
                     raise RecordError(f"{path}:{number}: id: missing")
                 target[row["id"]] = {k: v for k, v in row.items() if k != "id"}
+    path = root / "rules.jsonl"
+    if path.is_file():
+        for number, row in _lines(path):
+            if not all(isinstance(row.get(k), str) for k in ("case", "variant", "set")):
+                raise RecordError(f"{path}:{number}: case, variant and set: missing")
+            record.rules.append(row)
     path = root / "versions.jsonl"
     if path.is_file():
         for number, row in _lines(path):
@@ -236,6 +250,7 @@ def render(record: Record) -> dict[str, str]:
     versions += [{"kind": "git", "package": p, "version": v, **point}
                  for p in sorted(record.commits) for v, point in sorted(record.commits[p].items())]
     files["versions.jsonl"] = versions
+    files["rules.jsonl"] = sorted(record.rules, key=lambda r: (r["case"], r["variant"], r["set"], _dumps(r)))
     return {name: "".join(_dumps(row) + "\n" for row in rows) for name, rows in sorted(files.items())}
 
 
