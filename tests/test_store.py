@@ -144,7 +144,8 @@ def test_older_store_upgraded_in_place_keeps_every_result_and_the_latest(tmp_pat
     before = sqlite3.connect(path).execute("SELECT COUNT(*) FROM results").fetchone()[0]
     store = ResultStore(path)  # upgraded in place
     assert before == rows == len(store.results())
-    assert sqlite3.connect(path).execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
+    version_now = sqlite3.connect(path).execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    assert version_now == (str(SCHEMA_VERSION),)
     latest = store.latest()
     assert latest == slow_latest(store) and len(latest) == 6
     newest_z = [r for c, r in latest if r.case == "z"]

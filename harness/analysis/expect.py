@@ -36,8 +36,8 @@ measured result is then checked against the new list with the evaluator `bugmatr
 Writing (ruamel.yaml round trip): only `variants.<v>.expect` is replaced (the kept rules are the original nodes,
 with their comments); everything else, `evidence` included, is kept byte for byte. What the rules rest on (the
 date, the runs and cells of the results used, the boundaries) goes to the record (`record/rules.jsonl`, through
-`Derivation.provenance`), not into the hand-written case file. The new text is validated with the real loader before it replaces
-the file (atomically).
+`Derivation.provenance`), not into the hand-written case file. The new text is validated with the real loader
+before it replaces the file (atomically).
 """
 
 from __future__ import annotations
@@ -506,7 +506,8 @@ def _yaml() -> Any:
 
 def rewrite(case: Case, derivations: list[Derivation], today: str) -> Edit | None:
     """The case file with the changed variants' `expect` replaced (None when nothing changes; what the rules rest
-    on goes to the record: `Derivation.provenance`). Raises CaseError if the result would not be the same case with new rules."""
+    on goes to the record: `Derivation.provenance`). Raises CaseError if the result would not be the same case
+    with new rules."""
     changed = [d for d in derivations if d.changed and d.case.id == case.id]
     if not changed:
         return None
