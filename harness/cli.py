@@ -328,8 +328,10 @@ def _parser() -> argparse.ArgumentParser:
     n_aggregate.add_argument("--results", type=Path, default=Path("results"),
                              help="writes nightly.db, report.html, compare.json here (default: results)")
     n_aggregate.add_argument("--plan", default="", help="the plan step's matrix (JSON): the cells expected")
-    n_aggregate.add_argument("--baseline", type=Path, help="the previous night: a `nightly baseline` folder or a "
-                             "store; none or missing: nothing to compare (a notice)")
+    n_aggregate.add_argument("--baseline", type=Path, help="compare with this store (or `nightly baseline` "
+                             "folder) instead of the committed record (--record), the nightly's baseline")
+    n_aggregate.add_argument("--record", type=Path, default=DEFAULT_RECORD,
+                             help=f"the committed record: the baseline (default {DEFAULT_RECORD})")
     n_aggregate.set_defaults(func=cmd_nightly_aggregate)
     n_issues = nightly_steps.add_parser("issues", help="open or comment on one issue per unexpectedly regressed "
                                         "case (gh)")
@@ -338,17 +340,18 @@ def _parser() -> argparse.ArgumentParser:
     n_issues.add_argument("--run-url", required=True, help="the nightly run, linked from each issue")
     n_issues.add_argument("--dry-run", action="store_true", help="print the plan as JSON; open nothing")
     n_issues.set_defaults(func=cmd_nightly_issues)
-    n_expect = nightly_steps.add_parser("expect-pr", help="open or update one pull request carrying the expect "
-                                        "rules that tonight's results call for (git, gh)", parents=[matrix])
-    n_expect.add_argument("--db", type=Path, default=Path("results/nightly.db"),
+    n_record = nightly_steps.add_parser("record-pr", help="fold tonight's results into the record and open or "
+                                        "update one pull request carrying the record's diff and the expect rules it "
+                                        "calls for (git, gh)", parents=[matrix, record])
+    n_record.add_argument("--db", type=Path, default=Path("results/nightly.db"),
                           help="tonight's merged store (default: results/nightly.db)")
-    n_expect.add_argument("--baseline", type=Path, help="the previous night (a `nightly baseline` folder or a "
-                          "store): its results are measurements too")
-    n_expect.add_argument("--run-url", required=True, help="the nightly run, linked from the pull request")
-    n_expect.add_argument("--branch", default="bugmatrix/expect", help="the pull request's branch "
-                          "(default: bugmatrix/expect)")
-    n_expect.add_argument("--dry-run", action="store_true", help="print the pull request's body; write nothing")
-    n_expect.set_defaults(func=cmd_nightly_expect_pr)
+    n_record.add_argument("--run-url", required=True, help="the nightly run, linked from the pull request")
+    n_record.add_argument("--branch", default="bugmatrix/record", help="the pull request's branch "
+                          "(default: bugmatrix/record)")
+    n_record.add_argument("--page", type=Path, default=Path("README.md"),
+                          help="the page whose generated tables the pull request updates (default: README.md)")
+    n_record.add_argument("--dry-run", action="store_true", help="print the pull request's body; write nothing")
+    n_record.set_defaults(func=cmd_nightly_record_pr)
     return parser
 
 
@@ -533,9 +536,11 @@ def summary_line(results: list[Result], invalid: int = 0) -> str:
 def open_reader(args: argparse.Namespace, writable: bool = False) -> ResultStore:
     """What a reading command reads: the record (`--record`) with the local store (`--db`) layered over it; with
     `writable`, the local store is opened to record probes (see harness/session/readers.py)."""
+    from harness.model.case import PROBES_DIR
     from harness.session.readers import open_reader as layered
 
-    return layered(args.db, args.db_given, discover(args.cases_dir)[0], args.record, writable)
+    return layered(args.db, args.db_given, discover(args.cases_dir)[0], args.record, writable,
+                   getattr(args, "probes_dir", None) or PROBES_DIR)
 
 
 def open_store(args: argparse.Namespace) -> ResultStore:
@@ -1012,7 +1017,7 @@ def cmd_nightly_aggregate(args: argparse.Namespace) -> int:
         matrix = None  # the report then has no upload dates
     try:
         decided = nightly.aggregate(args.shards, args.results, include, args.baseline, args.cases_dir, actions,
-                                    matrix)
+                                    matrix, record_root=args.record)
     except StoreError as exc:
         actions.annotate("error", "Cannot merge", str(exc))
         return 2
@@ -1027,14 +1032,15 @@ def cmd_nightly_issues(args: argparse.Namespace) -> int:
                                dry_run=args.dry_run)
 
 
-def cmd_nightly_expect_pr(args: argparse.Namespace) -> int:
-    """`nightly expect-pr`: one pull request with the expect rules tonight's results call for (git, gh)."""
+def cmd_nightly_record_pr(args: argparse.Namespace) -> int:
+    """`nightly record-pr`: one pull request with tonight's results folded into the record, and the expect rules
+    they call for."""
     from harness.output import nightly
 
     try:
         matrix = _matrix(args.matrix) if args.matrix.is_file() else None
     except MatrixError:
         matrix = None  # every boundary is then unknown: nothing is derived, each variant says why
-    return nightly.open_expect_pr(args.db, args.baseline, args.cases_dir, matrix, args.run_url, nightly.run_gh,
+    return nightly.open_record_pr(args.db, args.record, args.cases_dir, matrix, args.run_url, nightly.run_gh,
                                   nightly.run_git, nightly.Actions.from_env(), branch=args.branch,
-                                  dry_run=args.dry_run)
+                                  dry_run=args.dry_run, page=args.page, refresh=matrix is not None)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -11,10 +13,25 @@ from typing import Any
 import pytest
 import yaml
 
+# The harness's own tests never read the repository's committed record (record/ under the current directory): each
+# test that wants a record builds one. Set before the harness is imported (its default is read at import).
+os.environ.setdefault("BUGMATRIX_RECORD", tempfile.mkdtemp(prefix="bugmatrix-no-record-"))
+
 from harness.launch.interpreter import Environment, inspect_interpreter
 from harness.model.case import Case, load_case
 
 MakeCase = Callable[..., Case]
+
+
+@pytest.fixture(autouse=True)
+def _no_chronology_leaks() -> Any:
+    """A reader that loaded a record answers the index's and clones' questions from it for the rest of its process
+    (harness/session/readers.py `use_chronology`); one test's record must not answer the next test's."""
+    from harness.matrix import git, index
+
+    yield
+    index.forget()
+    git.forget()
 
 
 @pytest.fixture

@@ -157,7 +157,8 @@ def test_check_catches_a_wrong_row_and_a_missing_one(
     assert len(contradicted) == 1 and "fbgemm-gpu: ==1.1.*" in contradicted[0] and "fails when used" in contradicted[0]
     missing = sorted(f.text for f in findings if f.kind == "missing")
     assert len(missing) == 2 and "torch 2.4.0 + fbgemm-gpu 1.0" in missing[0] and "fbgemm-gpu 1.3" in missing[1]
-    assert main(["compat", "--check", "--matrix", str(project / "matrix.yaml"), "--db", str(walked.path)]) == 1
+    assert main(["compat", "--check", "--matrix", str(project / "matrix.yaml"), "--db", str(walked.path),
+                 "--probes-dir", str(project / "probes")]) == 1
     assert "contradicted" in capsys.readouterr().out
 
     # the rows the measurement supports: the wrong one dropped, the working ones added; they pass --check
@@ -172,7 +173,8 @@ def test_check_catches_a_wrong_row_and_a_missing_one(
     fixed = project / "fixed.yaml"
     fixed.write_text(yaml.safe_dump(spec))
     assert check(measured(walked), load_matrix(fixed)) == []
-    assert main(["compat", "--check", "--matrix", str(fixed), "--db", str(walked.path), "--json"]) == 0
+    assert main(["compat", "--check", "--matrix", str(fixed), "--db", str(walked.path), "--json",
+                 "--probes-dir", str(project / "probes")]) == 0
     assert json.loads(capsys.readouterr().out)["findings"] == []
 
 
@@ -194,6 +196,8 @@ def test_compat_results_are_kept_apart(project: Path, walked: ResultStore, capsy
                     str(project / "matrix.yaml"),
                     "--format",
                     fmt,
+                    "--probes-dir",
+                    str(project / "probes"),
                 ]
             )
             == 0
@@ -319,7 +323,7 @@ def test_expansion_and_bisect_pick_the_same_row(tmp_path: Path) -> None:
     assert probe.pins["torch"] == "==2.5.*" and probe.pins["torchrec"] == "==1.0.*"
 
 
-def test_resume_from_copies_only_the_compat_results(tmp_path: Path, walked: ResultStore,
+def test_resume_from_copies_only_the_compat_results(tmp_path: Path, project: Path, walked: ResultStore,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     mixed = ResultStore(tmp_path / "mixed.db")
     mixed.merge([walked.path])
@@ -327,7 +331,7 @@ def test_resume_from_copies_only_the_compat_results(tmp_path: Path, walked: Resu
         mixed.save(run_id, Result(case="torch-1-x", variant="bug", nproc=1, device="cpu", outcome=Outcome.FIXED,
                                   expected=None, reason=""), cell="torch-2.5.0")
     assert main(["compat", "--no-probe", "--resume-from", str(mixed.path), "--db", str(tmp_path / "new.db"),
-                 "--format", "json"]) == 0
+                 "--format", "json", "--probes-dir", str(project / "probes")]) == 0
     fresh = ResultStore(tmp_path / "new.db")
     assert len(fresh.results(compat=True)) == 8 and fresh.results() == []
     assert len(json.loads(capsys.readouterr().out)["probes"]) == 8

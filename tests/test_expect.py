@@ -303,8 +303,9 @@ def write_matrix(root: Path, index: str, versions: list[str]) -> None:
 
 def cli(project: Path, *argv: str) -> int:
     envs = ("--envs", str(project / "envs")) if argv[0] in ("run", "narrow") else ()
+    record = ("--record", str(project / "record")) if argv[0] in ("expect", "narrow") else ()
     return main(["--cases-dir", str(project / "cases"), *argv, "--matrix", str(project / "matrix.yaml"),
-                 "--db", str(project / "r.db"), *envs])
+                 "--db", str(project / "r.db"), *envs, *record])
 
 
 def test_expect_write_turns_measurements_into_rules_that_run_then_meets(
@@ -332,7 +333,9 @@ def test_expect_write_turns_measurements_into_rules_that_run_then_meets(
     text = case_file.read_text()
     assert "# predicted from the code, not measured: CUDA keeps the bug longer" in text
     assert '- when: {fakelib: "<1.3"}' in text and "# a first guess" not in text
-    assert "`bugmatrix expect --write` set the `bug` rules" in text and "bisect-fakelib-1.2 (1.2 reproduced)" in text
+    assert "2024-03-01: first measured by hand." in text and "expect --write" not in text  # evidence: authored
+    [rules] = [json.loads(line) for line in (project / "record" / "rules.jsonl").read_text().splitlines()]
+    assert rules["variant"] == "bug" and "bisect-fakelib-1.2 (1.2 reproduced)" in rules["cells"]
     assert cli(project, "expect", "--json") == 0  # a second time: nothing left to change
     doc = json.loads(capsys.readouterr().out)
     assert doc["diffs"] == {} and not any(d["changed"] for d in doc["derivations"])

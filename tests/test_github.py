@@ -304,7 +304,7 @@ def test_checkout_does_not_keep_the_token(workflow: tuple[Path, dict[str, Any]])
 
 def test_ci_runs_lint_tests_and_one_real_case_with_a_uv_cache() -> None:
     doc = load_workflow(WORKFLOWS / "ci.yml")
-    assert set(doc["on"]) == {"push", "pull_request"}
+    assert set(doc["on"]) == {"push", "pull_request", "workflow_dispatch"}  # dispatched on the record's PR branch
     assert doc["concurrency"]["cancel-in-progress"] == "${{ github.event_name == 'pull_request' }}"
     scripts = "\n".join(s["run"] for _, s in steps(doc) if "run" in s)
     assert "ruff check ." in scripts
@@ -341,8 +341,8 @@ def test_nightly_plans_runs_every_cell_and_aggregates() -> None:
     aggregate = jobs["aggregate"]
     assert "cell" in aggregate["needs"] and aggregate["if"].startswith("${{ always()")
     agg_script = "\n".join(s.get("run", "") for s in aggregate["steps"])
-    for command in ("bugmatrix nightly baseline --dir previous", "bugmatrix nightly aggregate", '--plan "$PLAN"',
-                    "--shards shards", "--baseline previous", "--results results"):
+    for command in ("bugmatrix nightly aggregate", '--plan "$PLAN"', "--shards shards", "--record record",
+                    "--results results"):
         assert command in agg_script, command
     assert aggregate["outputs"] == {"report": "${{ steps.aggregate.outputs.report }}",
                                     "regressions": "${{ steps.aggregate.outputs.regressions }}"}
@@ -352,7 +352,7 @@ def test_nightly_plans_runs_every_cell_and_aggregates() -> None:
         assert upload["if"] == "${{ !cancelled() && steps.aggregate.outputs.report == 'true' }}"
     # the compat probes: one more shard (merged, kept apart), resumed from last night; their page beside the report
     compat = "\n".join(s.get("run", "") for s in jobs["compat"]["steps"])
-    assert "bugmatrix compat --resume-from previous --db results/compat.db" in compat
+    assert "bugmatrix compat --record record --db results/compat.db" in compat  # resumes from the record
     assert "compat" in aggregate["needs"] and "results/compat.html" in uploads["bugmatrix-report"]["with"]["path"]
     assert "bugmatrix compat --no-probe --db results/nightly.db --format html -o results/compat.html" in agg_script
     issues = "\n".join(s.get("run", "") for s in jobs["issues"]["steps"])
@@ -376,16 +376,14 @@ def test_nightly_scripts_only_call_bugmatrix() -> None:
 
 
 def test_nightly_token_only_where_gh_runs() -> None:
-    """github.token reaches only the two steps that call gh (the baseline download, the issues), not whole jobs."""
+    """github.token reaches only the two steps that call gh (the issues, the record pull request), not whole jobs;
+    no job downloads a previous night: the baseline is the committed record."""
     doc = load_workflow(WORKFLOWS / "nightly.yml")
     for name, job in doc["jobs"].items():
         assert "GH_TOKEN" not in job.get("env", {}), f"job {name}: GH_TOKEN for every step"
     with_token = [s["run"] for _, s in steps(doc) if "GH_TOKEN" in s.get("env", {})]
-    assert with_token == ["uv run bugmatrix nightly baseline --dir previous",
-                          "uv run bugmatrix nightly baseline --dir previous",
-                          'uv run bugmatrix nightly issues --compare results/compare.json --run-url "$RUN_URL"',
-                          "uv run bugmatrix nightly baseline --dir previous",
-                          'uv run bugmatrix nightly expect-pr --db results/nightly.db --baseline previous --run-url '
+    assert with_token == ['uv run bugmatrix nightly issues --compare results/compare.json --run-url "$RUN_URL"',
+                          'uv run bugmatrix nightly record-pr --db results/nightly.db --record record --run-url '
                           '"$RUN_URL"']
 
 
@@ -393,26 +391,29 @@ def test_nightly_write_permissions_only_where_needed() -> None:
     jobs = load_workflow(WORKFLOWS / "nightly.yml")["jobs"]
     writes = {name: {k for k, v in job.get("permissions", {}).items() if v == "write"} for name, job in jobs.items()}
     assert writes == {"plan": set(), "cell": set(), "compat": set(), "aggregate": set(), "issues": {"issues"},
-                      "expect-pr": {"contents", "pull-requests"}, "pages": {"pages", "id-token"}}
+                      "record-pr": {"contents", "pull-requests", "actions"}, "pages": {"pages", "id-token"}}
     for name, job in jobs.items():
         assert "permissions" in job, f"nightly.yml: job {name} has no explicit permissions"
     assert "inputs.open_issues" in jobs["issues"]["if"]
     assert "vars.BUGMATRIX_PAGES == 'true'" in jobs["pages"]["if"]
 
 
-def test_nightly_expect_pull_request_is_opt_in_and_the_only_writer_of_the_repository() -> None:
-    """Only the expect-pr job may push (contents: write) and open a pull request; it runs on scheduled nights
-    with BUGMATRIX_EXPECT_PR=true, after the aggregate job, whose verdict it cannot change (it only needs it)."""
+def test_nightly_record_pull_request_is_opt_in_and_the_only_writer_of_the_repository() -> None:
+    """Only the record-pr job may push (contents: write) and open a pull request; it runs on scheduled nights
+    with BUGMATRIX_RECORD_PR=true, after the aggregate job, whose verdict it cannot change (it only needs it); it
+    may dispatch CI on its branch (actions: write), since a GITHUB_TOKEN push starts no workflow."""
     jobs = load_workflow(WORKFLOWS / "nightly.yml")["jobs"]
-    job = jobs["expect-pr"]
+    job = jobs["record-pr"]
     assert job["needs"] == "aggregate"
-    assert "vars.BUGMATRIX_EXPECT_PR == 'true'" in job["if"] and "github.event_name == 'schedule'" in job["if"]
+    assert "vars.BUGMATRIX_RECORD_PR == 'true'" in job["if"] and "github.event_name == 'schedule'" in job["if"]
     assert "needs.aggregate.outputs.report == 'true'" in job["if"]
-    assert job["permissions"] == {"contents": "write", "pull-requests": "write", "actions": "read", "issues": "read"}
+    assert job["permissions"] == {"contents": "write", "pull-requests": "write", "actions": "write", "issues": "read"}
     for name, other in jobs.items():
-        if name != "expect-pr":
+        if name != "record-pr":
             assert other["permissions"].get("contents", "read") == "read", name
             assert "pull-requests" not in other["permissions"], name
+    ci = load_workflow(WORKFLOWS / "ci.yml")
+    assert "workflow_dispatch" in ci["on"]
     checkout = [s for s in job["steps"] if s.get("uses", "").startswith("actions/checkout@")]
     assert checkout and checkout[0]["with"]["persist-credentials"] is False  # gh lends git the token, per step
     downloads = [s["with"]["name"] for s in job["steps"] if "download-artifact" in s.get("uses", "")]

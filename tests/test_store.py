@@ -197,7 +197,7 @@ def test_a_store_an_older_bugmatrix_wrote_to_since_is_made_right_when_opened(tmp
     db.execute("INSERT INTO runs VALUES ('old-run', 0, 1, 'complete', 'host', 'bugmatrix run')")
     db.execute("INSERT INTO results SELECT 'old-run', case_id, variant, nproc, device, cell, 'reproduced', expected, "
                "reason, versions, python, ranks, duration_s, log_excerpt, stacks, 500.0, launched, tallies, "
-               "fingerprint FROM results")
+               "fingerprint, digest FROM results")
     db.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
     db.commit()
     db.close()

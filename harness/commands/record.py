@@ -13,16 +13,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
 
 from harness.commands import UsageError
 
 USAGE_ERROR, CHANGED = 2, 1
-# The generated regions of a page: <!-- NAME: ... --> ... <!-- /NAME -->
-_REGION = re.compile(r"(<!-- (?P<name>cases-table|compat-tables)[^>]*-->\n)(?P<body>.*?)(<!-- /(?P=name) -->)",
-                     re.DOTALL)
 
 
 def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
@@ -119,38 +115,16 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
-def generated_tables(record_root: Path, cases_dir: Path, matrix_path: Path) -> dict[str, str]:
-    """The page regions the record generates: `cases-table` (`report --format cases`) and `compat-tables`
-    (`compat --no-probe --format markdown`), from the record alone (never a local store)."""
-    from harness.analysis import compat
-    from harness.matrix.expand import load_matrix
-    from harness.model.case import discover
-    from harness.output import compat as view
-    from harness.output import reports
-    from harness.session.readers import open_reader
-
-    cases = discover(cases_dir)[0]
-    store = open_reader(Path("/nonexistent/bugmatrix-tables.db"), False, cases, record_root)
-    matrix = load_matrix(matrix_path) if matrix_path.is_file() else None
-    report = reports.report_for(store.latest(), cases_dir, [c.name for c in matrix.cells] if matrix else [], matrix)
-    return {"cases-table": reports.to_cases_markdown(report),
-            "compat-tables": view.to_markdown(compat.measured(store), None)}
-
-
-def regenerate(page: str, tables: dict[str, str]) -> str:
-    """`page` with each generated region's body replaced by its table."""
-    return _REGION.sub(lambda m: m.group(1) + tables[m.group("name")] + m.group(4), page)
-
-
 def cmd_tables(args: argparse.Namespace) -> int:
     """Regenerate (or, with --check, compare) the page's generated tables."""
     from harness.output.console import make_console
+    from harness.output.pages import REGION, generated_tables, regenerate
 
     try:
         page = args.page.read_text(encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"{args.page}: cannot be read ({exc.strerror})") from None
-    found = {m.group("name") for m in _REGION.finditer(page)}
+    found = {m.group("name") for m in REGION.finditer(page)}
     missing = {"cases-table", "compat-tables"} - found
     if missing:
         raise UsageError(f"{args.page}: no generated region {', '.join(sorted(missing))} "

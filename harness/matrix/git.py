@@ -44,6 +44,11 @@ def know(package: str, ref: str, when: datetime | None, position: int | None) ->
     _KNOWN[(package, ref)] = (when, position)
 
 
+def forget() -> None:
+    """Forget what `know` was told: ask the clones again."""
+    _KNOWN.clear()
+
+
 def known_position(package: str, ref: str) -> int | None:
     """The first-parent position the record holds for `ref` of `package`, or None."""
     return _KNOWN.get((package, ref), (None, None))[1]

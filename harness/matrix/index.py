@@ -134,6 +134,12 @@ def know(name: str, listed: tuple[Release, ...]) -> None:
     releases.cache_clear()
 
 
+def forget() -> None:
+    """Forget every snapshot `know` was told of: ask the index again."""
+    _KNOWN.clear()
+    releases.cache_clear()
+
+
 @lru_cache(maxsize=512)
 def releases(name: str, index: str = PYPI) -> tuple[Release, ...]:
     """Every release of `name` on `index`, oldest first (the record's snapshot when `know` was told of it); raises

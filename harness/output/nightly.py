@@ -1,4 +1,4 @@
-"""The nightly workflow's steps, as code: `bugmatrix nightly plan|cell|baseline|aggregate|issues|expect-pr`.
+"""The nightly workflow's steps, as code: `bugmatrix nightly plan|cell|baseline|aggregate|issues|record-pr`.
 
 `.github/workflows/nightly.yml` only calls these; every decision the workflow makes about the matrix lives here,
 with unit tests (tests/test_nightly.py), and GitHub's side is reduced to files and annotations:
@@ -15,23 +15,29 @@ plan       `plan_jobs`: `job_matrix` (harness/output/github.py) minus the CUDA c
 cell       `run_cell`: `bugmatrix run [CASES] --cell CELL --db RESULTS/SLUG.db --redo`, its exit code kept as
            RESULTS/SLUG.exit-code (and output `exit-code`), an error annotation when it is not 0; the step exits
            with that code, so the cell shows red (the job is continue-on-error: the verdict is the aggregate's).
-baseline   `find_baseline`: the newest successful *scheduled* nightly (`gh run list`), its `bugmatrix-results`
-           artifact downloaded (`gh run download`) into a folder, with baseline.json naming the run. A manual run
-           may cover only some cells and a failed run had an unexpected regression, so neither is ever a baseline:
-           a regression keeps failing until it is fixed or the case's expectations are updated.
+baseline   `find_baseline`: the newest successful *scheduled* nightly's `bugmatrix-results` artifact, downloaded
+           (`gh run download`), with baseline.json naming the run: for comparing with one earlier night by hand
+           (`aggregate --baseline`). The nightly's own baseline is the committed record.
 aggregate  `aggregate`: the cells' exit codes (summary), `ResultStore.merge` of the shards, the report (Markdown
-           into the summary, HTML file), then, with a baseline, `compare` (Markdown into the summary,
-           compare.json) and the verdict: exit 1 only on an unexpected regression (or when no cell left results);
-           the first night, without a baseline, is a notice. Outputs `report` and `regressions`.
+           into the summary, HTML file), then `compare` with the baseline — the committed record (`record/`, its
+           current results), or a store given with `--baseline` — (Markdown into the summary, compare.json) and the
+           verdict: exit 1 only on an unexpected regression (or when no cell left results); an empty record is a
+           notice. Outputs `report` and `regressions`.
 issues     `plan_issues`: from compare.json and the open issues, one issue per unexpectedly regressed case:
            a comment on the open issue with the same title, else a new issue; `gh_commands` turns that plan into
            `gh` argument lists (never a shell line), `--dry-run` prints the plan as JSON instead.
-expect-pr  `open_expect_pr`: for every case x variant whose decisive outcome tonight is not the expected one,
-           `bugmatrix expect`'s derivation (harness/analysis/expect.py) over tonight's store and the baseline's;
-           the rewritten case files go on one branch (`bugmatrix/expect`, force-pushed from the checkout's HEAD)
-           and one pull request is opened or edited, its body the rule diff, the evidence and, for a bug that
-           came back, the regression (its issue, the run). Variants that cannot be derived are warnings. The step
-           never changes the verdict: only a person merging the pull request changes what the nightly expects.
+record-pr  `open_record_pr`: tonight's store folded into the record (harness/session/folding.py: a re-measured
+           result with the same fingerprint and verdict leaves its row unchanged, so a night that changed nothing
+           opens nothing), and for every case x variant whose decisive outcome tonight is not the expected one,
+           `bugmatrix expect`'s derivation (harness/analysis/expect.py) over everything the record then holds; the
+           record, the rewritten case files and the page's regenerated tables go on one branch (`bugmatrix/record`,
+           force-pushed from the checkout's HEAD) and one pull request is opened or edited, its body the outcome
+           changes, the rule diff and, for a bug that came back, the regression (its issue, the run). Its CI: a pull
+           request pushed with the workflow's GITHUB_TOKEN starts no workflow, so the step dispatches `ci.yml` on
+           the branch (`gh workflow run`; workflow_dispatch is the event GITHUB_TOKEN may start), whose checks then
+           show on the pull request's head commit. Variants that cannot be derived are warnings. The step never
+           changes the verdict: only a person merging the pull request changes the record and what the nightly
+           expects.
 
 `gh` is called through a `Gh` function (argument list in, stdout out, `GhError` on failure): `run_gh` runs the
 real CLI (it reads GH_TOKEN / GH_REPO from the environment); tests pass a fake.
@@ -58,7 +64,7 @@ from harness.output.github import job_matrix, split_list
 from harness.session.store import ResultStore
 
 WORKFLOW = "nightly.yml"
-RESULTS_ARTIFACT = "bugmatrix-results"  # tonight's results/ folder, kept 90 days: tomorrow's baseline
+RESULTS_ARTIFACT = "bugmatrix-results"  # tonight's results/ folder, for the jobs after aggregate (a week)
 DB_NAME = "nightly.db"  # the merged store, in results/ (and so in the baseline folder)
 BASELINE_FILE = "baseline.json"  # written by `baseline` beside the downloaded store: which run it came from
 COMPARE_FILE = "compare.json"
@@ -341,10 +347,25 @@ def verdict(shards: list[Path], merged: int, compared: dict[str, Any] | None) ->
     return Verdict(1 if n else 0, True, n)
 
 
+def record_baseline(record_root: Path, cases_dir: Path) -> ResultStore | None:
+    """The committed record as the night's baseline (a read-only store of its current results), or None when the
+    record holds no result."""
+    from harness.model.case import PROBES_DIR, discover
+    from harness.session.readers import judged
+    from harness.session.record import RecordStore, current_digests, load
+
+    record = load(record_root)
+    if not record.rows:
+        return None
+    everything = discover(cases_dir)[0] + discover(PROBES_DIR)[0]
+    return RecordStore(record, current_digests(everything), record_root, judged(everything))
+
+
 def aggregate(shards: Path, results: Path, include: list[dict[str, Any]], baseline: Path | None, cases_dir: Path,
-              gh: Actions, matrix: Matrix | None = None) -> Verdict:
-    """The aggregate step: merge the shards into RESULTS/nightly.db, report, compare with the baseline folder's
-    store (when there is one), write compare.json, and decide (see `verdict`)."""
+              gh: Actions, matrix: Matrix | None = None, record_root: Path | None = None) -> Verdict:
+    """The aggregate step: merge the shards into RESULTS/nightly.db, report, compare with the baseline (a store
+    given with `baseline`, else the committed record under `record_root`), write compare.json, and decide (see
+    `verdict`)."""
     results.mkdir(parents=True, exist_ok=True)
     gh.summary(cells_summary(include, shards))
     found = sorted(shards.glob("*.db")) if shards.is_dir() else []
@@ -365,17 +386,23 @@ def aggregate(shards: Path, results: Path, include: list[dict[str, Any]], baseli
     gh.say(f"wrote {results / REPORT_FILE}")
 
     previous = load_baseline(baseline)
-    if previous is None:
-        gh.annotate("notice", "No baseline", "no earlier successful scheduled nightly with results: nothing to "
-                    "compare")
+    recorded = record_baseline(record_root, cases_dir) if previous is None and record_root is not None else None
+    if previous is None and recorded is None:
+        gh.annotate("notice", "No baseline", "no baseline store and no result in the record: nothing to compare")
         decided = verdict(found, len(latest), None)
     else:
-        old_db, origin = previous
-        if origin is not None:
-            gh.summary(f"\nCompared with nightly run [{origin.run_id}]({origin.url}).\n")
-        changes = compare(ResultStore(old_db).latest(), latest)
-        gh.summary(reports.to_markdown_changes(changes, (str(old_db), str(db))))
-        compared = comparison(changes, str(old_db), str(db))
+        if previous is not None:
+            old_db, origin = previous
+            if origin is not None:
+                gh.summary(f"\nCompared with nightly run [{origin.run_id}]({origin.url}).\n")
+            before, name = ResultStore(old_db, readonly=True).latest(), str(old_db)
+        else:
+            assert recorded is not None and record_root is not None
+            gh.summary(f"\nCompared with the committed record ({record_root}).\n")
+            before, name = recorded.latest(), str(record_root)
+        changes = compare(before, latest)
+        gh.summary(reports.to_markdown_changes(changes, (name, str(db))))
+        compared = comparison(changes, name, str(db))
         (results / COMPARE_FILE).write_text(json.dumps(compared, indent=2) + "\n")
         decided = verdict(found, len(latest), compared)
         if decided.regressions:
@@ -490,10 +517,11 @@ def read_plan(text: str | None) -> list[dict[str, Any]]:
 
 
 
-# --- expect-pr -------------------------------------------------------------------------------------------------
+# --- record-pr -------------------------------------------------------------------------------------------------
 
-EXPECT_BRANCH = "bugmatrix/expect"
-EXPECT_TITLE = "bugmatrix: expect rules from the nightly's measurements"
+RECORD_BRANCH = "bugmatrix/record"
+RECORD_TITLE = "bugmatrix: the nightly's measurements for the record"
+CI_WORKFLOW = "ci.yml"  # dispatched on the branch: a pull request pushed with GITHUB_TOKEN triggers no workflow
 BOT = ("github-actions[bot]", "41898282+github-actions[bot]@users.noreply.github.com")
 Git = Callable[[list[str]], str]  # `git` argv (without "git") -> stdout; raises GhError when git fails
 
@@ -504,10 +532,16 @@ def run_git(args: list[str]) -> str:
 
 
 @dataclass
-class ExpectPlan:
-    """What the expect-pr step found: the rewritten case files, the variants it could not derive (and why), the
-    results that contradicted their expectations, and the pull request's body."""
+class RecordPlan:
+    """What the record-pr step found: the record with tonight folded in (and the files that changed), the outcome
+    changes it records, the rewritten case files, the variants it could not derive (and why), the results that
+    contradicted their expectations, and the pull request's body."""
 
+    record: Any = None  # harness.session.record.Record
+    files: list[str] = field(default_factory=list)  # record files that change
+    added: int = 0
+    replaced: int = 0
+    changes: list[Any] = field(default_factory=list)  # harness.analysis.compare.Change: record before -> after
     edits: list[Any] = field(default_factory=list)  # harness.analysis.expect.Edit
     derivations: list[Any] = field(default_factory=list)  # harness.analysis.expect.Derivation
     contradicted: list[tuple[str, Any]] = field(default_factory=list)  # (cell, Result)
@@ -529,50 +563,71 @@ def contradicted(latest: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
     return [(c, r) for c, r in latest if id(r) in missed and r.outcome in decisive]
 
 
-def plan_expect(db: Path, baseline: Path | None, cases_dir: Path, matrix: Matrix | None, url: str,
-                issues: dict[str, int], today: str) -> ExpectPlan:
-    """Derive new rules for every case x variant that tonight's results contradict (from tonight's results and the
-    baseline's, when there is one), and the pull request's body."""
-    import tempfile
-
+def plan_record(db: Path, record_root: Path, cases_dir: Path, matrix: Matrix | None, url: str,
+                issues: dict[str, int], today: str, refresh: bool = True) -> RecordPlan:
+    """Fold tonight's store into the record (in memory), derive new rules for every case x variant that tonight's
+    results contradict (from everything the record then holds), and write the pull request's body."""
     from harness.analysis.expect import derive, measurements, rewrite
     from harness.analysis.precision import between_on_index
-    from harness.model.case import discover
+    from harness.model.case import PROBES_DIR, discover
+    from harness.session.folding import fold_store, refresh_versions
+    from harness.session.readers import judged
+    from harness.session.record import RecordStore, current_digests, load, render
 
-    plan = ExpectPlan()
-    plan.contradicted = contradicted(ResultStore(db).latest())
+    cases = discover(cases_dir)[0]
+    everything = cases + discover(PROBES_DIR)[0]
+    digests, judge = current_digests(everything), judged(everything)
+    plan = RecordPlan(record=load(record_root))
+    before_files = render(plan.record)
+    before = RecordStore(plan.record, digests, record_root, judge).latest()
+    tonight = ResultStore(db, readonly=True)
+    plan.added, plan.replaced = fold_store(plan.record, tonight, everything)
+    if refresh:
+        refresh_versions(plan.record, matrix)
+    folded = RecordStore(plan.record, digests, record_root, judge)
+    plan.changes = compare(before, folded.latest())
+    plan.contradicted = contradicted([(c, judge(r)) for c, r in tonight.latest()])
     pairs = sorted({(r.case, r.variant) for _, r in plan.contradicted})
-    if not pairs:
-        return plan
-    cases, _ = discover(cases_dir, sorted({c for c, _ in pairs}))
     by_id = {c.id: c for c in cases}
-    with tempfile.TemporaryDirectory() as tmp:
-        both = ResultStore(Path(tmp) / "measured.db")
-        previous = load_baseline(baseline)
-        both.merge([db] + ([previous[0]] if previous else []))
-        measured = measurements(both)
-    between = between_on_index(matrix, by_id) if matrix is not None else None
-    plan.derivations = [derive(by_id[c], v, measured, between) for c, v in pairs if c in by_id]
-    for case in cases:
-        edit = rewrite(case, [d for d in plan.derivations if d.case.id == case.id], today)
-        if edit is not None:
-            plan.edits.append(edit)
-    plan.body = expect_pr_body(plan, url, issues)
+    if pairs:
+        measured = measurements(folded)
+        between = between_on_index(matrix, by_id) if matrix is not None else None
+        plan.derivations = [derive(by_id[c], v, measured, between) for c, v in pairs if c in by_id]
+        for case in cases:
+            edit = rewrite(case, [d for d in plan.derivations if d.case.id == case.id], today)
+            if edit is not None:
+                plan.edits.append(edit)
+        for d in plan.derivations:
+            if d.changed and d.new is not None:
+                plan.record.set_rules(d.provenance(today))
+    after_files = render(plan.record)
+    plan.files = sorted(name for name in set(before_files) | set(after_files)
+                        if before_files.get(name, "") != after_files.get(name, ""))
+    plan.body = record_pr_body(plan, url, issues)
     return plan
 
 
-def expect_pr_body(plan: ExpectPlan, url: str, issues: dict[str, int]) -> str:
-    """Markdown: why (the nightly run), per changed variant what was measured (a fix, or a bug that came back,
-    with its issue), the rule diff, and what could not be derived."""
-    from harness.model.common import logical_name
+def record_pr_body(plan: RecordPlan, url: str, issues: dict[str, int]) -> str:
+    """Markdown: the night (its run), what the record gains (results added or changed, and every change of
+    outcome), then per changed variant what was measured (a fix, or a bug that came back, with its issue), the
+    rule diff, and what could not be derived."""
+    from harness.model.common import item_id, logical_name
     from harness.model.outcome import Outcome
 
-    lines = [f"The nightly matrix ([run]({url})) measured outcomes that these cases' `expect` rules do not allow. "
-             "This pull request carries the rules `bugmatrix expect --write` derived from the measurements (only the "
-             "`expect` blocks change; a dated line in `evidence` names the runs and cells). Nothing is merged by the "
-             "bot: **a bug that came back keeps failing the nightly until a person merges this**.", ""]
+    lines = [f"The nightly matrix ([run]({url})) measured what this pull request adds to the committed record "
+             f"(`record/`): **{plan.added} result(s) new, {plan.replaced} changed**, in {len(plan.files)} file(s). "
+             "Results re-measured with the same script, pins and verdict leave their rows unchanged. Merging it makes "
+             "this night the permanent record. Nothing is merged by the bot: **a bug that came back keeps failing "
+             "the nightly until a person merges this**.", ""]
+    if plan.changes:
+        lines += ["### Outcomes that change in the record", ""]
+        lines += [f"- `{item_id(c.case, c.variant, c.device, c.nproc)}` in `{c.cell}`: "
+                  f"{c.before.value if c.before else '-'} → {c.after.value}"
+                  + (" (**unexpected**)" if c.unexpected else "") for c in plan.changes]
+        lines.append("")
+    lines += ["### Files", "", *[f"- `{name}`" for name in plan.files], ""]
     for d in [d for d in plan.derivations if d.changed]:
-        lines.append(f"### `{d.case.id}` · `{d.variant}`")
+        lines.append(f"### Expect rules: `{d.case.id}` · `{d.variant}`")
         lines.append("")
         for cell, r in plan.contradicted:
             if (r.case, r.variant) != (d.case.id, d.variant):
@@ -589,38 +644,40 @@ def expect_pr_body(plan: ExpectPlan, url: str, issues: dict[str, int]) -> str:
                 lines.append(f"- {r.outcome.value} in {where}, expected {r.expected.value if r.expected else '-'}")
         for b in d.boundaries:
             lines.append(f"- boundary: {b}")
-        lines.append(f"- new rules: {' · '.join(d.summary().split(': ', 1)[1:])}")
+        lines.append(f"- new rules: {' · '.join(d.summary().split(': ', 1)[1:])} (what they rest on: "
+                     "`record/rules.jsonl`)")
         lines.append("")
     for edit in plan.edits:
         lines += ["```diff", edit.diff.rstrip("\n"), "```", ""]
     if plan.refused:
-        lines += ["### Not derived", ""]
+        lines += ["### Rules not derived", ""]
         lines += [f"- `{d.case.id}::{d.variant}`: {d.refused}" for d in plan.refused]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def expect_pr_commands(paths: list[str], branch: str, body: str) -> tuple[list[list[str]], list[list[str]]]:
+def record_pr_commands(paths: list[str], branch: str, body: str) -> tuple[list[list[str]], list[list[str]]]:
     """(git, gh) argument lists that put the changed files on `branch` (from the checkout's HEAD, force-pushed: one
     branch, rewritten each night) and let gh push with the run's token."""
     git = [["checkout", "-B", branch], ["add", "--", *paths],
-           ["-c", f"user.name={BOT[0]}", "-c", f"user.email={BOT[1]}", "commit", "-m", EXPECT_TITLE, "-m",
+           ["-c", f"user.name={BOT[0]}", "-c", f"user.email={BOT[1]}", "commit", "-m", RECORD_TITLE, "-m",
             body[:60000]],
            ["push", "--force", "origin", f"HEAD:refs/heads/{branch}"]]
     gh = [["auth", "setup-git"]]
     return git, gh
 
 
-def open_expect_pr(db: Path, baseline: Path | None, cases_dir: Path, matrix: Matrix | None, url: str, gh: Gh,
-                   git: Git, actions: Actions, branch: str = EXPECT_BRANCH, dry_run: bool = False,
-                   today: str | None = None) -> int:
-    """The expect-pr step: 0 when there was nothing to change or the pull request was opened or updated (or, dry,
-    its body printed), 1 when git or gh failed, 2 without tonight's store. It never touches the verdict: the
-    aggregate step has already failed the night on an unexpected regression, and still will tomorrow unless a
-    person merges the change."""
+def open_record_pr(db: Path, record_root: Path, cases_dir: Path, matrix: Matrix | None, url: str, gh: Gh,
+                   git: Git, actions: Actions, branch: str = RECORD_BRANCH, dry_run: bool = False,
+                   today: str | None = None, page: Path | None = None, refresh: bool = True) -> int:
+    """The record-pr step: fold tonight's store into the record, rewrite the rules it contradicts, regenerate the
+    page's tables, and open or update one pull request with all of it; then dispatch CI on the branch (a pull
+    request pushed with the workflow's GITHUB_TOKEN triggers no workflow, but a `workflow_dispatch` does). 0 when
+    there was nothing to change or the pull request was opened or updated (or, dry, its body printed), 1 when git
+    or gh failed, 2 without tonight's store. It never touches the verdict."""
     import datetime
 
     if not db.is_file():
-        actions.annotate("error", "No results", f"{db} is missing: no expectations to check")
+        actions.annotate("error", "No results", f"{db} is missing: nothing to record")
         return 2
     today = today or datetime.datetime.now(datetime.timezone.utc).date().isoformat()
     try:
@@ -628,22 +685,29 @@ def open_expect_pr(db: Path, baseline: Path | None, cases_dir: Path, matrix: Mat
     except GhError:
         listed = []  # linking the regression issue is a courtesy; the pull request does not wait for it
     issues = {i["title"]: int(i["number"]) for i in reversed(listed)}
-    plan = plan_expect(db, baseline, cases_dir, matrix, url, issues, today)
+    plan = plan_record(db, record_root, cases_dir, matrix, url, issues, today, refresh)
     for d in plan.refused:
         actions.annotate("warning", f"Expectations not derived: {d.case.id}::{d.variant}", d.refused)
-    if not plan.edits:
-        actions.say("no expect rule to change" + (f" ({len(plan.refused)} variant(s) not derived)"
-                                                  if plan.refused else ""))
+    if not plan.edits and not plan.files:
+        actions.say("nothing new for the record" + (f" ({len(plan.refused)} variant(s) not derived)"
+                                                    if plan.refused else ""))
         actions.set_output("pull-request", "")
         return 0
     if dry_run:
         actions.say(plan.body)
         return 0
     from harness.analysis.expect import write_case
+    from harness.output.pages import regenerate_page
+    from harness.session.record import write
 
     for edit in plan.edits:
         write_case(edit)
-    git_cmds, gh_cmds = expect_pr_commands([str(e.path) for e in plan.edits], branch, plan.body)
+    write(record_root, plan.record)
+    paths = [str(record_root), *(str(e.path) for e in plan.edits)]
+    if page is not None and page.is_file() and regenerate_page(page, record_root, cases_dir,
+                                                               matrix.path if matrix is not None else Path("-")):
+        paths.append(str(page))
+    git_cmds, gh_cmds = record_pr_commands(paths, branch, plan.body)
     try:
         for command in gh_cmds:
             gh(command)
@@ -652,14 +716,16 @@ def open_expect_pr(db: Path, baseline: Path | None, cases_dir: Path, matrix: Mat
         found = json.loads(gh(["pr", "list", "--head", branch, "--state", "open", "--json", "number,url"]) or "[]")
         if found:
             number = str(found[0]["number"])
-            gh(["pr", "edit", number, "--title", EXPECT_TITLE, "--body", plan.body])
+            gh(["pr", "edit", number, "--title", RECORD_TITLE, "--body", plan.body])
             link = found[0].get("url") or number
         else:
-            link = gh(["pr", "create", "--head", branch, "--title", EXPECT_TITLE, "--body", plan.body]).strip()
+            link = gh(["pr", "create", "--head", branch, "--title", RECORD_TITLE, "--body", plan.body]).strip()
+        gh(["workflow", "run", CI_WORKFLOW, "--ref", branch])
     except GhError as exc:
-        actions.annotate("error", "Cannot open the expectations pull request", str(exc))
+        actions.annotate("error", "Cannot open the record pull request", str(exc))
         return 1
     actions.set_output("pull-request", link)
-    actions.summary(f"## Expectations\n\nPull request {link}: {len(plan.edits)} case file(s).\n")
-    actions.say(f"pull request {link}: {', '.join(str(e.path) for e in plan.edits)}")
+    actions.summary(f"## The record\n\nPull request {link}: {plan.added} result(s) new, {plan.replaced} changed; "
+                    f"{len(plan.edits)} case file(s).\n")
+    actions.say(f"pull request {link}: {', '.join(paths)}")
     return 0

@@ -9,7 +9,8 @@
 - Results are judged by today's rules (`expected` from the case's current `expect` list; nothing is expected of an
   `infra`), and superseded results (`record.superseded`) are left out of both layers.
 - The record's version points (upload dates, commit dates and positions) answer the index and clone questions of
-  every reader (`use_chronology`), so the record reads the same offline.
+  every reading command (`use_chronology`), so the record reads the same offline; a command that measures
+  (`writable`) asks the live index, so that a release uploaded tonight is planned tonight.
 """
 
 from __future__ import annotations
@@ -28,13 +29,15 @@ from harness.session.store import ResultStore, StoreError
 
 
 def judged(cases: Iterable[Case]):  # noqa: ANN201 - a Callable[[Result], Result]
-    """A function that sets a result's `expected` by its case's current rules (None for an `infra`, or for a case
-    or variant that no longer exists)."""
+    """A function that sets a result's `expected` by its case's current rules (None for an `infra`; a result of a
+    case or variant it does not know keeps what it recorded)."""
     variants = {(c.id, v): spec for c in cases for v, spec in c.spec.variants.items()}
 
     def judge(result: Result) -> Result:
         variant = variants.get((result.case, result.variant))
-        expected = (None if variant is None or result.outcome is Outcome.INFRA
+        if variant is None:  # a case this reader does not know: what was recorded stands
+            return result
+        expected = (None if result.outcome is Outcome.INFRA
                     else expected_outcome(variant, environment_of(result), result.nproc, result.device))
         return result if expected == result.expected else result.model_copy(update={"expected": expected})
 
@@ -56,18 +59,21 @@ def _when(text: str | None) -> datetime | None:
     return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
 
 
-def open_reader(db: Path, explicit: bool, cases: list[Case], record_root: Path = DEFAULT_RECORD,
-                writable: bool = False) -> ResultStore:
-    """The store a reading command reads (see the module docstring); raises `StoreError` (a one-line message) for
+def open_reader(db: Path | None, explicit: bool, cases: list[Case], record_root: Path = DEFAULT_RECORD,
+                writable: bool = False, probes_dir: Path = PROBES_DIR) -> ResultStore:
+    """The store a reading command reads (see the module docstring; `db` None: the record alone); raises `StoreError` (a one-line message) for
     an explicit `--db` that does not exist or is not a store, or a record file that does not parse."""
-    if explicit and not db.is_file() and not writable:
+    if db is not None and explicit and not db.is_file() and not writable:
         raise StoreError(f"{db}: no such results store (--db)")
     record = load(record_root)
-    use_chronology(record)
-    everything = [*cases, *discover(PROBES_DIR)[0]]
+    if not writable:  # a measuring command asks the live index: tonight's release is planned tonight
+        use_chronology(record)
+    everything = [*cases, *discover(probes_dir)[0]]
     digests = current_digests(everything)
     judge = judged(everything)
     layer = RecordStore(record, digests, record_root, judge)
+    if db is None:  # the record alone
+        return layer
     if writable:
         local: ResultStore = ResultStore(db)
     elif db.is_file():

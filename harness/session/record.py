@@ -148,8 +148,9 @@ def from_row(row: dict) -> tuple[str, str, Result]:
 
 
 def key(row: dict) -> tuple:
-    """The identity of a row: (case, variant, world size, device, cell, fingerprint)."""
-    return tuple(row[k] for k in _KEY)
+    """The identity of a row: (case, variant, world size, device, cell, fingerprint); a result that recorded no
+    fingerprint (never launched, or from a store that had none) is identified by its pins instead."""
+    return tuple(row[k] for k in _KEY[:-1]) + (row["fingerprint"] or _dumps(row["versions"]),)
 
 
 def _order(row: dict) -> tuple:
@@ -350,11 +351,12 @@ def current_digests(cases: Iterable) -> Digests:
 
 
 def superseded(result: Result, digests: Digests) -> bool:
-    """Whether `result` measured a script or settings the committed case no longer has (or a case that is gone).
-    A result that recorded no digest (an older bugmatrix's) is taken as current."""
+    """Whether `result` measured a script or settings the committed case no longer has. A result that recorded no
+    digest (an older bugmatrix's), or of a case or variant the reader does not know, is taken as current."""
     if not result.digest:
         return False
-    return digests(result.case, result.variant) != result.digest
+    now = digests(result.case, result.variant)
+    return now is not None and now != result.digest
 
 
 def _kept(cell: str, compat: bool) -> bool:
