@@ -61,8 +61,9 @@ def _when(text: str | None) -> datetime | None:
 
 def open_reader(db: Path | None, explicit: bool, cases: list[Case], record_root: Path = DEFAULT_RECORD,
                 writable: bool = False, probes_dir: Path = PROBES_DIR) -> ResultStore:
-    """The store a reading command reads (see the module docstring; `db` None: the record alone); raises `StoreError` (a one-line message) for
-    an explicit `--db` that does not exist or is not a store, or a record file that does not parse."""
+    """The store a reading command reads (see the module docstring; `db` None: the record alone); raises
+    `StoreError` (a one-line message) for an explicit `--db` that does not exist or is not a store, or a record
+    file that does not parse."""
     if db is not None and explicit and not db.is_file() and not writable:
         raise StoreError(f"{db}: no such results store (--db)")
     record = load(record_root)
