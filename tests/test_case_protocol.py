@@ -12,6 +12,12 @@ and this module imports no harness code. `check_script(source)` returns one line
 - `main()` has no `sys.exit` / `exit` / `quit` / `os._exit` and raises no `SystemExit`; every `return` in it carries
   a value, and it cannot fall off its end (an implicit None would exit 0, i.e. "fixed");
 - the module ends with `if __name__ == "__main__": sys.exit(main())`.
+
+`check_flags_run(source, variant_args)` checks the script against its `case.yaml`: every value an argparse option
+selects other than its default (a store_true/store_false flag, `--no-x` of a BooleanOptionalAction defaulting to
+True, every non-default choice of an option with `choices`) is passed by some variant's `args`, so no documented
+path goes unrun. Options with free values (`type=int` without choices) and the harness's own `--device` are exempt;
+the gaps known today are listed, exactly, in KNOWN_UNRUN.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ROOT / "cases"
@@ -209,6 +216,95 @@ def check_script(source: str) -> list[str]:
     return list(dict.fromkeys(problems))  # once each, in order
 
 
+HARNESS_FLAGS = {"--device"}  # the harness passes these itself (harness/launch/execute.py), not a variant
+
+
+def _module_literal(tree: ast.Module, node: ast.AST) -> object:
+    """The value of a literal, of a module-level name bound to one (a dict stands for its keys) or of
+    sorted()/list()/tuple() of those; None when it is not known statically."""
+    if isinstance(node, ast.Call) and _name(node.func) in ("sorted", "list", "tuple") and len(node.args) == 1:
+        inner = _module_literal(tree, node.args[0])
+        return list(inner) if isinstance(inner, (list, tuple, set, dict)) else None
+    if isinstance(node, ast.Name):
+        for stmt in tree.body:
+            if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == node.id for t in stmt.targets):
+                value = stmt.value
+                if isinstance(value, ast.Dict):  # DTYPES = {"bf16": (torch.bfloat16, ...), ...}: its keys
+                    keys = [ast.literal_eval(k) for k in value.keys if isinstance(k, ast.Constant)]
+                    return keys if len(keys) == len(value.keys) else None
+                return _module_literal(tree, value)
+        return None
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+
+
+def selectable_values(source: str) -> list[tuple[int, list[str], str | None]]:
+    """(line, option strings, value) for every non-default path the script's argparse options select: value None
+    for a flag that takes no value (the option string itself selects it), else the choice as the command line
+    spells it. Free-valued options and HARNESS_FLAGS are left out."""
+    tree = ast.parse(source)
+    found: list[tuple[int, list[str], str | None]] = []
+    for node in ast.walk(tree):
+        if not (
+            isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument"
+        ):
+            continue
+        flags = [s for s in (_const_str(a) for a in node.args) if s and s.startswith("-")]
+        if not flags or set(flags) & HARNESS_FLAGS:
+            continue
+        kw = {k.arg: k.value for k in node.keywords}
+        action = kw.get("action")
+        action_name = _const_str(action) if action is not None else None
+        if action is not None and _name(action).split(".")[-1] == "BooleanOptionalAction":
+            default = _module_literal(tree, kw["default"]) if "default" in kw else None
+            if default is True:  # --no-x is the path off the default
+                found.append((node.lineno, [f"--no-{f[2:]}" for f in flags if f.startswith("--")], None))
+            else:
+                found.append((node.lineno, flags, None))
+        elif action_name in ("store_true", "store_false", "store_const", "count"):
+            found.append((node.lineno, flags, None))
+        elif "choices" in kw:
+            choices = _module_literal(tree, kw["choices"])
+            if not isinstance(choices, (list, tuple, set)):
+                continue  # not known statically
+            default = _module_literal(tree, kw["default"]) if "default" in kw else None
+            for choice in choices:
+                if "default" not in kw or str(choice) != str(default):
+                    found.append((node.lineno, flags, str(choice)))
+    return found
+
+
+def _passes(args: list[str], flags: list[str], value: str | None) -> bool:
+    """Does this argument list select `value` of the option `flags` (or the flag itself when value is None)?"""
+    for i, token in enumerate(args):
+        for flag in flags:
+            if value is None and token == flag:
+                return True
+            if value is not None and (
+                (token == flag and i + 1 < len(args) and args[i + 1] == value) or token == f"{flag}={value}"
+            ):
+                return True
+    return False
+
+
+def check_flags_run(source: str, variant_args: list[list[str]]) -> list[str]:
+    """One line per non-default option value the script defines that no variant's args pass; [] when every
+    documented path is run by some variant."""
+    problems = []
+    for line, flags, value in selectable_values(source):
+        if not any(_passes(args, flags, value) for args in variant_args):
+            spelled = flags[0] if value is None else f"{flags[0]} {value}"
+            problems.append(f"line {line}: `{spelled}` is defined but no variant in case.yaml passes it")
+    return problems
+
+
+def case_variant_args(case_dir: Path) -> list[list[str]]:
+    spec = yaml.safe_load((case_dir / "case.yaml").read_text())
+    return [[str(a) for a in (v or {}).get("args", [])] for v in spec["variants"].values()]
+
+
 def readme_snippet() -> str:
     """The canonical snippet: the first ```python block of cases/README.md."""
     text = (CASES / "README.md").read_text()
@@ -233,6 +329,68 @@ def test_the_readme_cases_table_has_a_row_for_the_case(case_dir: Path):
 def test_case_follows_the_canonical_setup(case_dir: Path):
     problems = check_script((case_dir / "repro.py").read_text())
     assert not problems, f"cases/{case_dir.name}/repro.py:\n  " + "\n  ".join(problems)
+
+
+# Documented paths that no variant runs yet, each still to be given a measured variant (or dropped from the
+# script). The list must be exact: a new gap fails, and so does an entry whose gap a variant has closed.
+KNOWN_UNRUN = {
+    "lightning-20450-resume-weights-only-torch26": ["`--load load_from_checkpoint`"],
+    "litgpt-2201-lora-ind-head-size": ["`--n-query-groups 1`"],
+}
+
+
+@pytest.mark.parametrize("case_dir", CASE_DIRS, ids=lambda p: p.name)
+def test_every_flag_the_script_defines_is_run_by_a_variant(case_dir: Path):
+    problems = check_flags_run((case_dir / "repro.py").read_text(), case_variant_args(case_dir))
+    known = KNOWN_UNRUN.get(case_dir.name, [])
+    new = [p for p in problems if not any(k in p for k in known)]
+    closed = [k for k in known if not any(k in p for p in problems)]
+    assert not new, f"cases/{case_dir.name}:\n  " + "\n  ".join(new)
+    assert not closed, f"cases/{case_dir.name}: now run by a variant, drop from KNOWN_UNRUN: {closed}"
+
+
+def test_known_unrun_names_existing_cases():
+    assert set(KNOWN_UNRUN) <= {p.name for p in CASE_DIRS}
+
+
+FLAGS = """
+import argparse
+DTYPES = {"bf16": 1, "fp16": 2}
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--hparams", choices=["module", "plain"], default="module")
+    p.add_argument("--check", required=True, choices=["a", "b"])
+    p.add_argument("--dtype", choices=sorted(DTYPES), default="bf16")
+    p.add_argument("--heads", type=int, choices=[1, 2], default=2)
+    p.add_argument("--workaround", action="store_true")
+    p.add_argument("--static-graph", action=argparse.BooleanOptionalAction, default=True)
+    p.add_argument("--rows", type=int, default=3)
+"""
+
+
+def test_flag_check_reports_each_unrun_path():
+    problems = "\n".join(check_flags_run(FLAGS, [["--check", "a"]]))
+    for missing in (
+        "`--hparams plain`",
+        "`--check b`",
+        "`--dtype fp16`",
+        "`--heads 1`",
+        "`--workaround`",
+        "`--no-static-graph`",
+    ):
+        assert missing in problems
+    for exempt in ("--device", "--rows", "`--check a`", "`--hparams module`", "`--dtype bf16`", "`--heads 2`"):
+        assert exempt not in problems
+
+
+def test_flag_check_passes_when_every_path_runs():
+    variants = [
+        ["--check", "a", "--hparams=plain"],
+        ["--check", "b", "--dtype", "fp16", "--heads", "1"],
+        ["--check", "a", "--workaround", "--no-static-graph"],
+    ]
+    assert check_flags_run(FLAGS, variants) == []
 
 
 def test_readme_snippet_follows_its_own_rules():

@@ -7,8 +7,8 @@ with `weights_only=False` (cloud_io._load's default since PR #20010). PR #21072 
 which is `True` from torch 2.6. `lr_find` gave no way to pass it, so a model whose hyper-parameters hold any
 object outside torch's allowlist (here an `nn.MSELoss` passed to `__init__`, as in the issue) fails with
     _pickle.UnpicklingError: Weights only load failed ...
-PR #21758 (after 2.6.5, so first in 2.6.6) adds `lr_find(..., weights_only=None)`: the default still fails,
-`weights_only=False` restores. With torch < 2.6 the default is False and every version works (coupling).
+PR #21758 (merged after 2.6.5; in no release up to 2.6.6) adds `lr_find(..., weights_only=None)`: the default
+still fails, `weights_only=False` restores. With torch < 2.6 the default is False and every version works (coupling).
 
     python repro.py [--device cpu|cuda] [--hparams module|plain] [--weights-only-false]
                     [--force-no-weights-only-env]

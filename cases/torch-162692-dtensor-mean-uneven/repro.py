@@ -4,7 +4,7 @@ https://github.com/pytorch/pytorch/issues/162692 (fix: https://github.com/pytorc
 
 A full reduction `mean()` over a `Shard(0)` DTensor was computed as each rank's local mean, combined
 with `Partial("avg")`, which weights every rank equally. With uneven shards (3 rows over 2 ranks: 2 + 1)
-the result is silently wrong (5.0 for arange(12).reshape(3, 4) instead of 5.5); a single row over 2
+the result is silently wrong (6.5 for arange(12).reshape(3, 4) instead of 5.5); a single row over 2
 ranks leaves rank 1 an empty shard whose mean is NaN, and the result is NaN. The fix redistributes an
 unevenly sharded input to Replicate before the mean.
 
