@@ -148,12 +148,15 @@ def check(args, device, rank, world_size):
             start = shard.metadata.shard_offsets[0]
             shard.tensor.copy_(expected[start:start + shard.tensor.numel()])
 
-    dst = build(torch.device("cpu"), tables).state_dict()  # unsharded destination
+    # Unsharded destination on this rank's device: ShardedTensor.gather receives into buffers on the
+    # destination's device, and an NCCL gather takes CUDA tensors only (a CPU destination under NCCL
+    # fails with "ProcessGroupNCCL::gather: invalid tensor type"); on CPU (gloo) this is the CPU copy.
+    dst = build(device, tables).state_dict()
     state_dict_gather(src, dst)
 
     verdict = 0
     if rank == 0:  # state_dict_gather fills `dst` on rank 0 only
-        got = dst[KEY]
+        got = dst[KEY].cpu()
         if not torch.equal(got, expected):
             bad = int((got != expected).sum())
             print(f"[rank {rank}] REPRODUCED: {SIGNATURE}: {bad}/{ZCH_SIZE} differ, "
