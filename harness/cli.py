@@ -293,6 +293,11 @@ def _parser() -> argparse.ArgumentParser:
     from harness.commands import record as record_command
 
     record_command.add_parser(sub, {"--record": record, "--matrix": matrix})
+    from harness.commands import audit as audit_command
+    from harness.commands import osv as osv_command
+
+    audit_command.add_parser(sub, {"--db": db, "--record": record})
+    osv_command.add_parser(sub, {"--db": db, "--record": record})
 
     p_merge = sub.add_parser("merge", help="fold results stores (e.g. nightly shards) into one, without duplicates",
                              parents=[db])

@@ -3,6 +3,8 @@ and a device."""
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
@@ -31,16 +33,23 @@ def rule_holds(rule: Rule, env: Environment, nproc: int, device: str) -> bool:
                 if not any(commit.startswith(sha) for sha in cond.git):
                     return False
             else:
-                try:
-                    version = Version(installed.version)
-                except InvalidVersion:
-                    return False
+                version = _public(installed.version)
                 # A local build tag (2.14.1+cu130) must not hide a release from '<=2.14.1'.
-                if not version_matches(Version(version.public), str(cond)):
+                if version is None or not version_matches(version, str(cond)):
                     return False
     return True
 
 
+@lru_cache(maxsize=8192)
+def _public(text: str) -> Version | None:
+    """The public version of `text` (`2.14.1` of `2.14.1+cu130`); None when it is not a version."""
+    try:
+        return Version(Version(text).public)
+    except InvalidVersion:
+        return None
+
+
+@lru_cache(maxsize=16384)
 def version_matches(version: Version, specifier: str) -> bool:
     """True when `version` is in `specifier` by version order, pre-releases included: `<0.4.0` holds for 0.4.0.dev0
     (a git install of 0.4.0's development, a nightly build), which is before 0.4.0. PEP 440's exclusions are an

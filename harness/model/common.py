@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Literal
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -48,12 +49,14 @@ def primary_package(packages: list[str]) -> str:
     return next((p for p in packages if p != "torch"), "torch")
 
 
+@lru_cache(maxsize=4096)
 def distributions(package: str) -> tuple[str, ...]:
     """Every distribution that provides logical `package` on some device, the logical name first."""
     name = canonicalize_name(package)
     return (name, *(canonicalize_name(d) for d in DEVICE_PACKAGES.get(name, {}).values()))
 
 
+@lru_cache(maxsize=4096)
 def logical_name(distribution: str) -> str:
     """The logical package a distribution provides (`fbgemm-gpu-cpu` -> `fbgemm-gpu`), canonicalised."""
     name = canonicalize_name(distribution)

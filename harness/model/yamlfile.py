@@ -9,6 +9,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 M = TypeVar("M", bound=BaseModel)
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's safe loader where built in: ~10x faster
 # Parts of pydantic's error locations that name union members (the type a value was tried as), not fields. They
 # are matched whole: a package whose name merely starts with one (`structlog`, `strawberry`) is a field.
 _UNION_TAGS = frozenset({"str", "int", "list[int]", "GitPin", "GitCondition"})
@@ -20,7 +21,7 @@ _KEYED = frozenset({"when", "pins", "axes", "supports", "sources", "device_packa
 def load_model(path: Path, model: type[M], error: type[Exception]) -> M:
     """Parse `path` as YAML and validate it as `model`; raise `error("<path>: <field>: <problem>")` otherwise."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_LOADER)  # noqa: S506 - a safe loader
     except OSError as exc:
         raise error(f"{path}: cannot read: {exc.strerror}") from None
     except yaml.YAMLError as exc:

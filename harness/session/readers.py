@@ -20,6 +20,7 @@ from datetime import datetime
 from pathlib import Path
 
 from harness.launch.expectations import environment_of, expected_outcome
+from harness.launch.interpreter import Environment
 from harness.matrix import git, index
 from harness.model.case import PROBES_DIR, Case, discover
 from harness.model.outcome import Outcome
@@ -32,13 +33,24 @@ def judged(cases: Iterable[Case]):  # noqa: ANN201 - a Callable[[Result], Result
     """A function that sets a result's `expected` by its case's current rules (None for an `infra`; a result of a
     case or variant it does not know keeps what it recorded)."""
     variants = {(c.id, v): spec for c in cases for v, spec in c.spec.variants.items()}
+    known: dict[tuple, Outcome] = {}  # the rules' answer for one (case, variant, versions, world size, device)
+    environments: dict[tuple, Environment] = {}
 
     def judge(result: Result) -> Result:
         variant = variants.get((result.case, result.variant))
         if variant is None:  # a case this reader does not know: what was recorded stands
             return result
-        expected = (None if result.outcome is Outcome.INFRA
-                    else expected_outcome(variant, environment_of(result), result.nproc, result.device))
+        if result.outcome is Outcome.INFRA:
+            expected = None
+        else:
+            pins = tuple(result.versions.items())
+            key = (result.case, result.variant, pins, result.nproc, result.device)
+            expected = known.get(key)
+            if expected is None:
+                env = environments.get(pins)
+                if env is None:  # every variant and world size of a cell shares its environment
+                    env = environments[pins] = environment_of(result)
+                expected = known[key] = expected_outcome(variant, env, result.nproc, result.device)
         return result if expected == result.expected else result.model_copy(update={"expected": expected})
 
     return judge

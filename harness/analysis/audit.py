@@ -1,0 +1,474 @@
+"""Am I affected? The record's answer for one environment's exact versions, every case x variant, with its
+precision said.
+
+    target = target_of(pins, loose, known_packages(results, cases))    # from requirements, arguments or an interpreter
+    answers = audit(results, cases, target, device="cpu")              # results: store.latest()
+    affected = [a for a in answers if a.affected and not a.workaround]
+    diff = compare(answers_a, answers_b)                                # --from A --to B
+
+How an answer is found, per case x bug variant on the device (the workaround variants are answered the same way and
+reported as the workarounds that are measured fixed there):
+
+- Not applicable: a package the case needs is not in the environment (or the case does not run on the device).
+- The *deciding* packages are those the variant's `expect` rules name, and those along which the record measured a
+  boundary (a change of outcome) when they are the case's primary package or named by the rules; with neither, the
+  primary package. A coupling (rules naming lightning AND torch) is answered on both at once. A package nothing
+  depends on only qualifies the precision ("measured with torch 2.9.1").
+- measured at these exact pins: a cell whose deciding versions are the environment's (the local build tag such as
+  `+cu124` is not compared; a git install is matched by its commit).
+- interpolated: the other deciding packages equal, the nearest measured versions below and above agree, so no
+  boundary lies between them.
+- extrapolated: beyond the newest (or before the oldest) measured release, from the nearest measured one.
+- from the case's rules (not measured): a boundary lies between the nearest measured versions and was not narrowed,
+  nothing was measured near these pins, or nothing on this device at all.
+
+`fixed_in` is the upgrade target: along the deciding package that answered (the other deciding packages as pinned),
+the first release measured fixed after the pinned one, i.e. after the last reproduced release of the run the pin is
+in (None when no newer release is measured fixed).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from harness.analysis.reproduce import repro_command
+from harness.analysis.transitions import FIXED, MIXED, REPRODUCED, UNKNOWN, axes, cell_status
+from harness.launch.expectations import expected_outcome
+from harness.launch.interpreter import Environment, Installed
+from harness.model.case import Case
+from harness.model.case_schema import RESERVED_KEYS, Variant
+from harness.model.common import logical_name, primary_package
+from harness.model.outcome import Outcome
+from harness.model.requirements import Loose, Pin
+from harness.model.result import Result
+
+# distributions that are the same code as a logical package under an older name
+RENAMED = {"pytorch-lightning": "lightning"}
+AFFECTED = (REPRODUCED, MIXED)
+
+
+@dataclass(frozen=True)
+class Uncovered:
+    """A pinned distribution the record cannot answer for, and why."""
+
+    package: str
+    version: str
+    why: str
+
+    def to_json(self) -> dict[str, str]:
+        """`{"package", "version", "why"}`."""
+        return {"package": self.package, "version": self.version, "why": self.why}
+
+
+@dataclass
+class Target:
+    """The environment audited: logical package -> its pin, what the record cannot answer for, the renames."""
+
+    pins: dict[str, Pin]
+    not_covered: list[Uncovered] = field(default_factory=list)
+    renamed: dict[str, str] = field(default_factory=dict)  # logical -> the distribution pinned under an older name
+    label: str = ""
+
+    def environment(self) -> Environment:
+        """The pins as the rule evaluator sees an installed environment."""
+        packages = {name: Installed(name=pin.distribution, version=pin.version or "0", commit=pin.commit)
+                    for name, pin in self.pins.items()}
+        return Environment(python="", python_version="", packages=packages)
+
+    def public(self) -> dict[str, str]:
+        """logical package -> public version (`2.6.0` of `2.6.0+cu124`), the releases only."""
+        out = {}
+        for name, pin in self.pins.items():
+            if pin.version and not pin.commit:
+                try:
+                    out[name] = Version(pin.version).public
+                except InvalidVersion:
+                    continue
+        return out
+
+
+def known_packages(results: Iterable[tuple[str, Result]], cases: Iterable[Case]) -> dict[str, set[str]]:
+    """Every logical package the record knows (a case needs it, or a result recorded it) -> the recorded versions."""
+    known: dict[str, set[str]] = defaultdict(set)
+    for case in cases:
+        for package in case.spec.packages:
+            known[logical_name(package)]  # noqa: B018 - creates the entry
+    for _, result in results:
+        for dist, version in result.versions.items():
+            known[logical_name(dist)].add(version)
+    return known
+
+
+def target_of(pins: Iterable[Pin], loose: Iterable[Loose], known: dict[str, set[str]], label: str = "") -> Target:
+    """The audited environment: each pin under its logical name (`fbgemm-gpu-cpu` is fbgemm-gpu, `pytorch-lightning`
+    is lightning), a commit resolved to the record's `version @ sha`; a distribution the record does not know, a
+    commit it does not hold and every loose requirement go to `not_covered`."""
+    target = Target({}, label=label)
+    direct = {logical_name(p.distribution) for p in pins}
+    for pin in pins:
+        name = logical_name(pin.distribution)
+        if name in RENAMED:
+            if RENAMED[name] in direct:
+                continue  # the package itself is pinned: the old name says nothing more
+            target.renamed[RENAMED[name]] = pin.distribution
+            name = RENAMED[name]
+        if name not in known:
+            target.not_covered.append(Uncovered(pin.distribution, pin.text, "the record has no results for it"))
+            continue
+        if pin.commit:
+            recorded = [v for v in known[name] if " @ " in v and _same_commit(v.partition(" @ ")[2], pin.commit)]
+            if not recorded:
+                target.not_covered.append(Uncovered(pin.distribution, pin.text, "a commit the record does not hold"))
+                continue
+            version, _, sha = sorted(recorded)[0].partition(" @ ")
+            pin = Pin(pin.distribution, version, sha, pin.where)
+        target.pins[name] = pin
+    for item in loose:
+        target.not_covered.append(Uncovered(item.name, item.text, item.why))
+    return target
+
+
+def target_of_environment(env: Environment, known: dict[str, set[str]], label: str = "") -> Target:
+    """The audited environment from an interpreter's installed distributions."""
+    pins = [Pin(canonicalize_name(i.name), i.version, i.commit, label) for i in env.packages.values()]
+    return target_of(pins, [], known, label)
+
+
+def _same_commit(a: str, b: str) -> bool:
+    return bool(a) and bool(b) and (a.startswith(b) or b.startswith(a))
+
+
+# ------------------------------------------------------------------------------------------------------- answers
+
+
+@dataclass
+class Answer:
+    """The record's answer for one case x variant at the target's versions."""
+
+    case: str
+    variant: str
+    workaround: bool
+    title: str
+    upstream: str
+    status: str  # reproduced | fixed | mixed | skip | error | unknown
+    measured: bool
+    basis: str  # exact | interpolated | extrapolated | rules
+    precision: str
+    fixed_in: str | None = None
+    workarounds: list[str] = field(default_factory=list)
+    reproduce: str = ""
+    versions: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def affected(self) -> bool:
+        """Whether the bug applies: it reproduces (or, mixed, reproduces in some of the cells at these pins)."""
+        return self.status in AFFECTED
+
+    def to_json(self) -> dict:
+        """The `--json` shape of one affected entry."""
+        return {"case": self.case, "variant": self.variant, "title": self.title, "upstream": self.upstream,
+                "outcome": self.status, "precision": self.precision, "fixed_in": self.fixed_in,
+                "workarounds": self.workarounds, "reproduce": self.reproduce, "versions": self.versions}
+
+
+@dataclass
+class _Cell:
+    name: str
+    status: str
+    versions: dict[str, str]  # logical package -> recorded version (or "version @ sha")
+    results: list[Result]
+
+
+def _key(text: str) -> tuple:
+    release, _, commit = text.partition(" @ ")
+    try:
+        return (Version(Version(release).public), 1 if commit else 0, commit)
+    except InvalidVersion:
+        return (Version("0"), 2, text)
+
+
+def _matches(recorded: str | None, pin: Pin) -> bool:
+    if recorded is None:
+        return False
+    release, _, commit = recorded.partition(" @ ")
+    if pin.commit:
+        return _same_commit(commit, pin.commit)
+    if commit:
+        return False
+    try:
+        return Version(release).public == Version(pin.version).public
+    except InvalidVersion:
+        return release == pin.version
+
+
+def _combine(statuses: Iterable[str]) -> str:
+    said = set(statuses) - {UNKNOWN}
+    return UNKNOWN if not said else said.pop() if len(said) == 1 else MIXED
+
+
+def _rule_packages(variant: Variant, device: str) -> set[str]:
+    out = set()
+    for rule in variant.expect:
+        if rule.when.get("device", device) != device:
+            continue
+        out |= {logical_name(k) for k in rule.when if k not in RESERVED_KEYS}
+    return out
+
+
+def _by_group(results: Iterable[tuple[str, Result]]) -> dict[tuple[str, str, str], list[tuple[str, Result]]]:
+    grouped: dict[tuple[str, str, str], list[tuple[str, Result]]] = defaultdict(list)
+    for cell, result in results:
+        grouped[(result.case, result.variant, result.device)].append((cell, result))
+    return grouped
+
+
+def _cells(entries: list[tuple[str, Result]]) -> list[_Cell]:
+    by_cell: dict[str, list[Result]] = defaultdict(list)
+    for cell, result in entries:
+        by_cell[cell].append(result)
+    out = []
+    for name, rs in sorted(by_cell.items()):
+        versions = {logical_name(d): v for r in rs for d, v in r.versions.items()}
+        out.append(_Cell(name, cell_status(rs), versions, rs))
+    return out
+
+
+def _short(text: str) -> str:
+    release, _, commit = text.partition(" @ ")
+    return f"{release} @ {commit[:12]}" if commit else release
+
+
+class Auditor:
+    """Answers case x variant questions for targets over one set of results (built once, asked many times)."""
+
+    def __init__(self, results: list[tuple[str, Result]], cases: list[Case]) -> None:
+        self.cases = {c.id: c for c in cases}
+        self.groups = _by_group(results)
+        self._cells: dict[tuple[str, str, str], list[_Cell]] = {}
+        self._boundaries: dict[tuple[str, str, str], set[str]] = {}
+
+    def cells(self, case: str, variant: str, device: str) -> list[_Cell]:
+        """The cells of one case x variant on one device, each with one status over its world sizes."""
+        key = (case, variant, device)
+        if key not in self._cells:
+            self._cells[key] = _cells(self.groups.get(key, []))
+        return self._cells[key]
+
+    def boundary_packages(self, case: str, variant: str, device: str) -> set[str]:
+        """The packages along which the record measured a change of outcome."""
+        key = (case, variant, device)
+        if key not in self._boundaries:
+            self._boundaries[key] = {a.package for a in axes(self.groups.get(key, [])) if a.changes()}
+        return self._boundaries[key]
+
+    def deciding(self, case: Case, variant: str, device: str, target: Target) -> list[str]:
+        """The deciding packages (see the module docstring), the primary first."""
+        rules = _rule_packages(case.spec.variants[variant], device)
+        primary = logical_name(primary_package(case.spec.packages))
+        measured = self.boundary_packages(case.id, variant, device)
+        chosen = rules | (measured & (rules | {primary}))
+        if not chosen:
+            chosen = {primary}
+        chosen = {p for p in chosen if p in target.pins}  # a rule on a package outside the case and the pins
+        return sorted(chosen or {primary}, key=lambda p: (p != primary, p))
+
+    def answer(self, case: Case, variant: str, target: Target, device: str, with_workarounds: bool = True) -> Answer:
+        """The record's answer for `case` x `variant` at the target's pins on `device` (module docstring)."""
+        spec = case.spec
+        versions = {target.pins[logical_name(p)].distribution: target.pins[logical_name(p)].text
+                    for p in spec.packages if logical_name(p) in target.pins}
+        base = dict(case=case.id, variant=variant, workaround=spec.variants[variant].workaround, title=spec.title,
+                    upstream=spec.upstream[0], versions=versions)
+        cells = [c for c in self.cells(case.id, variant, device) if c.status != UNKNOWN]
+        deciding = self.deciding(case, variant, device, target)
+        notes = [f"{dist} {target.pins[name].text} answered as {name} (the same code under its older name)"
+                 for name, dist in target.renamed.items() if name in {logical_name(p) for p in spec.packages}]
+        used: list[_Cell] = []
+        along: str | None = None
+        if not cells:
+            status, basis = self._rules(case, variant, target, device), "rules"
+            precision = f"not measured on this device ({device}): from the case's rules"
+        else:
+            status, basis, precision, used, along = self._measured(case, variant, cells, deciding, target, device)
+        if used:
+            differ = sorted({f"{p} {_short(c.versions[p])}" for c in used for p in c.versions
+                             if p not in deciding and (p not in target.pins or not _matches(c.versions[p],
+                                                                                             target.pins[p]))})
+            if differ:
+                precision += f"; measured with {', '.join(differ)}"
+        precision = "; ".join([precision, *notes])
+        answer = Answer(**base, status=status, measured=basis != "rules", basis=basis, precision=precision)
+        if answer.affected:
+            answer.fixed_in = self._fixed_in(cells, deciding, target, along)
+            answer.reproduce = self._reproduce(case, variant, target, device, used)
+        if with_workarounds and answer.affected and not answer.workaround:
+            for name, other in spec.variants.items():
+                if other.workaround:
+                    w = self.answer(case, name, target, device, with_workarounds=False)
+                    if w.status == FIXED and w.measured:
+                        answer.workarounds.append(name)
+        return answer
+
+    def _rules(self, case: Case, variant: str, target: Target, device: str) -> str:
+        env = target.environment()
+        outcomes = {expected_outcome(case.spec.variants[variant], env, n, device) for n in case.spec.nproc}
+        if Outcome.REPRODUCED in outcomes:
+            return REPRODUCED
+        if outcomes == {Outcome.FIXED}:
+            return FIXED
+        return sorted(o.value for o in outcomes)[0]
+
+    def _measured(self, case: Case, variant: str, cells: list[_Cell], deciding: list[str], target: Target,
+                  device: str) -> tuple[str, str, str, list[_Cell], str | None]:
+        """(status, basis, precision, the cells it rests on, the package it was read along)."""
+        pins = target.pins
+        exact = [c for c in cells if all(_matches(c.versions.get(p), pins[p]) for p in deciding)]
+        if exact:
+            best = max(sum(_matches(c.versions.get(p), pins[p]) for p in pins) for c in exact)
+            chosen = [c for c in exact if sum(_matches(c.versions.get(p), pins[p]) for p in pins) == best]
+            return _combine(c.status for c in chosen), "exact", "measured at these exact pins", chosen, deciding[0]
+        for q in deciding:
+            others = [p for p in deciding if p != q]
+            line = [c for c in cells if q in c.versions and all(_matches(c.versions.get(p), pins[p]) for p in others)]
+            if not line:
+                continue
+            here = _key(pins[q].text)
+            below = [c for c in line if _key(c.versions[q]) < here]
+            above = [c for c in line if _key(c.versions[q]) > here]
+            low = max((_key(c.versions[q]) for c in below), default=None)
+            high = min((_key(c.versions[q]) for c in above), default=None)
+            low_cells = [c for c in below if _key(c.versions[q]) == low]
+            high_cells = [c for c in above if _key(c.versions[q]) == high]
+            low_status = _combine(c.status for c in low_cells) if low_cells else None
+            high_status = _combine(c.status for c in high_cells) if high_cells else None
+            lo_v = _short(low_cells[0].versions[q]) if low_cells else ""
+            hi_v = _short(high_cells[0].versions[q]) if high_cells else ""
+            ruled = self._rules(case, variant, target, device)
+            if low_status and high_status:
+                if low_status == high_status:
+                    return (low_status, "interpolated", f"inside measured releases {q} {lo_v} and {hi_v} with no "
+                            "boundary between them (interpolated)", low_cells + high_cells, q)
+                return (ruled, "rules", f"between {q} {lo_v} ({low_status}) and {hi_v} ({high_status}), a boundary "
+                        "not narrowed: from the case's rules (not measured)", [], q)
+            side, status, cells_used = ((hi_v, high_status, high_cells) if high_status
+                                        else (lo_v, low_status, low_cells))
+            where = "before the oldest" if high_status else "beyond the newest"
+            text = f"{where} measured release {q} {side} (extrapolated)"
+            if ruled != status and ruled in (REPRODUCED, FIXED):
+                text += f"; the case's rules say {ruled}"
+            return status or UNKNOWN, "extrapolated", text, cells_used, q
+        return (self._rules(case, variant, target, device), "rules",
+                "not measured at these pins: from the case's rules", [], None)
+
+    def _fixed_in(self, cells: list[_Cell], deciding: list[str], target: Target, along: str | None) -> str | None:
+        order = ([along] if along else []) + [p for p in deciding if p != along]
+        for q in order:
+            if q not in target.pins:
+                continue
+            others = [p for p in deciding if p != q]
+            line = [c for c in cells if q in c.versions and " @ " not in c.versions[q]
+                    and all(_matches(c.versions.get(p), target.pins[p]) for p in others)]
+            points: dict[tuple, list[_Cell]] = defaultdict(list)
+            for c in line:
+                points[_key(c.versions[q])].append(c)
+            ordered = [(k, _combine(c.status for c in points[k]), points[k][0].versions[q]) for k in sorted(points)]
+            here = _key(target.pins[q].text)
+            after = [(k, v) for k, s, v in ordered if k > here and s == FIXED]
+            if after:
+                return f"{q}=={Version(after[0][1].partition(' @ ')[0]).public}"
+        return None
+
+    def _reproduce(self, case: Case, variant: str, target: Target, device: str, used: list[_Cell]) -> str:
+        results = [r for c in used for r in c.results if r.outcome is Outcome.REPRODUCED]
+        results = results or [r for c in used for r in c.results]
+        results = results or [r for _, r in self.groups.get((case.id, variant, device), [])]
+        if results:
+            base = min(results, key=lambda r: r.nproc)
+            recorded = {logical_name(d): (d, v) for d, v in base.versions.items()}
+        else:
+            base = Result(case=case.id, variant=variant, nproc=case.spec.nproc[0], device=device,
+                          outcome=Outcome.REPRODUCED, expected=None, reason="")
+            recorded = {}
+        names = {logical_name(p) for p in case.spec.packages} | set(recorded)
+        versions = {}
+        for name in sorted(names):
+            if name in target.pins:
+                pin = target.pins[name]
+                versions[pin.distribution] = f"{pin.version} @ {pin.commit}" if pin.commit else pin.version
+            elif name in recorded:
+                versions[recorded[name][0]] = recorded[name][1]
+        job = base.model_copy(update={"versions": versions, "device": device, "variant": variant})
+        return repro_command(case, job)
+
+
+def audit(results: list[tuple[str, Result]], cases: list[Case], target: Target, device: str = "cpu",
+          ignore: Iterable[str] = (), auditor: Auditor | None = None) -> list[Answer]:
+    """Every applicable case x variant's answer at the target's pins on `device` (bug variants and workarounds;
+    see `Answer.affected`). A case whose packages are not all pinned, or that does not run on `device`, is not
+    applicable and has no answer."""
+    auditor = auditor or Auditor(results, cases)
+    skipped = set(ignore)
+    out = []
+    for case in sorted(cases, key=lambda c: c.id):
+        if case.id in skipped or any(i and case.id.startswith(i) for i in skipped):
+            continue
+        if device not in case.spec.devices:
+            continue
+        if any(logical_name(p) not in target.pins for p in case.spec.packages):
+            continue
+        for variant in case.spec.variants:
+            out.append(auditor.answer(case, variant, target, device))
+    return out
+
+
+def affected(answers: Iterable[Answer]) -> list[Answer]:
+    """The bug variants that apply (workaround variants are never listed as bugs)."""
+    return [a for a in answers if a.affected and not a.workaround]
+
+
+# ------------------------------------------------------------------------------------------------------- upgrade
+
+
+@dataclass
+class Change:
+    """One bug variant across an upgrade: `fixes`, `brings` (in) or `keeps`, with both answers."""
+
+    kind: str
+    before: Answer | None
+    after: Answer | None
+
+    @property
+    def item(self) -> tuple[str, str]:
+        """(case, variant)."""
+        answer = self.after or self.before
+        assert answer is not None
+        return answer.case, answer.variant
+
+    def to_json(self) -> dict:
+        """`{"case", "variant", "change", "before", "after"}` with each side's answer (None where not applicable)."""
+        case, variant = self.item
+        return {"case": case, "variant": variant, "change": self.kind,
+                "before": self.before.to_json() if self.before else None,
+                "after": self.after.to_json() if self.after else None}
+
+
+def compare(before: list[Answer], after: list[Answer]) -> list[Change]:
+    """The bug variants an upgrade fixes (affected before, not after), brings in (the reverse) and keeps (both)."""
+    a = {(x.case, x.variant): x for x in before if not x.workaround}
+    b = {(x.case, x.variant): x for x in after if not x.workaround}
+    out = []
+    for item in sorted(set(a) | set(b)):
+        was, now = a.get(item), b.get(item)
+        hit_a, hit_b = bool(was and was.affected), bool(now and now.affected)
+        if hit_a and hit_b:
+            out.append(Change("keeps", was, now))
+        elif hit_a:
+            out.append(Change("fixes", was, now))
+        elif hit_b:
+            out.append(Change("brings", was, now))
+    return out

@@ -1,0 +1,127 @@
+"""`bugmatrix audit`: am I affected? The record's answer for one environment's exact versions, launching nothing.
+
+    bugmatrix audit -r requirements.txt [--device cuda] [--json | --format markdown] [--ignore CASE]
+    bugmatrix audit torch==2.6.0+cu124 lightning==2.3.3
+    bugmatrix audit --python .venv/bin/python             # that interpreter's installed versions
+    bugmatrix audit                                       # this interpreter's
+    bugmatrix audit --from old.txt --to new.txt           # an upgrade: the bugs it fixes, brings in, keeps
+
+Exit codes: 0 no bug applies (for an upgrade: it brings none in), 1 a bug applies (brings one in), 2 input that
+cannot be read (an unparsable requirement line, an interpreter that does not exist, an unreadable file): one line
+naming it, nothing written. A distribution the record does not know, or a requirement that pins no single version,
+is listed as not covered, never an error. See harness/analysis/audit.py for how each answer and its precision is
+found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from harness.commands import UsageError
+
+AFFECTED, NONE = 1, 0
+
+
+def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
+    """Register `audit` and its options."""
+    p = sub.add_parser("audit", help="am I affected? every recorded bug that applies to an environment's exact "
+                       "versions (a requirements file, an interpreter, pkg==ver), with its precision; launches nothing",
+                       parents=[parents["--db"], parents["--record"]])
+    p.add_argument("pins", nargs="*", metavar="PKG==VERSION", help="the versions to audit (instead of -r/--python)")
+    p.add_argument("-r", "--requirement", type=Path, help="a requirements file (`pip freeze`, `uv pip compile`)")
+    p.add_argument("--python", help="an interpreter whose installed versions to audit")
+    p.add_argument("--from", dest="from_", metavar="A", help="upgrade view: the set before (a requirements file, an "
+                   "interpreter or pkg==ver,pkg==ver)")
+    p.add_argument("--to", metavar="B", help="upgrade view: the set after")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="the device the bugs are asked for "
+                   "(default cpu)")
+    p.add_argument("--ignore", action="append", default=[], metavar="CASE", help="leave this case out (repeatable)")
+    p.add_argument("--json", action="store_true", help="the same as --format json")
+    p.add_argument("--format", choices=["text", "markdown", "json"], default="text")
+    p.set_defaults(func=cmd_audit)
+
+
+def _read(args: argparse.Namespace, known: dict[str, set[str]], spec: str | None = None):  # noqa: ANN202
+    """The target named by `spec` (--from/--to), else by -r, --python, the positional pins or this interpreter."""
+    from harness.analysis.audit import target_of, target_of_environment
+    from harness.launch.interpreter import inspect_interpreter
+    from harness.model.requirements import RequirementsError, parse_pins, read_requirements
+
+    try:
+        if spec is not None:
+            path = Path(spec)
+            if path.is_dir() and (path / "bin" / "python").exists():
+                return target_of_environment(inspect_interpreter(path / "bin" / "python"), known, spec)
+            if path.is_file() and os.access(path, os.X_OK) and path.suffix not in (".txt", ".in"):
+                return target_of_environment(inspect_interpreter(path), known, spec)
+            if path.is_file() or path.suffix in (".txt", ".in"):
+                return target_of(*read_requirements(path), known, spec)
+            if "==" in spec or " @ " in spec:
+                return target_of(*parse_pins([spec]), known, spec)
+            raise UsageError(f"{spec}: not a requirements file, an interpreter or pkg==version[,pkg==version]")
+        if args.requirement is not None:
+            return target_of(*read_requirements(args.requirement), known, str(args.requirement))
+        if args.pins:
+            return target_of(*parse_pins(args.pins), known, " ".join(args.pins))
+        python = args.python or sys.executable
+        return target_of_environment(inspect_interpreter(python), known, python)
+    except RequirementsError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    """Answer the audit (or the upgrade view) and print it; the exit code says whether a bug applies."""
+    from harness.analysis import audit
+    from harness.model.case import discover
+    from harness.output import audit as view
+    from harness.session.readers import open_reader
+
+    given = [bool(args.requirement), bool(args.python), bool(args.pins)]
+    upgrade = args.from_ is not None or args.to is not None
+    if sum(given) > 1 or (upgrade and any(given)):
+        raise UsageError("give one of -r, --python, PKG==VERSION arguments, or --from A --to B")
+    if upgrade and (args.from_ is None or args.to is None):
+        raise UsageError("an upgrade view needs both --from A and --to B")
+    if not args.cases_dir.is_dir():
+        raise UsageError(f"--cases-dir {args.cases_dir}: no such folder")
+    fmt = "json" if args.json else args.format
+    cases = discover(args.cases_dir)[0]
+    store = open_reader(args.db, args.db_given, cases, args.record)
+    results = store.latest()
+    known = audit.known_packages(results, cases)
+    auditor = audit.Auditor(results, cases)
+    if not upgrade:
+        target = _read(args, known)
+        answers = audit.audit(results, cases, target, args.device, args.ignore, auditor)
+        hits = audit.affected(answers)
+        if fmt == "json":
+            print(view.to_json(hits, target.not_covered))
+        elif fmt == "markdown":
+            print(view.to_markdown(hits, target.not_covered, target.label, args.device), end="")
+        else:
+            print(view.to_text(hits, target.not_covered, target.label, args.device, len(answers)), end="")
+        return AFFECTED if hits else NONE
+    from harness.analysis.compat import measured
+    from harness.analysis.compat import upgrade as pairings_of
+
+    before, after = _read(args, known, args.from_), _read(args, known, args.to)
+    changes = audit.compare(audit.audit(results, cases, before, args.device, args.ignore, auditor),
+                            audit.audit(results, cases, after, args.device, args.ignore, auditor))
+    pairings = pairings_of(measured(store), before.public(), after.public(), [])
+    rows = view.upgrade_rows(changes, pairings)
+    if fmt == "json":
+        print(view.upgrade_json(changes, rows, {"from": before.not_covered, "to": after.not_covered}))
+    else:
+        print(view.upgrade_text(rows, markdown=fmt == "markdown"), end="")
+        brought = sum(c.kind == "brings" for c in changes)
+        fixed = sum(c.kind == "fixes" for c in changes)
+        print(f"\n{before.label} -> {after.label} on {args.device}: fixes {fixed}, brings in {brought}, keeps "
+              f"{sum(c.kind == 'keeps' for c in changes)}")
+    return AFFECTED if any(c.kind == "brings" for c in changes) else NONE
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit("run as `bugmatrix audit ...`")

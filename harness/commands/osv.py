@@ -1,0 +1,83 @@
+"""`bugmatrix osv`: the record as OSV advisories, written to a folder or served as the OSV API.
+
+    bugmatrix osv export DIR                              # one BUGMATRIX-<case>.json per case (schema 1.6)
+    bugmatrix osv serve [--port 8080] [--host 127.0.0.1]  # POST /v1/query, /v1/querybatch; GET /v1/vulns/{id}
+
+    pip-audit -s osv --osv-url http://127.0.0.1:8080/v1/query -r requirements.txt
+
+Served on the loopback interface unless `--host` says otherwise. See harness/analysis/osv.py for how the ranges are
+made (and what OSV cannot express) and harness/output/osv.py for the endpoints. Exit codes: 0 done, 2 input that
+cannot be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from harness.commands import UsageError
+
+
+def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
+    """Register `osv export` and `osv serve`."""
+    p = sub.add_parser("osv", help="the record as OSV advisories: export them, or serve them as the OSV API")
+    steps = p.add_subparsers(dest="step", required=True)
+    export = steps.add_parser("export", help="write one OSV JSON per case into DIR",
+                              parents=[parents["--db"], parents["--record"]])
+    export.add_argument("folder", type=Path, metavar="DIR")
+    export.set_defaults(func=cmd_export)
+    serve = steps.add_parser("serve", help="serve the advisories as the OSV API (query, querybatch, vulns)",
+                             parents=[parents["--db"], parents["--record"]])
+    serve.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: loopback only)")
+    serve.add_argument("--port", type=int, default=8080, help="the port (0: any free port; default 8080)")
+    serve.set_defaults(func=cmd_serve)
+
+
+def advisories(args: argparse.Namespace) -> dict[str, dict]:
+    """Every case's advisory from the record (with the local store layered), by id."""
+    from harness.analysis.osv import documents
+    from harness.model.case import discover
+    from harness.session.readers import open_reader
+    from harness.session.record import load
+
+    if not args.cases_dir.is_dir():
+        raise UsageError(f"--cases-dir {args.cases_dir}: no such folder")
+    cases = discover(args.cases_dir)[0]
+    store = open_reader(args.db, args.db_given, cases, args.record)
+    return documents(store.latest(), cases, load(args.record).releases)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Write the advisories into the folder."""
+    from harness.output.osv import write_documents
+
+    if args.folder.exists() and not args.folder.is_dir():
+        raise UsageError(f"{args.folder}: not a folder")
+    docs = advisories(args)
+    paths = write_documents(docs, args.folder)
+    print(f"{args.folder}: {len(paths)} advisory file(s)", file=sys.stderr)
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Serve the advisories until interrupted."""
+    from harness.analysis.osv import OSVIndex
+    from harness.output.osv import make_server
+
+    index = OSVIndex(advisories(args))
+    try:
+        server = make_server(index, args.host, args.port)
+    except OSError as exc:
+        raise UsageError(f"{args.host}:{args.port}: cannot listen ({exc.strerror})") from None
+    host, port = server.server_address[:2]
+    print(f"serving {len(index.docs)} advisories on http://{host}:{port}/v1/query", file=sys.stderr, flush=True)
+    try:
+        server.serve_forever()
+    finally:
+        server.server_close()
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit("run as `bugmatrix osv ...`")

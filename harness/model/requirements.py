@@ -1,0 +1,166 @@
+"""Reading what an environment pins: a requirements file (what `pip freeze` and `uv pip compile` write) or
+`pkg==version` arguments, as exact pins, without installing or running anything.
+
+    pins, loose = read_requirements(Path("requirements.txt"))   # RequirementsError names the file and line
+    pins, loose = parse_pins(["torch==2.6.0+cu124", "lightning==2.4.0"], where="argument")
+
+Understood: `==`/`===` pins (a local version such as `+cu124` kept: readers compare by the public version),
+`--hash` options and backslash continuations, comments, environment markers (evaluated with `packaging.markers`
+against this interpreter: a line whose marker is false is skipped), extras (ignored: the distribution is what
+counts), `name @ git+https://...@<sha>` (a commit, with no version of its own), a direct wheel URL (its file name
+says the version), `-r other.txt` (read too, relative to the file), and the options a frozen file may hold
+(`--index-url`, `-c`, ...: skipped). A line that names a distribution without one exact version (`torch>=2.4`,
+an editable install, a local path) is *loose*: reported, never guessed. A line that does not parse at all is a
+`RequirementsError` (one line: `<file>:<line>: <problem>`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+_COMMENT = re.compile(r"(^|\s+)#.*$")
+_SHA = re.compile(r"@([0-9a-fA-F]{7,40})(#.*)?$")
+_WHEEL = re.compile(r"/([A-Za-z0-9_.]+)-([0-9][^-/]*)-[^/]*\.whl(#.*)?$")
+
+
+class RequirementsError(ValueError):
+    """A requirements file or argument that cannot be read; the message names the file and line."""
+
+
+@dataclass(frozen=True)
+class Pin:
+    """One distribution pinned to one version (`version`, local part kept) or one git commit (`commit`)."""
+
+    distribution: str  # canonical distribution name, as pinned (fbgemm-gpu-cpu, pytorch-lightning)
+    version: str  # "" for a git install that says no version
+    commit: str | None = None
+    where: str = ""  # <file>:<line> or "argument"
+
+    @property
+    def text(self) -> str:
+        """`2.6.0+cu124`, `0.4.0.dev0 @ <sha>` or `git <sha>`."""
+        if self.commit:
+            return f"{self.version} @ {self.commit}" if self.version else f"git {self.commit}"
+        return self.version
+
+
+@dataclass(frozen=True)
+class Loose:
+    """A requirement that does not name one exact version (or names no distribution)."""
+
+    name: str
+    text: str
+    why: str
+
+
+def _logical_lines(text: str) -> list[tuple[int, str]]:
+    """(first line number, the line with its continuations joined and its comment cut)."""
+    out: list[tuple[int, str]] = []
+    pending, start = "", 0
+    for number, raw in enumerate(text.splitlines(), 1):
+        if not pending:
+            start = number
+        line = raw.rstrip()
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        line = _COMMENT.sub("", pending + line).strip()
+        pending = ""
+        if line:
+            out.append((start, line))
+    if pending.strip():
+        line = _COMMENT.sub("", pending).strip()
+        if line:
+            out.append((start, line))
+    return out
+
+
+def parse_line(line: str, where: str) -> Pin | Loose | None:
+    """One requirement line as a pin, a loose requirement, or None (an option, or a marker that is false here);
+    `RequirementsError` when it does not parse."""
+    if line.startswith(("-e ", "--editable")):
+        return Loose(line.split(None, 1)[-1], line, "an editable install: no version to look up")
+    if line.startswith("-"):
+        return None
+    if line.startswith((".", "/", "file:")):
+        return Loose(line, line, "a local path: no version to look up")
+    # per-requirement options (`--hash=sha256:...`) end the requirement; a marker never holds ` --`
+    cut = re.search(r"\s--?[A-Za-z]", line)
+    requirement_text = line[:cut.start()].strip() if cut else line
+    try:
+        req = Requirement(requirement_text)
+    except InvalidRequirement as exc:
+        first = str(exc).splitlines()[0]
+        raise RequirementsError(f"{where}: {requirement_text!r} is not a requirement ({first})") from None
+    if req.marker is not None:
+        try:
+            if not req.marker.evaluate():
+                return None
+        except Exception as exc:  # noqa: BLE001 - an undefined marker variable is the line's problem, said once
+            raise RequirementsError(f"{where}: marker {req.marker} cannot be evaluated ({exc})") from None
+    name = canonicalize_name(req.name)
+    if req.url:
+        sha = _SHA.search(req.url)
+        if req.url.startswith("git+") and sha:
+            return Pin(name, "", sha.group(1).lower(), where)
+        wheel = _WHEEL.search(req.url)
+        if wheel and canonicalize_name(wheel.group(1)) == name:
+            return Pin(name, wheel.group(2), None, where)
+        return Loose(name, line, "a direct URL that names no commit or version")
+    specs = list(req.specifier)
+    if len(specs) == 1 and specs[0].operator in ("==", "===") and "*" not in specs[0].version:
+        try:
+            Version(specs[0].version)
+        except InvalidVersion:
+            return Loose(name, line, f"{specs[0].version!r} is not a version")
+        return Pin(name, specs[0].version, None, where)
+    return Loose(name, requirement_text, "not pinned to one version")
+
+
+def read_requirements(path: Path, seen: frozenset[Path] = frozenset()) -> tuple[list[Pin], list[Loose]]:
+    """The pins and loose requirements of a requirements file (and the files it includes with `-r`)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RequirementsError(f"{path}: cannot be read ({getattr(exc, 'strerror', None) or exc})") from None
+    pins: list[Pin] = []
+    loose: list[Loose] = []
+    for number, line in _logical_lines(text):
+        include = re.match(r"(-r|--requirement)(\s+|=)(\S+)$", line)
+        if include:
+            target = (path.parent / include.group(3)).resolve()
+            if target in seen or target == path.resolve():
+                raise RequirementsError(f"{path}:{number}: -r {include.group(3)} includes itself")
+            more_pins, more_loose = read_requirements(target, seen | {path.resolve()})
+            pins += more_pins
+            loose += more_loose
+            continue
+        found = parse_line(line, f"{path}:{number}")
+        if isinstance(found, Pin):
+            pins.append(found)
+        elif isinstance(found, Loose):
+            loose.append(found)
+    return pins, loose
+
+
+def parse_pins(items: list[str], where: str = "argument") -> tuple[list[Pin], list[Loose]]:
+    """`pkg==version` arguments (one or several per item, separated by commas) as pins."""
+    pins: list[Pin] = []
+    loose: list[Loose] = []
+    for item in items:
+        for part in item.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            found = parse_line(part, f"{where} {part!r}")
+            if isinstance(found, Pin):
+                pins.append(found)
+            elif isinstance(found, Loose):
+                loose.append(found)
+    return pins, loose

@@ -1,0 +1,459 @@
+"""`bugmatrix audit` and `bugmatrix osv` over small synthetic records: requirement parsing, each precision word, the
+coupling, superseded history, exit codes, zero launches, the upgrade view, OSV documents checked against the
+schema's rules, the OSV API server, and real OSV clients (pip-audit, uv audit) pointed at it."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Literal
+
+import pytest
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from harness.analysis import audit as audit_module
+from harness.analysis.osv import OSVIndex, documents
+from harness.cli import main
+from harness.model.case import Case
+from harness.model.job import run_digest
+from harness.model.outcome import Outcome
+from harness.model.requirements import Loose, Pin, RequirementsError, parse_pins, read_requirements
+from harness.model.result import Result
+from harness.output.osv import MAX_BODY, make_server
+from harness.session.readers import open_reader
+from harness.session.record import Record, load, to_row, write
+
+RUN = "20261201T000000-test-aaaaaa"
+DAY = 1_790_000_000.0
+
+
+def _row(case: Case, variant: str, cell: str, versions: dict[str, str], outcome: Outcome, started: float,
+         device: str = "cpu", nproc: int = 1, digest: str | None = None) -> dict:
+    result = Result(case=case.id, variant=variant, nproc=nproc, device=device, outcome=outcome, expected=None,
+                    reason="", versions=versions, python="3.11.7", started_at=started,
+                    fingerprint=f"fp-{cell}-{variant}-{device}-{nproc}",
+                    digest=run_digest(case, variant) if digest is None else digest)
+    return to_row(RUN, cell, result, "m-test")
+
+
+R, F = Outcome.REPRODUCED, Outcome.FIXED
+
+
+@pytest.fixture
+def world(tmp_path: Path, make_case, monkeypatch: pytest.MonkeyPatch) -> dict:  # noqa: ANN001
+    """Three cases and a record: a coupling (torch x lightning), a torch bug fixed in 2.3.0, a torchrec bug never
+    fixed; plus a superseded row that must never count. The working folder has no local store."""
+    monkeypatch.chdir(tmp_path)
+    coupling = make_case("print('x')\n", case_id="lightning-1-coupling", packages=["torch", "lightning"],
+                         devices=["cpu", "cuda"], upstream=["https://example.invalid/lightning/issues/1"],
+                         fixed_by=["https://example.invalid/lightning/pull/2"],
+                         variants={"bug": {"expect": [{"when": {"torch": "<2.6"}, "outcome": "fixed"},
+                                                      {"when": {"lightning": ">=2.4,<2.6"}, "outcome": "fixed"},
+                                                      {"outcome": "reproduced"}]},
+                                   "workaround-env": {"workaround": True, "args": ["--env"],
+                                                      "expect": [{"outcome": "fixed"}]}})
+    simple = make_case("print('y')\n", case_id="torch-2-simple", packages=["torch"], devices=["cpu", "cuda"],
+                       upstream=["https://example.invalid/torch/issues/2"],
+                       variants={"bug": {"expect": [{"when": {"torch": "<2.3"}, "outcome": "reproduced"},
+                                                    {"outcome": "fixed"}]}})
+    never = make_case("print('z')\n", case_id="torchrec-3-never", packages=["torch", "torchrec", "fbgemm-gpu"],
+                      upstream=["https://example.invalid/torchrec/issues/3"],
+                      variants={"bug": {"expect": [{"outcome": "reproduced"}]}})
+    rows = []
+    for i, (light, torch, bug) in enumerate([("2.3.3", "2.5.1", F), ("2.3.3", "2.6.0", R), ("2.4.0", "2.6.0", F),
+                                             ("2.5.1", "2.6.0", F), ("2.6.6", "2.6.0", R), ("2.6.6", "2.5.1", F)]):
+        cell = f"lightning-{light}-torch-{torch}"
+        versions = {"lightning": light, "torch": torch}
+        rows.append(_row(coupling, "bug", cell, versions, bug, DAY + i))
+        rows.append(_row(coupling, "workaround-env", cell, versions, F, DAY + i))
+    for i, (torch, outcome) in enumerate([("2.0.1", R), ("2.1.2", R), ("2.3.0", F), ("2.5.1", F)]):
+        rows.append(_row(simple, "bug", f"torch-{torch}", {"torch": torch}, outcome, DAY + 100 + i))
+    # an edited script's result: superseded history, never a verdict (it would put a regression at 2.4.0)
+    rows.append(_row(simple, "bug", "torch-2.4.0", {"torch": "2.4.0"}, R, DAY + 500, digest="an-older-script"))
+    for i, rec in enumerate(["1.0.0", "1.2.0"]):
+        versions = {"torch": f"2.{5 + 2 * i}.0", "torchrec": rec, "fbgemm-gpu-cpu": rec}
+        rows.append(_row(never, "bug", f"torchrec-{rec}", versions, R, DAY + 200 + i, nproc=2))
+    record = Record(rows=rows, runs={RUN: {"started": "2026-12-01T00:00:00Z", "machine": "m-test",
+                                           "command": "test"}})
+    root = tmp_path / "rec"
+    write(root, record)
+    cases = [coupling, simple, never]
+    return {"root": root, "cases": cases, "cases_dir": coupling.folder.parent, "tmp": tmp_path}
+
+
+def _answers(world: dict, pins: list[str], device: str = "cpu") -> dict[tuple[str, str], audit_module.Answer]:
+    store = open_reader(world["tmp"] / "absent.db", False, world["cases"], world["root"])
+    results = store.latest()
+    target = audit_module.target_of(*parse_pins(pins), audit_module.known_packages(results, world["cases"]))
+    return {(a.case, a.variant): a for a in audit_module.audit(results, world["cases"], target, device)}
+
+
+def _cli(world: dict, *args: str) -> list[str]:
+    return ["--cases-dir", str(world["cases_dir"]), "audit", "--record", str(world["root"]), *args]
+
+
+# ------------------------------------------------------------------------------------------------ requirements
+
+
+def test_a_pip_freeze_file_is_read_with_hashes_markers_extras_locals_git_and_loose_lines(tmp_path: Path) -> None:
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    (tmp_path / "more.txt").write_text("litgpt==0.5.11\n")
+    req = tmp_path / "req.txt"
+    req.write_text(
+        "# frozen\n"
+        "torch==2.6.0+cu124 \\\n    --hash=sha256:aaaa \\\n    --hash=sha256:bbbb\n"
+        "lightning[extra]==2.3.3  # a comment\n"
+        'numpy==1.26.4 ; python_version < "3"\n'
+        f"torchrec @ git+https://github.com/meta-pytorch/torchrec@{sha}\n"
+        "fbgemm-gpu-cpu==1.2.0\n"
+        "requests>=2\n"
+        "--index-url https://download.pytorch.org/whl/cu124\n"
+        "-e ./local\n"
+        "-r more.txt\n")
+    pins, loose = read_requirements(req)
+    got = {p.distribution: p.text for p in pins}
+    assert got == {"torch": "2.6.0+cu124", "lightning": "2.3.3", "torchrec": f"git {sha}", "fbgemm-gpu-cpu": "1.2.0",
+                   "litgpt": "0.5.11"}  # numpy's marker is false here: skipped
+    assert {item.name for item in loose} == {"requests", "./local"}
+    assert pins[0].where == f"{req}:2"
+    req.write_text("torch==2.6.0\nthis is not a requirement\n")
+    with pytest.raises(RequirementsError, match=r"req.txt:2: 'this is not a requirement'"):
+        read_requirements(req)
+
+
+def test_distribution_names_map_to_the_record_and_what_it_does_not_know_is_not_covered(world: dict) -> None:
+    known = {"torch": {"2.6.0"}, "lightning": {"2.3.3"}, "fbgemm-gpu": {"1.2.0"}, "torchrec": {"1.0.0 @ abcdef0123"}}
+    pins = [Pin("pytorch-lightning", "2.3.3"), Pin("fbgemm-gpu-cpu", "1.2.0"), Pin("numpy", "1.26.4"),
+            Pin("torchrec", "", "abcdef0"), Pin("torch", "", "9999999")]
+    target = audit_module.target_of(pins, [Loose("requests", "requests>=2", "not pinned to one version")], known)
+    assert target.pins["lightning"].distribution == "pytorch-lightning" and target.renamed == {
+        "lightning": "pytorch-lightning"}
+    assert target.pins["fbgemm-gpu"].version == "1.2.0"
+    assert target.pins["torchrec"].text == "1.0.0 @ abcdef0123"  # the record's commit, matched by prefix
+    assert {(u.package, u.why) for u in target.not_covered} == {
+        ("numpy", "the record has no results for it"), ("torch", "a commit the record does not hold"),
+        ("requests", "not pinned to one version")}
+
+
+# ------------------------------------------------------------------------------------------------------ answers
+
+
+def test_each_precision_word_and_the_coupling(world: dict) -> None:
+    a = _answers(world, ["torch==2.6.0+cu124", "lightning==2.3.3", "torchrec==1.0.0", "fbgemm-gpu-cpu==1.0.0"])
+    bug = a[("lightning-1-coupling", "bug")]
+    assert (bug.status, bug.basis, bug.precision) == ("reproduced", "exact", "measured at these exact pins")
+    assert bug.fixed_in == "lightning==2.4.0" and bug.workarounds == ["workaround-env"]
+    assert "--with torch==2.6.0+cu124" in bug.reproduce and "--with lightning==2.3.3" in bug.reproduce
+    assert bug.versions == {"torch": "2.6.0+cu124", "lightning": "2.3.3"}
+    # the coupling: the same lightning with a torch before 2.6 is not affected
+    a = _answers(world, ["torch==2.5.1", "lightning==2.3.3"])
+    assert a[("lightning-1-coupling", "bug")].status == "fixed"
+    # interpolated: lightning 2.4.5 lies inside 2.4.0 and 2.5.1 (both fixed with torch 2.6.0)
+    a = _answers(world, ["torch==2.6.0", "lightning==2.4.5"])
+    assert a[("lightning-1-coupling", "bug")].basis == "interpolated"
+    assert "inside measured releases lightning 2.4.0 and 2.5.1 with no boundary between them" in a[
+        ("lightning-1-coupling", "bug")].precision
+    # a boundary not narrowed: from the rules, labelled not measured
+    a = _answers(world, ["torch==2.6.0", "lightning==2.3.9"])
+    answer = a[("lightning-1-coupling", "bug")]
+    assert answer.basis == "rules" and not answer.measured and "not measured" in answer.precision
+    # extrapolated beyond the newest; superseded history never counts (2.4.0 reproduced under an older script)
+    a = _answers(world, ["torch==2.9.1"])
+    simple = a[("torch-2-simple", "bug")]
+    assert (simple.status, simple.basis) == ("fixed", "extrapolated")
+    assert "beyond the newest measured release torch 2.5.1 (extrapolated)" in simple.precision
+    a = _answers(world, ["torch==2.4.0"])
+    assert (a[("torch-2-simple", "bug")].status, a[("torch-2-simple", "bug")].basis) == ("fixed", "interpolated")
+    a = _answers(world, ["torch==1.13.1"])
+    assert a[("torch-2-simple", "bug")].fixed_in == "torch==2.3.0"
+    assert "before the oldest measured release torch 2.0.1" in a[("torch-2-simple", "bug")].precision
+    # a package nothing depends on only qualifies the precision
+    a = _answers(world, ["torch==2.9.1", "torchrec==1.2.0", "fbgemm-gpu==1.2.0"])
+    never = a[("torchrec-3-never", "bug")]
+    assert never.status == "reproduced" and never.fixed_in is None
+    assert never.precision == "measured at these exact pins; measured with torch 2.7.0"
+    assert "--nproc_per_node=2" in never.reproduce and "--with fbgemm-gpu==1.2.0" in never.reproduce
+    # not measured on this device: the rules answer, labelled
+    a = _answers(world, ["torch==2.0.1"], device="cuda")
+    answer = a[("torch-2-simple", "bug")]
+    assert answer.status == "reproduced" and answer.precision == "not measured on this device (cuda): from the " \
+        "case's rules"
+    assert ("torchrec-3-never", "bug") not in a  # the case does not run on cuda
+
+
+def test_a_case_whose_packages_are_missing_is_not_applicable(world: dict) -> None:
+    a = _answers(world, ["lightning==2.3.3"])  # no torch: nothing applies
+    assert a == {}
+
+
+# ------------------------------------------------------------------------------------------------------ the CLI
+
+
+def test_json_shape_exit_codes_and_no_process_is_spawned(world: dict, capsys: pytest.CaptureFixture,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("audit launched a process")
+
+    monkeypatch.setattr(subprocess, "Popen", refuse)
+    monkeypatch.setattr(subprocess, "run", refuse)
+    req = world["tmp"] / "req.txt"
+    req.write_text("torch==2.6.0+cu124\nlightning==2.3.3\nnumpy==2.1.0\nrequests>=2\n")
+    assert main(_cli(world, "-r", str(req), "--json")) == 1
+    payload = json.loads(capsys.readouterr().out)
+    assert set(payload) == {"affected", "not_covered"}
+    (entry,) = payload["affected"]
+    assert {"case", "variant", "title", "upstream", "precision", "fixed_in", "workarounds", "reproduce",
+            "versions"} <= set(entry)
+    assert entry["case"] == "lightning-1-coupling" and entry["fixed_in"] == "lightning==2.4.0"
+    assert {u["package"] for u in payload["not_covered"]} == {"numpy", "requests"}
+    assert main(_cli(world, "torch==2.6.0", "lightning==2.4.0")) == 0
+    assert "0 bug(s) apply" in capsys.readouterr().out
+    assert main(_cli(world, "torch==2.6.0", "lightning==2.3.3", "--format", "markdown")) == 1
+    assert "| [lightning-1-coupling](https://example.invalid/lightning/issues/1) | bug |" in capsys.readouterr().out
+    assert main(_cli(world, "torch==2.6.0", "lightning==2.3.3", "--ignore", "lightning-1-coupling")) == 0
+    capsys.readouterr()
+    req.write_text("torch==2.6.0\nnot a requirement at all\n")
+    assert main(_cli(world, "-r", str(req))) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and re.search(r"req\.txt:2: ", captured.err)
+    assert len(captured.err.strip().splitlines()) == 1
+    assert main(_cli(world, "-r", str(world["tmp"] / "missing.txt"))) == 2
+    assert "missing.txt: cannot be read" in capsys.readouterr().err
+
+
+def test_an_interpreter_that_does_not_exist_is_exit_2(world: dict, capsys: pytest.CaptureFixture) -> None:
+    assert main(_cli(world, "--python", str(world["tmp"] / "no-such-python"))) == 2
+    assert "no-such-python" in capsys.readouterr().err
+
+
+def test_the_upgrade_view_says_what_it_fixes_brings_in_and_keeps(world: dict, capsys: pytest.CaptureFixture) -> None:
+    old, new = world["tmp"] / "old.txt", world["tmp"] / "new.txt"
+    old.write_text("torch==2.6.0\nlightning==2.4.0\n")
+    new.write_text("torch==2.6.0\nlightning==2.6.6\n")
+    assert main(_cli(world, "--from", str(old), "--to", str(new))) == 1  # brings the coupling bug back in
+    out = capsys.readouterr().out
+    assert "lightning-1-coupling (bug)" in out and "BROUGHT IN by the upgrade" in out
+    assert "pairing torch × lightning" in out and "fixes 0, brings in 1, keeps 0" in out
+    assert main(_cli(world, "--from", "torch==2.0.1", "--to", "torch==2.5.1", "--json")) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert [c["case"] for c in payload["fixes"]] == ["torch-2-simple"] and payload["brings"] == []
+
+
+# --------------------------------------------------------------------------------------------------------- OSV
+
+
+class Package(BaseModel):
+    """affected[].package."""
+
+    model_config = ConfigDict(extra="forbid")
+    ecosystem: Literal["PyPI"]
+    name: str = Field(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")  # PyPI's normalized name
+
+
+class Range(BaseModel):
+    """affected[].ranges[]: each event one of introduced/fixed/last_affected/limit, at least one introduced."""
+
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["ECOSYSTEM", "SEMVER", "GIT"]
+    repo: str | None = None
+    events: list[dict[str, str]] = Field(min_length=1)
+    database_specific: dict | None = None
+
+    @model_validator(mode="after")
+    def _events(self) -> Range:
+        for event in self.events:
+            assert len(event) == 1 and set(event) <= {"introduced", "fixed", "last_affected", "limit"}, event
+        assert any("introduced" in e for e in self.events), "a range needs an introduced event"
+        kinds = {k for e in self.events for k in e}
+        assert not {"fixed", "last_affected"} <= kinds, "fixed and last_affected in one range"
+        assert self.type != "GIT" or self.repo, "a GIT range needs repo"
+        return self
+
+
+class Affected(BaseModel):
+    """affected[]."""
+
+    model_config = ConfigDict(extra="forbid")
+    package: Package
+    ranges: list[Range] = Field(default_factory=list)
+    versions: list[str] = Field(default_factory=list)
+    ecosystem_specific: dict | None = None
+    database_specific: dict | None = None
+
+
+class Reference(BaseModel):
+    """references[]."""
+
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["ADVISORY", "ARTICLE", "DETECTION", "DISCUSSION", "REPORT", "FIX", "INTRODUCED", "GIT", "PACKAGE",
+                  "EVIDENCE", "WEB"]
+    url: str = Field(pattern=r"^https?://")
+
+
+class Vulnerability(BaseModel):
+    """An OSV record (schema 1.6): the required fields, RFC 3339 UTC timestamps, the id's `PREFIX-ID` form."""
+
+    model_config = ConfigDict(extra="forbid")
+    schema_version: str = Field(pattern=r"^1\.\d+\.\d+$")
+    id: str = Field(pattern=r"^[A-Z][A-Z0-9]*-[A-Za-z0-9._:-]+$")
+    modified: str
+    published: str | None = None
+    withdrawn: str | None = None
+    aliases: list[str] = Field(default_factory=list)
+    related: list[str] = Field(default_factory=list)
+    summary: str | None = None
+    details: str | None = None
+    severity: list[dict] | None = None
+    affected: list[Affected] = Field(default_factory=list)
+    references: list[Reference] = Field(default_factory=list)
+    credits: list[dict] = Field(default_factory=list)
+    database_specific: dict | None = None
+
+    @field_validator("modified", "published", "withdrawn")
+    @classmethod
+    def _timestamp(cls, value: str | None) -> str | None:
+        if value is not None:
+            assert re.fullmatch(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z", value), value
+            datetime.fromisoformat(value.replace("Z", "+00:00"))
+        return value
+
+
+def _docs(world: dict) -> dict[str, dict]:
+    store = open_reader(world["tmp"] / "absent.db", False, world["cases"], world["root"])
+    return documents(store.latest(), world["cases"], load(world["root"]).releases)
+
+
+def test_every_exported_record_is_valid_osv_and_malformed_ones_fail(world: dict) -> None:
+    out = world["tmp"] / "osv"
+    args = ["--cases-dir", str(world["cases_dir"]), "osv", "export", str(out), "--record", str(world["root"])]
+    assert main(args) == 0
+    files = sorted(out.glob("*.json"))
+    assert [f.name for f in files] == ["BUGMATRIX-lightning-1-coupling.json", "BUGMATRIX-torch-2-simple.json",
+                                       "BUGMATRIX-torchrec-3-never.json"]
+    first = {f: f.read_bytes() for f in files}
+    assert main(args) == 0 and first == {f: f.read_bytes() for f in files}  # deterministic
+    docs = {f.stem: json.loads(f.read_text()) for f in files}
+    for doc in docs.values():
+        Vulnerability.model_validate(doc)
+    simple = docs["BUGMATRIX-torch-2-simple"]
+    assert simple["affected"][0]["ranges"] == [{"type": "ECOSYSTEM", "events": [{"introduced": "0"},
+                                                                                  {"fixed": "2.3.0"}]}]
+    assert simple["affected"][0]["versions"] == ["2.0.1", "2.1.2"]  # the superseded 2.4.0 never counts
+    assert simple["modified"] == "2026-09-21T14:15:03Z"  # the newest counted row's date, not the superseded one
+    assert {r["type"] for r in simple["references"]} == {"REPORT"}
+    coupling = docs["BUGMATRIX-lightning-1-coupling"]
+    assert {a["package"]["name"] for a in coupling["affected"]} == {"torch", "lightning", "pytorch-lightning"}
+    assert coupling["database_specific"]["coupling"] == ["lightning", "torch"]
+    assert {r["type"] for r in coupling["references"]} == {"REPORT", "FIX"}
+    never = docs["BUGMATRIX-torchrec-3-never"]
+    assert {a["package"]["name"] for a in never["affected"]} == {"torchrec"}
+    assert never["affected"][0]["ranges"][0]["events"] == [{"introduced": "0"}]
+    for bad in ({**simple, "modified": "2026-09-21 12:26:43"}, {**simple, "id": "not an id"},
+                {**simple, "affected": [{**simple["affected"][0], "ranges": [{"type": "ECOSYSTEM",
+                                                                              "events": [{"fixed": "1"}]}]}]},
+                {k: v for k, v in simple.items() if k != "id"}):
+        with pytest.raises(ValueError):
+            Vulnerability.model_validate(bad)
+
+
+@pytest.fixture
+def server(world: dict) -> Iterator[str]:
+    """The OSV API over the synthetic record, in a thread on a free loopback port."""
+    httpd = make_server(OSVIndex(_docs(world)), "127.0.0.1", 0)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def _post(url: str, body: bytes) -> tuple[int, dict]:
+    request = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"{}")
+
+
+def test_the_osv_api_answers_query_querybatch_and_vulns(server: str) -> None:
+    query = {"package": {"name": "torch", "ecosystem": "PyPI"}, "version": "2.1.2+cu121"}
+    status, body = _post(f"{server}/v1/query", json.dumps(query).encode())
+    assert status == 200 and [v["id"] for v in body["vulns"]] == ["BUGMATRIX-torch-2-simple"]
+    status, body = _post(f"{server}/v1/query", json.dumps({**query, "version": "2.3.0"}).encode())
+    assert status == 200 and [v["id"] for v in body["vulns"]] == ["BUGMATRIX-lightning-1-coupling"] or \
+        body["vulns"] == []
+    status, body = _post(f"{server}/v1/querybatch", json.dumps({"queries": [
+        query, {"package": {"name": "Pytorch_Lightning", "ecosystem": "PyPI"}, "version": "2.3.3"}]}).encode())
+    assert status == 200
+    assert [[v["id"] for v in r["vulns"]] for r in body["results"]] == [["BUGMATRIX-torch-2-simple"],
+                                                                        ["BUGMATRIX-lightning-1-coupling"]]
+    assert set(body["results"][0]["vulns"][0]) == {"id", "modified"}
+    with urllib.request.urlopen(f"{server}/v1/vulns/BUGMATRIX-torch-2-simple", timeout=30) as response:
+        assert json.loads(response.read())["id"] == "BUGMATRIX-torch-2-simple"
+    for path in ("/v1/vulns/BUGMATRIX-nope", "/v2/anything"):
+        with pytest.raises(urllib.error.HTTPError) as caught:
+            urllib.request.urlopen(f"{server}{path}", timeout=30)
+        assert caught.value.code == 404 and "message" in json.loads(caught.value.read())
+    assert _post(f"{server}/v1/query", b"{not json")[0] == 400
+    status, body = _post(f"{server}/v1/query", json.dumps({"package": {"name": "torch"}}).encode())
+    assert status == 400 and "version" in body["message"]
+    assert _post(f"{server}/v1/querybatch", b"{}")[0] == 400
+    assert _post(f"{server}/v1/nothing", b"{}")[0] == 404
+    try:
+        status = _post(f"{server}/v1/query", b" " * (MAX_BODY + 1))[0]
+    except (ConnectionError, urllib.error.URLError):  # the server may close before the whole body is sent
+        status = 413
+    assert status == 413
+
+
+# -------------------------------------------------------------------------------------------------- real clients
+
+
+def _tool(name: str) -> str:
+    found = Path(sys.executable).with_name(name)
+    return str(found) if found.exists() else (shutil.which(name) or pytest.skip(f"{name} is not installed"))
+
+
+def test_pip_audit_lists_the_case_through_the_served_api(server: str, tmp_path: Path) -> None:
+    req = tmp_path / "req.txt"
+    command = [_tool("pip-audit"), "-s", "osv", "--osv-url", f"{server}/v1/query", "--disable-pip", "--no-deps",
+               "-r", str(req), "--progress-spinner", "off", "--format", "json"]
+    req.write_text("torch==2.1.2\n")
+    hit = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert hit.returncode == 1, hit.stderr
+    vulns = {v["id"] for d in json.loads(hit.stdout)["dependencies"] for v in d.get("vulns", [])}
+    assert vulns == {"BUGMATRIX-torch-2-simple"}
+    req.write_text("torch==2.5.1\n")
+    clean = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert clean.returncode == 0, clean.stderr
+    assert all(not d.get("vulns") for d in json.loads(clean.stdout)["dependencies"])
+
+
+def test_uv_audit_lists_the_case_through_the_served_api(server: str, tmp_path: Path) -> None:
+    uv = _tool("uv")
+    if subprocess.run([uv, "audit", "--help"], capture_output=True, timeout=60).returncode != 0:
+        pytest.skip("this uv has no `uv audit`")
+    script = tmp_path / "req.py"
+
+    def run(pin: str) -> subprocess.CompletedProcess:
+        script.write_text(f'# /// script\n# requires-python = ">=3.10"\n# dependencies = ["{pin}"]\n# ///\n')
+        return subprocess.run([uv, "audit", "--script", str(script), "--service-url", server],
+                              capture_output=True, text=True, timeout=300, cwd=tmp_path)
+
+    hit = run("torch==2.1.2")
+    if "error" in hit.stderr.lower() and "BUGMATRIX" not in hit.stdout + hit.stderr and (
+            "resolve" in hit.stderr or "network" in hit.stderr.lower() or "connect" in hit.stderr.lower()):
+        pytest.skip(f"uv could not resolve the script here: {hit.stderr.strip()[-300:]}")
+    assert "BUGMATRIX-torch-2-simple" in hit.stdout + hit.stderr, hit.stdout + hit.stderr
+    clean = run("torch==2.5.1")
+    assert "BUGMATRIX" not in clean.stdout + clean.stderr, clean.stdout + clean.stderr
