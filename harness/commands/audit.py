@@ -89,7 +89,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         raise UsageError(f"--cases-dir {args.cases_dir}: no such folder")
     fmt = "json" if args.json else args.format
     cases = discover(args.cases_dir)[0]
-    store = open_reader(args.db, args.db_given, cases, args.record)
+    store = open_reader(args.db, args.db_given, cases, args.record, judge=False)  # audit reads outcomes only
     results = store.latest()
     known = audit.known_packages(results, cases)
     auditor = audit.Auditor(results, cases)

@@ -72,10 +72,10 @@ def _when(text: str | None) -> datetime | None:
 
 
 def open_reader(db: Path | None, explicit: bool, cases: list[Case], record_root: Path = DEFAULT_RECORD,
-                writable: bool = False, probes_dir: Path = PROBES_DIR) -> ResultStore:
+                writable: bool = False, probes_dir: Path = PROBES_DIR, judge: bool = True) -> ResultStore:
     """The store a reading command reads (see the module docstring; `db` None: the record alone); raises
     `StoreError` (a one-line message) for an explicit `--db` that does not exist or is not a store, or a record
-    file that does not parse."""
+    file that does not parse. `judge=False`: results keep the `expected` they recorded (None for the record's)."""
     if db is not None and explicit and not db.is_file() and not writable:
         raise StoreError(f"{db}: no such results store (--db)")
     record = load(record_root)
@@ -83,8 +83,8 @@ def open_reader(db: Path | None, explicit: bool, cases: list[Case], record_root:
         use_chronology(record)
     everything = [*cases, *discover(probes_dir)[0]]
     digests = current_digests(everything)
-    judge = judged(everything)
-    layer = RecordStore(record, digests, record_root, judge)
+    judge_ = judged(everything) if judge else None  # a reader that never looks at `expected` skips the rules
+    layer = RecordStore(record, digests, record_root, judge_)
     if db is None:  # the record alone
         return layer
     if writable:
@@ -93,4 +93,4 @@ def open_reader(db: Path | None, explicit: bool, cases: list[Case], record_root:
         local = ResultStore(db, readonly=True)
     else:
         return layer
-    return LayeredStore(local, layer, digests, judge)
+    return LayeredStore(local, layer, digests, judge_)

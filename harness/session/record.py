@@ -38,6 +38,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import lru_cache
 from pathlib import Path
 
 from harness.model.cell import COMPAT_PREFIX
@@ -90,6 +91,7 @@ def iso(timestamp: float) -> str:
     return datetime.fromtimestamp(timestamp, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+@lru_cache(maxsize=8192)  # a record holds few distinct dates (a run's results share its seconds)
 def timestamp(text: str) -> float:
     """The POSIX time of a record date."""
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
@@ -137,11 +139,11 @@ def to_row(run_id: str, cell: str, result: Result, machine: str, signature: str 
 
 def from_row(row: dict) -> tuple[str, str, Result]:
     """(run id, cell, result) of a record row; `expected` is left None for the reader to judge by today's rules."""
-    result = Result(
+    result = Result.model_construct(  # `load` checked every field: no second validation per row
         case=row["case"], variant=row["variant"], nproc=row["nproc"], device=row["device"],
         outcome=Outcome(row["outcome"]), expected=None, reason=row["reason"], versions=row["versions"],
-        python=row["python"], duration_s=row["duration_s"], log_excerpt=row.get("excerpt", ""),
-        started_at=timestamp(row["date"]), launched=row.get("launched", True), tallies=row["tallies"],
+        python=row["python"], ranks=[], duration_s=float(row["duration_s"]), log_excerpt=row.get("excerpt", ""),
+        stacks="", started_at=timestamp(row["date"]), launched=row.get("launched", True), tallies=row["tallies"],
         fingerprint=row["fingerprint"], digest=row["digest"],
     )
     return row["run"], row["cell"], result
@@ -376,16 +378,24 @@ def _newest(entries: Iterable[tuple[str, str, Result]]) -> list[tuple[str, Resul
 
 class RecordStore(ResultStore):
     """The record as a read-only store (a sibling of `ResultStore` and `NullStore`): every reader gets the
-    record's results that are not superseded; writing is refused."""
+    record's results that are not superseded, judged by today's rules; writing is refused. Rows become `Result`s
+    only when a reader returns them (a record ten times today's is read in well under a second)."""
 
     def __init__(self, record: Record, digests: Digests, root: Path = DEFAULT_RECORD,
                  judge: Callable[[Result], Result] | None = None) -> None:
         self.path = root
         self.readonly = True
         self.record = record
-        judge = judge or (lambda r: r)
-        self._entries = [(run_id, cell, judge(r)) for run_id, cell, r in map(from_row, record.rows)
-                         if not superseded(r, digests)]
+        self._judge = judge or (lambda r: r)
+
+        def current(row: dict) -> bool:
+            now = digests(row["case"], row["variant"]) if row["digest"] else None
+            return now is None or now == row["digest"]  # as `superseded`, without making a Result
+
+        self._rows = [row for row in record.rows if current(row)]
+
+    def _result(self, row: dict) -> Result:
+        return self._judge(from_row(row)[2])
 
     def begin_run(self, command: str, machine: str, run_id: str | None = None) -> str:
         raise StoreError(f"{self.path}: the record is written by `bugmatrix record fold`, not by a run")
@@ -399,8 +409,11 @@ class RecordStore(ResultStore):
     def merge(self, sources: list[Path], compat_only: bool = False) -> int:
         raise StoreError(f"{self.path}: the record is written by `bugmatrix record fold`")
 
+    def _chosen(self, run_id: str | None, compat: bool) -> list[dict]:
+        return [row for row in self._rows if _kept(row["cell"], compat) and (run_id is None or row["run"] == run_id)]
+
     def runs(self, with_results: bool = False, compat: bool = False) -> list[Run]:
-        cited = {run_id for run_id, cell, _ in self._entries if not with_results or _kept(cell, compat)}
+        cited = {row["run"] for row in self._rows if not with_results or _kept(row["cell"], compat)}
         out = []
         for run_id in cited:
             run = self.record.runs.get(run_id, {})
@@ -411,18 +424,25 @@ class RecordStore(ResultStore):
         return sorted(out, key=lambda r: (r.started_at, r.run_id))
 
     def results(self, run_id: str | None = None, compat: bool = False) -> list[tuple[str, str, Result]]:
-        chosen = [e for e in self._entries if _kept(e[1], compat) and (run_id is None or e[0] == run_id)]
-        return sorted(chosen, key=lambda e: (e[0], e[2].case, e[2].variant, e[1], e[2].device, e[2].nproc))
+        rows = sorted(self._chosen(run_id, compat), key=lambda row: (row["run"], row["case"], row["variant"],
+                                                                      row["cell"], row["device"], row["nproc"]))
+        return [(row["run"], row["cell"], self._result(row)) for row in rows]
 
     def latest(self, run_id: str | None = None, compat: bool = False) -> list[tuple[str, Result]]:
-        return _newest(e for e in self._entries if _kept(e[1], compat) and (run_id is None or e[0] == run_id))
+        best: dict[tuple, tuple[str, str, dict]] = {}
+        for row in self._chosen(run_id, compat):
+            k = (row["case"], row["variant"], row["nproc"], row["device"], row["cell"])
+            if k not in best or (row["date"], row["run"]) > best[k][:2]:
+                best[k] = (row["date"], row["run"], row)
+        return [(best[k][2]["cell"], self._result(best[k][2])) for k in sorted(best)]
 
     def standing(self, cell: str, fingerprint: str, outcomes: tuple[Outcome, ...]) -> Result | None:
         if not fingerprint:
             return None
-        found = [(r.started_at, run_id, r) for run_id, c, r in self._entries
-                 if c == cell and r.fingerprint == fingerprint and r.outcome in outcomes]
-        return max(found, key=lambda f: f[:2])[2] if found else None
+        wanted = {o.value for o in outcomes}
+        found = [row for row in self._rows
+                 if row["cell"] == cell and row["fingerprint"] == fingerprint and row["outcome"] in wanted]
+        return self._result(max(found, key=lambda row: (row["date"], row["run"]))) if found else None
 
 
 class LayeredStore(ResultStore):
