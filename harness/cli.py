@@ -728,8 +728,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_narrow(args: argparse.Namespace) -> int:
-    """Narrow every interval boundary of the store's results (see harness/analysis/narrow.py); 0 when every
-    boundary it looked at is adjacent afterwards, 1 when some could not be narrowed (each says why)."""
+    """Narrow every interval boundary of the record's and the store's results (see harness/analysis/narrow.py); 0
+    when every boundary it looked at is adjacent afterwards, 1 when some could not be narrowed (each says why) or,
+    with --dry-run, while any interval is listed; 5 when there is no result at all."""
     from harness.analysis.narrow import comments, interval_targets, narrow, selected_axes
     from harness.analysis.precision import between_on_index
 
@@ -738,7 +739,11 @@ def cmd_narrow(args: argparse.Namespace) -> int:
     matrix = _matrix(args.matrix)
     store = open_reader(args, writable=not args.dry_run)
     between = between_on_index(matrix, cases)
-    chosen = selected_axes(store.latest(), cases, matrix, set(args.package or ()), set(args.device or ()),
+    latest = store.latest()
+    if not latest:  # nothing measured is never "every boundary is adjacent"
+        err.print(f"no results in {args.record} or {args.db}: nothing to narrow", soft_wrap=True, highlight=False)
+        return NOTHING_RAN
+    chosen = selected_axes(latest, cases, matrix, set(args.package or ()), set(args.device or ()),
                            set(cases) if args.cases else None)
     targets = interval_targets(chosen, between, matrix)
     undated = [axis for axis in chosen if axis.unplaced]
@@ -753,8 +758,9 @@ def cmd_narrow(args: argparse.Namespace) -> int:
                       "that cannot be placed without a local clone", soft_wrap=True)
             return 1
         if not targets:
-            err.print("no interval boundary to narrow: every boundary in the store is adjacent")
-        return 0
+            err.print("no interval boundary to narrow: every boundary in the record and the store is adjacent",
+                      soft_wrap=True, highlight=False)
+        return 1 if targets else 0  # --dry-run: exit 1 while an interval is left (as `expect --check`)
     with recording(store, " ".join(sys.argv), machine_name()) as run_id:
         done = narrow(targets, cases, matrix, _cell_environments(matrix, args.envs), store, run_id,
                       commits=args.commits, cores=args.jobs, repeat=args.repeat,
