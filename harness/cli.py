@@ -18,7 +18,7 @@ from rich.table import Table
 
 from harness.commands import UsageError
 from harness.launch.execute import default_devices
-from harness.launch.interpreter import InterpreterError, inspect_interpreter, machine_name
+from harness.launch.interpreter import InterpreterError, inspect_interpreter, machine_name, prefetch_gpus
 from harness.matrix.basics import DEFAULT_MATRIX, DEFAULT_ROOT, IndexLookupError, MatrixError
 from harness.model.case import Case, discover, select
 from harness.model.case_schema import CaseError
@@ -455,6 +455,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Run the selected cases (here, or across matrix cells); exit 0 only when every observed outcome that counts
     equals the expected one (see `harness.model.result.misses`), 5 when the selection matches nothing or nothing
     could run, and record nothing for a selection that matches nothing."""
+    prefetch_gpus()  # where only nvidia-smi can count the GPUs, its 0.3-1 s overlaps the loading and listing below
     err = make_console(stderr=True)
     cases, errors = _cases(args, args.cases)
     for error in errors:

@@ -62,3 +62,41 @@ def make_case(tmp_path: Path) -> MakeCase:
 def env() -> Environment:
     """The environment the tests run in (it has torch, so torchrun works)."""
     return inspect_interpreter(sys.executable)
+
+
+FAKE_NVIDIA_SMI = """#!/bin/sh
+# A stand-in for nvidia-smi on a one-GPU machine: logs each call, answers -L and --query-gpu as the real one does.
+echo "$*" >> "$(dirname "$0")/calls"
+sleep {sleep}
+case "$*" in
+  *-L*) echo "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-00000000-0000-0000-0000-000000000000)";;
+  *query-gpu*) echo "NVIDIA H100 80GB HBM3, 580.95.05";;
+  *) exit 6;;
+esac
+"""
+
+
+def fake_gpu_machine(folder: Path, monkeypatch: pytest.MonkeyPatch, sleep: float = 0.0) -> Path:
+    """Make this process see a one-GPU machine: a stand-in `nvidia-smi` (sleeping `sleep` s per call, as a real one
+    does without persistence mode) first on PATH, the GPU probe's cache cleared before and after. Returns the
+    folder; its `calls` file lists each call's arguments."""
+    from harness.launch import interpreter
+
+    folder.mkdir(parents=True, exist_ok=True)
+    smi = folder / "nvidia-smi"
+    smi.write_text(FAKE_NVIDIA_SMI.format(sleep=sleep))
+    smi.chmod(0o755)
+    (folder / "calls").write_text("")
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setattr(interpreter, "PROC_GPUS", folder / "no-proc-driver-nvidia")  # ask the stand-in, not /proc
+    interpreter.forget_gpus()
+    return folder
+
+
+@pytest.fixture
+def one_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A one-GPU machine as the harness sees it (`fake_gpu_machine`), for the test's duration."""
+    from harness.launch import interpreter
+
+    yield fake_gpu_machine(tmp_path / "fake-gpu", monkeypatch)
+    interpreter.forget_gpus()

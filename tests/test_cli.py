@@ -74,3 +74,26 @@ def test_ctrl_c_kills_the_launch_in_flight(make_case: MakeCase, tmp_path: Path) 
     assert [r.status for r in ResultStore(tmp_path / "r.db").runs()] == ["interrupted"]
     time.sleep(0.5)
     assert leftovers(str(tmp_path)) == []
+
+
+def test_a_cuda_only_case_on_a_machine_without_a_gpu_skips_saying_why(make_case: MakeCase, tmp_path: Path, capsys,
+                                                                        monkeypatch) -> None:
+    """A plain `bugmatrix run` on a CPU machine plans a CUDA-only case on its own device: a skip with the reason,
+    never "nothing to run"; nothing is launched and nothing counts as a verdict (exit 5: nothing could run)."""
+    import os
+
+    from harness.launch import interpreter
+
+    monkeypatch.setenv("PATH", os.path.dirname(sys.executable))  # no nvidia-smi
+    monkeypatch.setattr(interpreter, "PROC_GPUS", tmp_path / "no-proc-driver-nvidia")
+    interpreter.forget_gpus()
+    make_case("raise SystemExit(0)\n", case_id="fake-2-cuda-only", devices=["cuda"])
+    try:
+        code = main(["--cases-dir", str(tmp_path / "cases"), "run", "--no-store", "--json"])
+    finally:
+        interpreter.forget_gpus()
+    payload = json.loads(capsys.readouterr().out)
+    assert code == 5
+    [result] = payload["results"]
+    assert (result["outcome"], result["device"], result["launched"]) == ("skip", "cuda", False)
+    assert "CUDA" in result["reason"] or "GPU" in result["reason"], result["reason"]

@@ -119,6 +119,108 @@ def test_two_rank_crashes_get_the_documented_outcome(
         assert rank.state in states[rank.rank], (rank, result.log_excerpt)
 
 
+# Rank 1 fails with its verdict while rank 0 is blocked where torchrun's SIGTERM is not acted on: as a rank stuck in
+# native code (NCCL's rendezvous on a GPU), here a sleep with SIGTERM masked, or a barrier its peer never joins.
+BLOCKED_PEER = """
+import os, signal, sys, time
+if os.environ["RANK"] == "0":
+    if sys.argv[-1] == "deaf":
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        time.sleep(3600)
+    import torch.distributed as dist
+    dist.init_process_group("gloo")        # waits for rank 1, which never joins
+    dist.barrier()
+time.sleep(1)
+print("RuntimeError: FAKE-BUG-SIGNATURE on rank 1", flush=True)
+sys.exit(1)
+"""
+
+
+@pytest.mark.parametrize("blocked", ["deaf", "rendezvous"])
+def test_a_failed_ranks_blocked_peer_is_stopped_in_seconds_as_collateral(
+    make_case: MakeCase, env: Environment, blocked: str
+) -> None:
+    """torchrun gives a SIGTERM'd rank 30 s before SIGKILL (an H100 run: every 2-rank job lasted ~35 s); the harness
+    kills what still runs STOP_GRACE_S after torchrun's closing signal, and labels it collateral (`terminated`),
+    never the case's error."""
+    case = make_case(BLOCKED_PEER, nproc=[2], variants={
+        "bug": {"args": [blocked], "expect": [{"outcome": "reproduced"}]}})
+    [job] = plan_local([case], Selection(devices=("cpu",)))
+    result = execute_repeated(job, env)
+    ended = time.time()
+    states = {rank.rank: rank for rank in result.ranks}
+    assert result.outcome is Outcome.REPRODUCED, (result.reason, result.log_excerpt)
+    assert states[1].state is RankState.REPRODUCED and states[1].finished_at is not None
+    assert states[0].state is RankState.TERMINATED, (states[0], result.log_excerpt)
+    assert ended - states[1].finished_at < 12, (ended - states[1].finished_at, result.log_excerpt)  # was 30-35 s
+    if blocked == "deaf":
+        assert "so the harness killed it" in states[0].detail
+
+
+def test_collateral_whatever_the_timing_and_a_killed_torchrun_says_so() -> None:
+    """A rank torchrun sent its closing signal to is collateral even when it died before recording it (SIGTERM
+    during start-up on a loaded machine: it was an `error` "died without a verdict: " with nothing after the colon),
+    also one that never wrote its record; a rank left without a verdict because torchrun itself was SIGKILLed says
+    so."""
+    from harness.launch.classify import classify
+    from harness.launch.torchrun import LaunchResult, RankRecord
+
+    closing = ("[W] Sending process 4242 closing signal SIGTERM\n[W] Sending process 4343 closing signal SIGTERM\n"
+               "[1]:\n  rank      : 1 (local_rank: 1)\n  exitcode  : 1 (pid: 4141)\n")
+    verdict = RankRecord(rank=1, pid=4141, started=1.0, finished=2.0, exit_code=1,
+                         log="RuntimeError: FAKE-BUG-SIGNATURE on rank 1\n")
+    for unrecorded in (RankRecord(rank=0, pid=4242, started=1.0), RankRecord(rank=0)):
+        launch = LaunchResult(command=[], nproc=2, returncode=1, timed_out=False, duration_s=3.0, agent_log=closing,
+                              ranks={0: unrecorded, 1: verdict})
+        outcome, _, ranks = classify(launch, "FAKE-BUG-SIGNATURE")
+        assert outcome is Outcome.REPRODUCED and ranks[0].state is RankState.TERMINATED, ranks[0]
+        assert "stopped by torchrun after another rank failed" in ranks[0].detail
+    killed = LaunchResult(command=[], nproc=2, returncode=-9, timed_out=False, duration_s=3.0, agent_log="",
+                          ranks={0: RankRecord(rank=0, pid=4242, started=1.0), 1: verdict})
+    outcome, reason, ranks = classify(killed, "FAKE-BUG-SIGNATURE")
+    assert ranks[0].state is RankState.ERROR
+    assert ranks[0].detail == "killed with the launch: torchrun itself was killed by SIGKILL (exit -9) before this " \
+                              "rank reached a verdict"
+
+
+def test_a_torchrun_killed_from_outside_leaves_ranks_that_say_so(make_case: MakeCase, env: Environment,
+                                                                 tmp_path: Path) -> None:
+    """torchrun SIGKILLed mid-launch (the OOM killer, a stray `kill -9`): its ranks are killed as strays, each an
+    `error` naming torchrun's death, not an empty "died without a verdict: "."""
+    import psutil
+
+    from harness.launch import torchrun
+
+    case = make_case("import time\ntime.sleep(3600)\n", nproc=[2], timeout=120)
+    [job] = plan_local([case], Selection(devices=("cpu",)))
+
+    def kill_torchrun() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with torchrun._active_lock:
+                procs = list(torchrun._active)
+            if procs:
+                try:
+                    if len(psutil.Process(procs[0].pid).children()) == 2:
+                        time.sleep(1.0)
+                        procs[0].kill()
+                        return
+                except psutil.Error:
+                    pass
+            time.sleep(0.1)
+
+    import threading
+
+    killer = threading.Thread(target=kill_torchrun)
+    killer.start()
+    result = execute_repeated(job, env)
+    killer.join()
+    assert result.outcome is Outcome.ERROR and result.duration_s < 60, result.reason
+    for rank in result.ranks:
+        assert rank.state is RankState.ERROR and "torchrun itself was killed by SIGKILL" in rank.detail, rank
+    assert leftovers(str(tmp_path)) == []
+
+
 INTERLEAVED = """
 import os, sys, time
 rank = int(os.environ["RANK"])

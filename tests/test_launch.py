@@ -148,3 +148,81 @@ def test_the_listing_reads_names_and_versions_as_importlib_metadata_parses_them(
     listed = _inspect()["packages"]
     parsed = {d.metadata["Name"]: d.version for d in metadata.distributions() if d.metadata["Name"]}
     assert {name: info["version"] for name, info in listed.items()} == parsed and len(parsed) > 20
+
+
+def test_python3_naming_the_harnesss_own_interpreter_is_listed_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--python python3` on a GPU image names the interpreter the harness runs in: listed in-process (no Python
+    start-up); the base interpreter a venv links to is another environment, listed by a subprocess."""
+    import os
+    import subprocess
+    import sys
+
+    from harness.launch import interpreter
+
+    folder = os.path.dirname(sys.executable)
+    other_name = next((os.path.join(folder, name) for name in ("python3", "python")
+                       if os.path.join(folder, name) != sys.executable
+                       and os.path.realpath(os.path.join(folder, name)) == os.path.realpath(sys.executable)), None)
+    if other_name is None:
+        pytest.skip("this interpreter has no second name in its folder")
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("listed by a subprocess")
+
+    monkeypatch.setattr(subprocess, "run", refuse)
+    listed = interpreter.inspect_interpreter(other_name)
+    assert listed.python == other_name and listed.packages == interpreter.inspect_interpreter(sys.executable).packages
+    base = os.path.realpath(sys.executable)
+    if os.path.dirname(base) != folder:  # a venv: its base interpreter is another environment
+        assert not interpreter._same_interpreter(base, sys.executable)
+
+
+def test_gpus_are_read_from_the_drivers_proc_files_without_nvidia_smi(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where /proc/driver/nvidia lists GPUs, no nvidia-smi runs (it costs 0.3-1 s on a GPU machine); a GPU whose
+    /dev/nvidiaN is absent (not given to this container) is not counted; no GPU listed there: nvidia-smi decides."""
+    from harness.launch import interpreter
+
+    from .conftest import fake_gpu_machine
+
+    smi = fake_gpu_machine(tmp_path / "smi", monkeypatch)
+    proc, dev = tmp_path / "gpus", tmp_path / "dev"
+    dev.mkdir()
+    for minor, bus in enumerate(["0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0"]):
+        (proc / bus).mkdir(parents=True)
+        (proc / bus / "information").write_text(
+            f"Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 16\nBus Location: \t {bus}\nDevice Minor: \t {minor}\n")
+        if minor < 2:
+            (dev / f"nvidia{minor}").touch()
+    version = tmp_path / "version"
+    version.write_text("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build  "
+                       "(dvs-builder@U16-I3-B03-4-3)  Thu Sep 25 00:00:00 UTC 2025\nGCC version:  gcc 12\n")
+    monkeypatch.setattr(interpreter, "PROC_GPUS", proc)
+    monkeypatch.setattr(interpreter, "PROC_VERSION", version)
+    monkeypatch.setattr(interpreter, "DEV_NODE", str(dev / "nvidia{minor}"))
+    interpreter.forget_gpus()
+    assert interpreter.gpus() == interpreter.Gpus(("NVIDIA H100 80GB HBM3",) * 2, "580.95.05", "proc")
+    assert interpreter.gpu_count() == 2 and (smi / "calls").read_text() == ""
+    for folder in proc.iterdir():
+        (folder / "information").unlink()
+    interpreter.forget_gpus()
+    assert interpreter.gpus() == interpreter.Gpus(("NVIDIA H100 80GB HBM3",), "580.95.05", "nvidia-smi")
+    interpreter.forget_gpus()
+
+
+def test_nvidia_smi_is_asked_once_whoever_asks(one_gpu: Path) -> None:
+    """The GPU count (scheduling, skips) and the machine's description (the run's record) share one nvidia-smi
+    call, also when threads ask at once (a prefetch and the run)."""
+    from harness.launch import interpreter
+
+    interpreter.machine_info.cache_clear()
+    interpreter.prefetch_gpus()
+    threads = [threading.Thread(target=interpreter.gpu_count) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    info = interpreter.machine_info()
+    interpreter.machine_info.cache_clear()
+    assert interpreter.gpu_count() == 1 and info["gpu"] == ["NVIDIA H100 80GB HBM3"] and info["driver"] == "580.95.05"
+    assert (one_gpu / "calls").read_text() == "--query-gpu=name,driver_version --format=csv,noheader\n"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -169,7 +170,7 @@ def test_a_job_for_an_absent_device_is_skipped_before_anything_is_resolved(make_
 def test_two_nccl_ranks_on_one_gpu_are_a_skip_that_says_why(make_case: MakeCase, env: Environment,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """On a one-GPU machine a 2-rank cuda job is `skip` naming NCCL's one-rank-per-GPU rule (not launched, never an
-    `error` blamed on the case); the 1-rank job runs; $BUGMATRIX_RANKS_PER_GPU=2 lets both ranks share the GPU."""
+    `error` blamed on the case); the 1-rank job runs."""
     import harness.launch.execute as execute
 
     monkeypatch.setattr(execute, "gpu_count", lambda: 1)
@@ -180,11 +181,27 @@ def test_two_nccl_ranks_on_one_gpu_are_a_skip_that_says_why(make_case: MakeCase,
     assert by_nproc[2].outcome is Outcome.SKIP and not by_nproc[2].launched
     assert "world size 2 needs 2 GPUs" in by_nproc[2].reason and "Duplicate GPU detected" in by_nproc[2].reason
     assert by_nproc[1].launched and by_nproc[1].outcome is Outcome.FIXED  # the script ignores --device cuda
-    monkeypatch.setenv("BUGMATRIX_RANKS_PER_GPU", "2")
-    assert execute.device_missing("cuda", 2) is None
     monkeypatch.setattr(execute, "gpu_count", lambda: 0)
     assert execute.device_missing("cuda", 1) == "needs a CUDA device; this machine has none"
     assert execute.device_missing("cpu", 8) is None
+
+
+def test_two_ranks_on_a_one_gpu_machine_end_in_seconds_as_a_skip_whatever_the_old_override_says(
+    make_case: MakeCase, env: Environment, one_gpu: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a stand-in `nvidia-smi` that lists one GPU, a 2-rank cuda job is a `skip` decided before any launch, in
+    seconds, also with $BUGMATRIX_RANKS_PER_GPU=2 (dropped: on an H100 it made every 2-rank job an `error`, rank 0
+    waiting ~30 s to be killed); the reason says that the variable is ignored."""
+    monkeypatch.setenv("BUGMATRIX_RANKS_PER_GPU", "2")
+    case = make_case(FIXED_SCRIPT, nproc=[2], devices=["cuda"], variants={"bug": {"expect": [{"outcome": "fixed"}]}})
+    [job] = plan_local([case], Selection(devices=("cuda",)))
+    started = time.monotonic()
+    [result] = Session(LocalEnvironment(env)).run([job])
+    assert time.monotonic() - started < 5
+    assert (result.outcome, result.launched) == (Outcome.SKIP, False), result.reason
+    assert "world size 2 needs 2 GPUs" in result.reason and "this machine has 1" in result.reason
+    assert "$BUGMATRIX_RANKS_PER_GPU is ignored" in result.reason
+    assert (one_gpu / "calls").read_text().count("\n") <= 1  # the GPUs were counted once, if nvidia-smi was asked
 
 
 def test_an_environment_that_vanished_under_the_run_is_infra_not_a_crash(make_case: MakeCase, env: Environment,

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import re
+import signal
 
 from harness.launch.logscan import signature_line
-from harness.launch.torchrun import LaunchResult, RankRecord
+from harness.launch.torchrun import CLOSING, STOP_GRACE_S, LaunchResult, RankRecord
 from harness.model.outcome import Outcome, RankState, RankStatus, combine
 
 EXIT_FIXED, EXIT_REPRODUCED, EXIT_SKIP = 0, 1, 125
+CLOSING_TEXT = re.compile(CLOSING.pattern.decode())
 _AGENT_EXIT = re.compile(r"rank\s*:\s*(\d+).*?\n\s*exitcode\s*:\s*(-?\d+)", re.S)
 
 
-__all__ = ["agent_exit_codes", "classify", "launch_notes", "rank_status", "signature_line"]
+__all__ = ["agent_exit_codes", "classify", "closing_pids", "launch_notes", "rank_status", "signature_line"]
 
 
 def agent_exit_codes(agent_log: str) -> dict[int, int]:
@@ -20,8 +22,17 @@ def agent_exit_codes(agent_log: str) -> dict[int, int]:
     return {int(rank): int(code) for rank, code in _AGENT_EXIT.findall(agent_log)}
 
 
-def rank_status(record: RankRecord, signature: str, agent_code: int | None = None) -> RankStatus:
-    """One rank's state from its own record and output, by the per-rank rules in harness/model/outcome.py."""
+def closing_pids(agent_log: str) -> set[int]:
+    """The pids torchrun sent a closing signal (SIGTERM) to: the ranks it stopped because another one failed."""
+    return {int(pid) for pid, _ in CLOSING_TEXT.findall(agent_log)}
+
+
+def rank_status(record: RankRecord, signature: str, agent_code: int | None = None, *, closed: bool = False,
+                torchrun_signal: int | None = None, grace_s: float = STOP_GRACE_S) -> RankStatus:
+    """One rank's state from its own record and output, by the per-rank rules in harness/model/outcome.py.
+
+    `closed`: torchrun sent this rank a closing signal (another rank had failed); `torchrun_signal`: the signal that
+    killed torchrun itself, when one did (not the harness's timeout)."""
 
     def status(state: RankState, detail: str) -> RankStatus:
         return RankStatus(
@@ -31,6 +42,16 @@ def rank_status(record: RankRecord, signature: str, agent_code: int | None = Non
 
     if record.terminated:
         return status(RankState.TERMINATED, "terminated by torchrun after another rank failed")
+    if record.finished is None and record.stopped:
+        return status(RankState.TERMINATED, f"stopped after another rank failed: still running {grace_s:g} s after "
+                      "torchrun's SIGTERM (blocked where the signal is not acted on, e.g. in native code), so the "
+                      "harness killed it")
+    if record.finished is None and closed:
+        return status(RankState.TERMINATED, "stopped by torchrun after another rank failed (it ended before it "
+                      "could record the signal" + (", while starting)" if record.started is None else ")"))
+    if record.finished is None and torchrun_signal is not None:
+        return status(RankState.ERROR, f"killed with the launch: torchrun itself was killed by "
+                      f"{_signal_name(torchrun_signal)} before this rank reached a verdict")
     if record.started is None:
         return status(RankState.ERROR, "never started (torchrun or the interpreter failed first)")
     if record.finished is None:
@@ -56,7 +77,13 @@ def rank_status(record: RankRecord, signature: str, agent_code: int | None = Non
 def classify(launch: LaunchResult, signature: str) -> tuple[Outcome, str, list[RankStatus]]:
     """The launch's outcome, a one-line reason and each rank's status."""
     codes = agent_exit_codes(launch.agent_log)
-    ranks = [rank_status(launch.ranks[r], signature, codes.get(r)) for r in sorted(launch.ranks)]
+    closed = closing_pids(launch.agent_log)
+    unknown = closed - {rec.pid for rec in launch.ranks.values() if rec.pid}  # ranks stopped before their record
+    torchrun_signal = -launch.returncode if launch.returncode and launch.returncode < 0 and not launch.timed_out \
+        else None
+    ranks = [rank_status(rec, signature, codes.get(r), closed=rec.pid in closed if rec.pid else bool(unknown),
+                         torchrun_signal=torchrun_signal, grace_s=launch.stop_grace_s)
+             for r, rec in sorted(launch.ranks.items())]
     if not any(launch.ranks[r].started for r in launch.ranks) and not launch.timed_out:
         return Outcome.ERROR, f"torchrun failed before any rank started: {_last_line(launch.agent_log)}", ranks
     outcome, reason = combine(ranks, timed_out=launch.timed_out)
@@ -74,6 +101,13 @@ def launch_notes(launch: LaunchResult) -> list[str]:
         names = ", ".join(sorted({s.split(" (pid", 1)[0] for s in launch.strays}))
         notes.append(f"killed {len(launch.strays)} stray process(es) the launch left running: {names}")
     return notes
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return f"{signal.Signals(signum).name} (exit -{signum})"
+    except ValueError:
+        return f"signal {signum}"
 
 
 def _last_line(text: str) -> str:

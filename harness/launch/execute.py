@@ -34,26 +34,27 @@ def unrunnable(job: Job, env: Environment) -> str | None:
     return device_missing(job.device, job.nproc)
 
 
-RANKS_PER_GPU = "BUGMATRIX_RANKS_PER_GPU"  # how many nccl ranks may share one GPU (default 1: NCCL refuses more)
+# Read only to say that it is ignored: it once let ranks share a GPU, which no case can do (see `device_missing`).
+DROPPED_RANKS_PER_GPU = "BUGMATRIX_RANKS_PER_GPU"
 
 
 def device_missing(device: str, nproc: int = 1) -> str | None:
     """Why this machine cannot run `nproc` ranks on `device`, or None when it can: `cuda` needs a GPU, and one GPU
     per rank — NCCL (>= 2.5) refuses two ranks of a communicator on one GPU ("Duplicate GPU detected: rank 1 and
-    rank 0 both on CUDA device ...", ncclInvalidUsage; NVIDIA/nccl#418), so such a job is a `skip` saying so, never
-    an `error` blamed on the case. $BUGMATRIX_RANKS_PER_GPU=N lets N ranks share a GPU (e.g. to measure it)."""
+    rank 0 both on CUDA device ...", ncclInvalidUsage; NVIDIA/nccl#418), and the case scripts pin rank R to
+    `cuda:LOCAL_RANK` (rank 1 of two on one GPU: "invalid device ordinal"). Such a job is a `skip` saying so, decided
+    before any launch, never an `error` blamed on the case. There is no override: $BUGMATRIX_RANKS_PER_GPU, which
+    once let ranks share a GPU, only ever produced errors (measured on an H100, 2026-11-24) and is ignored."""
     if device != "cuda":
         return None
     gpus = gpu_count()
     if gpus == 0:
         return "needs a CUDA device; this machine has none"
-    try:
-        per_gpu = max(1, int(os.environ.get(RANKS_PER_GPU, "1")))
-    except ValueError:
-        per_gpu = 1
-    if nproc > gpus * per_gpu:
+    if nproc > gpus:
+        ignored = (f"; ${DROPPED_RANKS_PER_GPU} is ignored: ranks cannot share a GPU"
+                   if os.environ.get(DROPPED_RANKS_PER_GPU) else "")
         return (f"world size {nproc} needs {nproc} GPUs for nccl (one rank per GPU: NCCL refuses two ranks on one "
-                f"device, 'Duplicate GPU detected'); this machine has {gpus} (${RANKS_PER_GPU} lets ranks share one)")
+                f"device, 'Duplicate GPU detected'); this machine has {gpus}{ignored}")
     return None
 
 

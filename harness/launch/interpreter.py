@@ -10,9 +10,12 @@ import inspect
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
+import threading
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -99,11 +102,14 @@ class InterpreterError(RuntimeError):
 def inspect_interpreter(python: str | Path = sys.executable, timeout: float = 60) -> Environment:
     """List what `python` has installed, without importing any of it; raise `InterpreterError` if it cannot.
 
-    The harness's own interpreter (the default local run) is listed in-process, by the same code, saving a Python
-    start-up (~80 ms of a `bugmatrix run`'s fixed cost); any other runs it in a subprocess."""
+    The harness's own interpreter (the default local run, or `--python python3` naming the very interpreter the
+    harness runs in, as on a GPU image) is listed in-process, by the same code, saving a Python start-up and the
+    listing's imports (~0.1 s of a `bugmatrix run`'s fixed cost, measured); any other runs it in a subprocess."""
     if str(python) == sys.executable:
         return _environment(python, _inspect())
     python = _absolute(str(python))
+    if _same_interpreter(python, sys.executable):
+        return _environment(python, _inspect())
     try:
         proc = subprocess.run(
             [str(python), "-c", _INSPECT], capture_output=True, text=True, timeout=timeout, check=False
@@ -124,6 +130,17 @@ def _absolute(python: str) -> str:
     return shutil.which(python) or python
 
 
+def _same_interpreter(python: str, executable: str) -> bool:
+    """Whether `python` is `executable` under another name: the same file (links followed) in the same folder (a
+    venv's bin/python and bin/python3), which finds the same environment. A venv's python and the base interpreter it
+    links to are the same file in different folders, with different environments: not the same."""
+    try:
+        return (os.path.dirname(python) == os.path.dirname(executable)
+                and os.path.realpath(python) == os.path.realpath(executable))
+    except (OSError, ValueError):
+        return False
+
+
 def _environment(python: str | Path, data: dict) -> Environment:
     packages = {
         canonicalize_name(name): Installed(name=name, **info) for name, info in data["packages"].items()
@@ -131,19 +148,97 @@ def _environment(python: str | Path, data: dict) -> Environment:
     return Environment(python=str(python), python_version=data["python"], packages=packages)
 
 
-@lru_cache(maxsize=1)
-def gpu_count() -> int:
-    """How many NVIDIA GPUs the driver lists (`nvidia-smi -L`); 0 without a driver or without `nvidia-smi`."""
+PROC_GPUS = Path("/proc/driver/nvidia/gpus")  # one folder per GPU the driver exposes here, each with `information`
+PROC_VERSION = Path("/proc/driver/nvidia/version")
+DEV_NODE = "/dev/nvidia{minor}"  # a GPU's device node: present where this machine (or container) may use it
+_DRIVER = re.compile(r"Kernel Module(?: for \S+)?\s+(\d+(?:\.\d+)+)")
+
+
+@dataclass(frozen=True)
+class Gpus:
+    """This machine's NVIDIA GPUs as the driver lists them: each one's model, the driver version, and where it was
+    read (`proc`: the driver's /proc files; `nvidia-smi`; `none`: no driver)."""
+
+    models: tuple[str, ...] = ()
+    driver: str | None = None
+    source: str = "none"
+
+
+_gpus: Gpus | None = None
+_gpus_lock = threading.Lock()
+
+
+def gpus() -> Gpus:
+    """This machine's NVIDIA GPUs, probed once per process (threads asking at once share one probe): from the
+    driver's /proc files where they list a GPU whose device node exists here (~1 ms), else from one `nvidia-smi
+    --query-gpu` call (0.3-1 s on a GPU machine without persistence mode: a run asked it twice, in series, before its
+    first launch)."""
+    global _gpus
+    with _gpus_lock:
+        if _gpus is None:
+            _gpus = _gpus_from_proc() or _gpus_from_smi()
+        return _gpus
+
+
+def prefetch_gpus() -> None:
+    """Start `gpus()` in a background thread, so that a `nvidia-smi` call overlaps what a run does before its first
+    launch (loading cases, listing the interpreter) instead of adding to it."""
+    threading.Thread(target=gpus, name="bugmatrix-gpus", daemon=True).start()
+
+
+def forget_gpus() -> None:
+    """Drop the probed GPUs (tests that stand in a different machine)."""
+    global _gpus
+    with _gpus_lock:
+        _gpus = None
+
+
+def _gpus_from_proc() -> Gpus | None:
+    """The GPUs in /proc/driver/nvidia/gpus/*/information whose /dev/nvidiaN exists (a container sees the folders
+    of the GPUs it was given), or None when that lists none (then nvidia-smi decides)."""
+    try:
+        folders = sorted(PROC_GPUS.iterdir())
+    except OSError:
+        return None
+    models = []
+    for folder in folders:
+        try:
+            fields = dict(line.split(":", 1) for line in (folder / "information").read_text().splitlines()
+                          if ":" in line)
+        except OSError:
+            continue
+        minor = fields.get("Device Minor", "").strip()
+        if minor and not Path(DEV_NODE.format(minor=minor)).exists():
+            continue
+        models.append(fields.get("Model", "").strip() or "NVIDIA GPU")
+    if not models:
+        return None
+    try:
+        found = _DRIVER.search(PROC_VERSION.read_text())
+    except OSError:
+        found = None
+    return Gpus(models=tuple(models), driver=found.group(1) if found else None, source="proc")
+
+
+def _gpus_from_smi() -> Gpus:
+    """The GPUs `nvidia-smi --query-gpu=name,driver_version` lists: one call; none without it or when it fails."""
     smi = shutil.which("nvidia-smi")
     if not smi:
-        return 0
+        return Gpus()
     try:
-        proc = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30, check=False)
+        proc = subprocess.run([smi, "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=30, check=False)
     except (OSError, subprocess.TimeoutExpired):
-        return 0
-    if proc.returncode != 0:
-        return 0
-    return sum(1 for line in proc.stdout.splitlines() if line.startswith("GPU "))
+        return Gpus()
+    rows = [line.rsplit(", ", 1) for line in proc.stdout.splitlines() if ", " in line]
+    if proc.returncode != 0 or not rows:
+        return Gpus()
+    return Gpus(models=tuple(row[0] for row in rows), driver=rows[0][-1], source="nvidia-smi")
+
+
+def gpu_count() -> int:
+    """How many NVIDIA GPUs the driver lists here (`gpus`); 0 without a driver."""
+    return len(gpus().models)
 
 
 def cuda_available() -> bool:
@@ -159,20 +254,14 @@ def machine_name() -> str:
 @lru_cache(maxsize=1)
 def machine_info() -> dict[str, object]:
     """What a result was measured on, without the host name: OS, architecture, CPU model and cores, and with an
-    NVIDIA driver, each GPU's model and the driver version (`nvidia-smi`, one call per process)."""
+    NVIDIA driver, each GPU's model and the driver version (`gpus`: probed once per process)."""
     info: dict[str, object] = {"os": platform.system(), "arch": platform.machine(), "cores": os.cpu_count() or 0,
                                "cpu": _cpu_model()}
-    smi = shutil.which("nvidia-smi")
-    if smi:
-        try:
-            proc = subprocess.run([smi, "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                                  capture_output=True, text=True, timeout=30, check=False)
-        except (OSError, subprocess.TimeoutExpired):
-            proc = None
-        rows = [line.split(", ") for line in proc.stdout.splitlines() if ", " in line] if proc else []
-        if proc is not None and proc.returncode == 0 and rows:
-            info["gpu"] = sorted({row[0] for row in rows})
-            info["driver"] = rows[0][-1]
+    found = gpus()
+    if found.models:
+        info["gpu"] = sorted(set(found.models))
+        if found.driver:
+            info["driver"] = found.driver
     return info
 
 

@@ -60,6 +60,20 @@ def main():
     rank = int(os.environ.get("RANK", "0"))
     base = os.path.join(out_dir, "rank%d" % rank)
     record = {"rank": rank, "pid": os.getpid(), "started": time.time()}
+
+    def on_sigterm(signum, frame):
+        # torchrun terminates the surviving workers when one fails: that is collateral, not a verdict. A verdict
+        # already recorded (the script returned; SIGTERM came during shutdown) stands.
+        if "finished" not in record:
+            record.update(terminated=True, finished=time.time(), exit_code=128 + signum)
+        _write(base + ".json", record)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(record["exit_code"])
+
+    # First of all: a SIGTERM that comes while the wrapper sets up (a peer failed at once, on a loaded machine)
+    # is recorded as collateral too, not a death without a verdict.
+    signal.signal(signal.SIGTERM, on_sigterm)
     _write(base + ".json", record)
     _allow_tracer()
 
@@ -71,16 +85,6 @@ def main():
     stacks = open(base + ".stacks", "w")
     faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
     faulthandler.enable(file=sys.stderr, all_threads=True)
-
-    def on_sigterm(signum, frame):
-        # torchrun terminates the surviving workers when one fails: that is collateral, not a verdict.
-        record.update(terminated=True, finished=time.time(), exit_code=128 + signum)
-        _write(base + ".json", record)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(128 + signum)
-
-    signal.signal(signal.SIGTERM, on_sigterm)
 
     script, args = sys.argv[1], sys.argv[2:]
     sys.argv = [script] + args

@@ -9,6 +9,10 @@ Promises:
   faulthandler, sent only to a rank that still handles SIGUSR1: to one that reset it, SIGUSR1 would be fatal); each
   hung rank is noted as having hung before or after its verdict (its script returned: a teardown hang); then its
   whole process tree is killed (SIGKILL to torchrun's session and to every descendant, even those that left it);
+- when torchrun stops the ranks because one failed (it logs "Sending process N closing signal SIGTERM"), the ranks
+  still running `STOP_GRACE_S` later (blocked where SIGTERM is not acted on: native code, a masked or ignored signal)
+  are SIGKILLed by the harness and marked `stopped` (collateral, as a rank that handled the SIGTERM), so the launch
+  ends in seconds instead of after torchrun's own 30 s grace; torchrun then writes its failure summary and exits;
 - the same kill happens on any exception in the caller's thread, Ctrl-C included, before it propagates;
 - when `launch` returns, no process it started is left running: every process of a launch carries
   `BUGMATRIX_LAUNCH=<this launch's id>` in its environment, and after the launch ends (timed out or not) the
@@ -24,6 +28,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -46,6 +51,9 @@ PYSPY_NATIVE_S = 4.0  # how long `py-spy dump --native` gets (all ranks in paral
 PYSPY_PLAIN_S = 1.5  # ... and, where it failed, a Python-only `py-spy dump`
 STACKS_CHARS = 64_000  # per rank and per source
 WATCH_S = 1.0  # how often a running launch looks for orphans it adopted (to reap them once they die)
+POLL_S = 0.2  # how often a running launch reads torchrun's new output for its closing signals
+STOP_GRACE_S = 3.0  # how long ranks get to act on torchrun's SIGTERM before the harness kills them (torchrun: 30 s)
+CLOSING = re.compile(rb"Sending process (\d+) closing signal (SIG\w+)")  # torchrun stopping a rank after a failure
 MARKER_ENV = "BUGMATRIX_LAUNCH"  # every process of a launch inherits this launch's id
 TRACER_ENV = "BUGMATRIX_TRACER_PID"  # the ranks allow this process's descendants (py-spy) to ptrace them
 _COLLISION = ("address already in use", "eaddrinuse", "errno 98")
@@ -110,6 +118,7 @@ class RankRecord:
     seen: str | None = None  # the first line of the whole log matching `searched`
     searched: str | None = None  # the signature the whole log was searched for while streaming (None: not searched)
     hung: bool = False  # still running when the launch timed out
+    stopped: bool = False  # killed by the harness: still running STOP_GRACE_S after torchrun's closing signal
 
     @property
     def log_note(self) -> str:
@@ -145,6 +154,7 @@ class LaunchResult:
     attempts: int = 1
     strays: list[str] = field(default_factory=list)  # processes of this launch killed after it ended
     marker: str = ""  # the launch's id, the value of BUGMATRIX_LAUNCH in its processes' environment
+    stop_grace_s: float = STOP_GRACE_S  # what a `stopped` rank was given to act on torchrun's SIGTERM
 
 
 def torchrun_command(python: str, script: Path, args: list[str], nproc: int) -> list[str]:
@@ -203,6 +213,7 @@ def _launch_once(
         started = time.monotonic()
         timed_out = False
         hung: set[int] = set()
+        stopped: set[int] = set()
         adopted: set[int] = set()
         strays: list[str] = []
         with open(agent_log_path, "wb") as agent_log:
@@ -214,17 +225,29 @@ def _launch_once(
                 _active.add(proc)
             try:
                 deadline = started + timeout
+                closing = _Closing(agent_log_path)
+                next_watch = started + WATCH_S
                 while True:
                     left = deadline - time.monotonic()
                     try:
-                        proc.wait(timeout=max(0.0, min(WATCH_S, left)) if adopting else max(0.0, left))
+                        proc.wait(timeout=max(0.0, min(POLL_S, left)))
                         break
                     except subprocess.TimeoutExpired:
-                        if time.monotonic() >= deadline:
+                        now = time.monotonic()
+                        if now >= deadline:
                             timed_out = True
                             hung = _take_stacks(rank_dir)
                             break
-                        _watch_adopted(marker, adopted)
+                        if adopting and now >= next_watch:
+                            _watch_adopted(marker, adopted)
+                            next_watch = now + WATCH_S
+                        if closing.since is None:
+                            closing.read(now)
+                        elif not closing.acted and now - closing.since >= STOP_GRACE_S:
+                            stopped = _stop_ranks(proc, rank_dir)
+                            closing.acted, closing.since = True, now
+                        elif closing.acted and now - closing.since >= STOP_GRACE_S:
+                            break  # torchrun did not exit once its ranks were gone: the kill below ends it
             finally:
                 kill_tree(proc)
                 with _active_lock:
@@ -234,10 +257,55 @@ def _launch_once(
             raise LaunchAborted("the run was interrupted")
         duration = time.monotonic() - started
         ranks = {r: _read_rank(rank_dir, r, signature, r in hung) for r in range(nproc)}
+        for r in stopped & set(ranks):
+            ranks[r].stopped = True
         return LaunchResult(
             command=command, nproc=nproc, returncode=proc.returncode, timed_out=timed_out,
             duration_s=duration, agent_log=scan_log(agent_log_path).text, ranks=ranks, strays=strays, marker=marker,
         )
+
+
+class _Closing:
+    """Watches torchrun's output (its own log lines, read as they are appended) for its first closing signal."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self.tail = b""
+        self.since: float | None = None  # when the first closing signal was seen (then: when the harness acted)
+        self.acted = False
+
+    def read(self, now: float) -> None:
+        """Read what torchrun appended since the last call; note `now` when it holds a closing signal."""
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self.offset)
+                chunk = fh.read(1 << 20)
+        except OSError:
+            return
+        self.offset += len(chunk)
+        text, self.tail = self.tail + chunk, chunk[-200:]  # a line cut between two reads is seen whole
+        if CLOSING.search(text):
+            self.since = now
+
+
+def _stop_ranks(proc: subprocess.Popen[bytes], rank_dir: Path) -> set[int]:
+    """SIGKILL torchrun's workers that outlived `STOP_GRACE_S` after its closing signal; the ranks they ran (those
+    that wrote their record). torchrun, whose ranks are gone, then writes its failure summary and exits."""
+    try:
+        workers = [child for child in psutil.Process(proc.pid).children() if child.status() != psutil.STATUS_ZOMBIE]
+    except psutil.Error:
+        return set()
+    rank_of = {pid: rank for rank, pid in _rank_pids(rank_dir).items()}
+    stopped = set()
+    for worker in workers:
+        try:
+            worker.kill()
+        except psutil.Error:
+            continue
+        if worker.pid in rank_of:
+            stopped.add(rank_of[worker.pid])
+    return stopped
 
 
 def _rank_pids(rank_dir: Path) -> dict[int, int]:

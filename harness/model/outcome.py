@@ -9,7 +9,12 @@ Per rank (see `classify.rank_status`):
   exit 1, signature absent ............ error   (failed some other way)
   exit 125 ............................ skip
   uncaught exception / other exit ..... error
-  no verdict, SIGTERM'd by torchrun ... terminated (collateral of another rank's failure)
+  no verdict, stopped after another
+  rank failed ......................... terminated (collateral: its SIGTERM handler ran, or torchrun's log shows it
+                                        sent the rank its closing signal, or the rank was still running 3 s after
+                                        that signal and the harness killed it; whatever the timing, also before
+                                        the rank recorded its start)
+  no verdict, torchrun itself killed .. error   (the reason names the signal that killed torchrun)
   no verdict otherwise ................ error   (died: killed by a signal, aborted, never started)
 
 Per launch (`combine`), in order:

@@ -96,13 +96,21 @@ def case_jobs(case: Case, device: str, cell: Cell | None = None) -> list[Job]:
 
 def plan_local(cases: Iterable[Case], selection: Selection = Selection()) -> list[Job]:
     """Every selected case x variant x world size x declared device, in the local environment. Without a device
-    in the selection, the device a plain run uses (cuda where this machine has a GPU, else cpu)."""
+    in the selection, the device a plain run uses (cuda where this machine has a GPU, else cpu), or for a case
+    that declares none of those, its own devices (it then skips, saying what is missing)."""
     devices = selection.devices or tuple(default_devices())
+
+    def planned(case: Case) -> list[str]:
+        here = [d for d in case.spec.devices if d in devices]
+        # a case only for a device this machine lacks (a CUDA-only bug on a CPU machine) is planned on its own
+        # devices when none was asked for: it ends as a skip that says why, never as "nothing to run"
+        return here if here or selection.devices else list(case.spec.devices)
+
     return [
         job
         for case in selection.chosen_cases(cases)
         for variant in case.spec.variants
-        for device in case.spec.devices if device in devices
+        for device in planned(case)
         for job in (Job(case, variant, nproc, device) for nproc in case.spec.nproc)
         if selection.keeps(job)
     ]
