@@ -143,7 +143,7 @@ class CaseProber:
     companions: dict[str, str | GitPin] = field(default_factory=dict)  # coupled pins for commit candidates
     base: dict[str, str | GitPin] = field(default_factory=dict)  # other pins every probe keeps (narrow)
     nprocs: tuple[int, ...] = ()  # world sizes per probe, combined like a matrix cell (default: `nproc` alone)
-    resume: Resume = NO_RESUME  # narrow reuses recorded probes; bisect launches every one
+    resume: Resume = NO_RESUME  # bisect and narrow pass Resume(store): recorded probes are reused
     index_url: str | None = None  # where dev builds come from (a pre-release channel), for date candidates
     on_probe: Callable[[str, Outcome, str], None] | None = None
     log: list[tuple[str, Outcome, str]] = field(default_factory=list)
@@ -226,7 +226,8 @@ def bisect(matrix: Matrix, envs: CellEnvironments, request: BisectRequest, store
     source = r.git or r.case.spec.sources.get(r.package) or matrix.source(r.package)
     prober = CaseProber(
         matrix, envs, r.case, r.variant, r.nproc, r.device, r.package, store, run_id, r.repeat, r.cores, source,
-        on_probe=lambda c, o, why: say(f"  probe {c}: {o.value}  {why[:100]}"),
+        on_probe=lambda c, o, why: say(f"  probe {c}: {o.value}  {(why.splitlines() or [''])[0]}"),
+        resume=Resume(store),  # a probe the record or the store already holds (same script, pins) is not relaunched
     )
     parallel = max(1, r.cores // r.nproc)
     levels: list[Level] = []
