@@ -35,31 +35,35 @@ def git_url(url: str) -> str:
     return Path(url).resolve().as_uri()  # a local mirror folder
 
 
-_KNOWN: dict[tuple[str, str], tuple[datetime | None, int | None]] = {}  # (package, commit or release) -> when, where
+_POSITIONS: dict[tuple[str, str], int] = {}  # (package, commit or release) -> first-parent position
+_DATES: dict[str, datetime] = {}  # commit or release -> committer date
 
 
 def know(package: str, ref: str, when: datetime | None, position: int | None) -> None:
     """From now on answer `commit_date` and `known_position` for `ref` (a full commit SHA, or a release of
     `package`) from the record: its committer date and first-parent position (commits from the root)."""
-    _KNOWN[(package, ref)] = (when, position)
+    if position is not None:
+        _POSITIONS[(package, ref)] = position
+    if when is not None:
+        _DATES[ref] = when
 
 
 def forget() -> None:
     """Forget what `know` was told: ask the clones again."""
-    _KNOWN.clear()
+    _POSITIONS.clear()
+    _DATES.clear()
 
 
 def known_position(package: str, ref: str) -> int | None:
     """The first-parent position the record holds for `ref` of `package`, or None."""
-    return _KNOWN.get((package, ref), (None, None))[1]
+    return _POSITIONS.get((package, ref))
 
 
 def commit_date(url: str, ref: str) -> datetime | None:
     """The committer date of `ref`: from the record (`know`), else when the source is a local clone (else unknown
     without cloning)."""
-    for (_, known_ref), (when, _) in _KNOWN.items():
-        if known_ref == ref and when is not None:
-            return when
+    if ref in _DATES:
+        return _DATES[ref]
     if "://" in url and not url.startswith("file://"):
         return None
     repo = url.removeprefix("file://")

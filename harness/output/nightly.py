@@ -350,15 +350,12 @@ def verdict(shards: list[Path], merged: int, compared: dict[str, Any] | None) ->
 def record_baseline(record_root: Path, cases_dir: Path) -> ResultStore | None:
     """The committed record as the night's baseline (a read-only store of its current results), or None when the
     record holds no result."""
-    from harness.model.case import PROBES_DIR, discover
-    from harness.session.readers import judged
-    from harness.session.record import RecordStore, current_digests, load
+    from harness.model.case import discover
+    from harness.session.readers import record_store
+    from harness.session.record import load
 
     record = load(record_root)
-    if not record.rows:
-        return None
-    everything = discover(cases_dir)[0] + discover(PROBES_DIR)[0]
-    return RecordStore(record, current_digests(everything), record_root, judged(everything))
+    return record_store(record, discover(cases_dir)[0], record_root) if record.rows else None
 
 
 def aggregate(shards: Path, results: Path, include: list[dict[str, Any]], baseline: Path | None, cases_dir: Path,
@@ -571,22 +568,21 @@ def plan_record(db: Path, record_root: Path, cases_dir: Path, matrix: Matrix | N
     from harness.analysis.precision import between_on_index
     from harness.model.case import PROBES_DIR, discover
     from harness.session.folding import fold_store, refresh_versions
-    from harness.session.readers import judged
-    from harness.session.record import RecordStore, current_digests, load, render
+    from harness.session.readers import record_store
+    from harness.session.record import RecordStore, load, render
 
     cases = discover(cases_dir)[0]
-    everything = cases + discover(PROBES_DIR)[0]
-    digests, judge = current_digests(everything), judged(everything)
     plan = RecordPlan(record=load(record_root))
     before_files = render(plan.record)
-    before = RecordStore(plan.record, digests, record_root, judge).latest()
+    layer = record_store(plan.record, cases, record_root)
+    before = layer.latest()
     tonight = ResultStore(db, readonly=True)
-    plan.added, plan.replaced = fold_store(plan.record, tonight, everything)
+    plan.added, plan.replaced = fold_store(plan.record, tonight, cases + discover(PROBES_DIR)[0])
     if refresh:
         refresh_versions(plan.record, matrix)
-    folded = RecordStore(plan.record, digests, record_root, judge)
+    folded = RecordStore(plan.record, layer.digests, record_root, layer.judge)  # the same cases, tonight folded in
     plan.changes = compare(before, folded.latest())
-    plan.contradicted = contradicted([(c, judge(r)) for c, r in tonight.latest()])
+    plan.contradicted = contradicted([(c, layer.judge(r)) for c, r in tonight.latest()])
     pairs = sorted({(r.case, r.variant) for _, r in plan.contradicted})
     by_id = {c.id: c for c in cases}
     if pairs:

@@ -25,7 +25,7 @@ from harness.matrix import git, index
 from harness.model.case import PROBES_DIR, Case, discover
 from harness.model.outcome import Outcome
 from harness.model.result import Result
-from harness.session.record import DEFAULT_RECORD, LayeredStore, Record, RecordStore, current_digests, load
+from harness.session.record import DEFAULT_RECORD, LayeredStore, Record, RecordStore, current_digests, load, when
 from harness.session.store import ResultStore, StoreError
 
 
@@ -68,7 +68,15 @@ def use_chronology(record: Record) -> None:
 
 
 def _when(text: str | None) -> datetime | None:
-    return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
+    return when(text) if text else None
+
+
+def record_store(record: Record, cases: list[Case], record_root: Path = DEFAULT_RECORD,
+                 probes_dir: Path = PROBES_DIR, judge: bool = True) -> RecordStore:
+    """`record` as a read-only store over `cases` and the compatibility probes: what their committed scripts make
+    superseded is left out, and (with `judge`) what is returned is judged by their current rules."""
+    everything = [*cases, *discover(probes_dir)[0]]
+    return RecordStore(record, current_digests(everything), record_root, judged(everything) if judge else None)
 
 
 def open_reader(db: Path | None, explicit: bool, cases: list[Case], record_root: Path = DEFAULT_RECORD,
@@ -81,10 +89,7 @@ def open_reader(db: Path | None, explicit: bool, cases: list[Case], record_root:
     record = load(record_root)
     if not writable:  # a measuring command asks the live index: tonight's release is planned tonight
         use_chronology(record)
-    everything = [*cases, *discover(probes_dir)[0]]
-    digests = current_digests(everything)
-    judge_ = judged(everything) if judge else None  # a reader that never looks at `expected` skips the rules
-    layer = RecordStore(record, digests, record_root, judge_)
+    layer = record_store(record, cases, record_root, probes_dir, judge)  # judge=False: no rules looked at
     if db is None:  # the record alone
         return layer
     if writable:
@@ -93,4 +98,4 @@ def open_reader(db: Path | None, explicit: bool, cases: list[Case], record_root:
         local = ResultStore(db, readonly=True)
     else:
         return layer
-    return LayeredStore(local, layer, digests, judge_)
+    return LayeredStore(local, layer)

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
+from typing import TypeVar
 
 from harness.model.cell import COMPAT_PREFIX
 from harness.model.outcome import Outcome
@@ -56,6 +57,7 @@ _ROW_FIELDS = {
     "versions": dict, "python": str, "fingerprint": str, "digest": str, "date": str, "duration_s": (int, float),
     "run": str, "tallies": dict,
 }
+T = TypeVar("T")
 _DECIDING = re.compile(r"\b(REPRODUCED|FIXED|SKIP|COMPAT-PROBE[\w-]*)\b")
 
 
@@ -91,10 +93,15 @@ def iso(timestamp: float) -> str:
     return datetime.fromtimestamp(timestamp, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def when(text: str) -> datetime:
+    """A record date (`2026-11-25T02:38:12Z`) as an aware datetime."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
 @lru_cache(maxsize=8192)  # a record holds few distinct dates (a run's results share its seconds)
 def timestamp(text: str) -> float:
     """The POSIX time of a record date."""
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    return when(text).timestamp()
 
 
 def deciding_lines(result: Result, signature: str | None = None) -> str:
@@ -352,28 +359,37 @@ def current_digests(cases: Iterable) -> Digests:
     return lambda case_id, variant: known.get((case_id, variant))
 
 
-def superseded(result: Result, digests: Digests) -> bool:
-    """Whether `result` measured a script or settings the committed case no longer has. A result that recorded no
-    digest (an older bugmatrix's), or of a case or variant the reader does not know, is taken as current."""
-    if not result.digest:
+def superseded(case: str, variant: str, digest: str, digests: Digests) -> bool:
+    """Whether a result of `case`'s `variant` that measured `digest` measured a script or settings the committed
+    case no longer has. A result that recorded no digest (an older bugmatrix's), or of a case or variant the
+    reader does not know, is taken as current."""
+    if not digest:
         return False
-    now = digests(result.case, result.variant)
-    return now is not None and now != result.digest
+    now = digests(case, variant)
+    return now is not None and now != digest
 
 
 def _kept(cell: str, compat: bool) -> bool:
     return cell.startswith(COMPAT_PREFIX) == compat
 
 
-def _newest(entries: Iterable[tuple[str, str, Result]]) -> list[tuple[str, Result]]:
-    """(cell, result): the newest of each (case, variant, nproc, device, cell), a tie to the greater run id, in
-    key order (as `ResultStore.latest`)."""
-    best: dict[tuple, tuple[float, str, str, Result]] = {}
-    for run_id, cell, r in entries:
-        k = (r.case, r.variant, r.nproc, r.device, cell)
-        if k not in best or (r.started_at, run_id) > best[k][:2]:
-            best[k] = (r.started_at, run_id, cell, r)
-    return [(best[k][2], best[k][3]) for k in sorted(best)]
+def _newest(items: Iterable[T], identity: Callable[[T], tuple], moment: Callable[[T], tuple]) -> list[T]:
+    """The newest item of each identity (case, variant, nproc, device, cell) by `moment` (when it started, then
+    the run id: a tie goes to the greater run id), in identity order, as `ResultStore.latest` defines it."""
+    best: dict[tuple, T] = {}
+    for item in items:
+        k = identity(item)
+        if k not in best or moment(item) > moment(best[k]):
+            best[k] = item
+    return [best[k] for k in sorted(best)]
+
+
+def _entry_identity(e: tuple[str, str, Result]) -> tuple:
+    return (e[2].case, e[2].variant, e[2].nproc, e[2].device, e[1])
+
+
+def _entry_moment(e: tuple[str, str, Result]) -> tuple:
+    return (e[2].started_at, e[0])
 
 
 class RecordStore(ResultStore):
@@ -385,17 +401,17 @@ class RecordStore(ResultStore):
                  judge: Callable[[Result], Result] | None = None) -> None:
         self.path = root
         self.readonly = True
-        self.record = record
-        self._judge = judge or (lambda r: r)
-
-        def current(row: dict) -> bool:
-            now = digests(row["case"], row["variant"]) if row["digest"] else None
-            return now is None or now == row["digest"]  # as `superseded`, without making a Result
-
-        self._rows = [row for row in record.rows if current(row)]
+        self.record, self.digests = record, digests
+        self.judge = judge or (lambda r: r)
+        self._rows = [row for row in record.rows
+                      if not superseded(row["case"], row["variant"], row["digest"], digests)]
 
     def _result(self, row: dict) -> Result:
-        return self._judge(from_row(row)[2])
+        return self.judge(from_row(row)[2])
+
+    def entries(self, run_id: str | None = None, compat: bool = False) -> list[tuple[str, str, Result]]:
+        """`(run_id, cell, result)` of every current row, not judged (`results` judges them)."""
+        return [from_row(row) for row in self._chosen(run_id, compat)]
 
     def begin_run(self, command: str, machine: str, run_id: str | None = None) -> str:
         raise StoreError(f"{self.path}: the record is written by `bugmatrix record fold`, not by a run")
@@ -429,12 +445,10 @@ class RecordStore(ResultStore):
         return [(row["run"], row["cell"], self._result(row)) for row in rows]
 
     def latest(self, run_id: str | None = None, compat: bool = False) -> list[tuple[str, Result]]:
-        best: dict[tuple, tuple[str, str, dict]] = {}
-        for row in self._chosen(run_id, compat):
-            k = (row["case"], row["variant"], row["nproc"], row["device"], row["cell"])
-            if k not in best or (row["date"], row["run"]) > best[k][:2]:
-                best[k] = (row["date"], row["run"], row)
-        return [(best[k][2]["cell"], self._result(best[k][2])) for k in sorted(best)]
+        newest = _newest(self._chosen(run_id, compat),  # rows, so that only the newest become Results
+                         lambda row: (row["case"], row["variant"], row["nproc"], row["device"], row["cell"]),
+                         lambda row: (row["date"], row["run"]))
+        return [(row["cell"], self._result(row)) for row in newest]
 
     def standing(self, cell: str, fingerprint: str, outcomes: tuple[Outcome, ...]) -> Result | None:
         if not fingerprint:
@@ -450,12 +464,11 @@ class LayeredStore(ResultStore):
     local store's copy of a row it shares with the record wins), writers write to the local store only. Results
     that are superseded (see `superseded`) are left out of every reader, in either layer."""
 
-    def __init__(self, local: ResultStore, record: RecordStore, digests: Digests,
-                 judge: Callable[[Result], Result] | None = None) -> None:
+    def __init__(self, local: ResultStore, record: RecordStore) -> None:
         self.path = local.path
         self.readonly = local.readonly
-        self.local, self.record, self.digests = local, record, digests
-        self.judge = judge or (lambda r: r)
+        self.local, self.record = local, record
+        self.digests, self.judge = record.digests, record.judge  # one judgement for both layers
 
     def begin_run(self, command: str, machine: str, run_id: str | None = None) -> str:
         return self.local.begin_run(command, machine, run_id)
@@ -469,8 +482,13 @@ class LayeredStore(ResultStore):
     def merge(self, sources: list[Path], compat_only: bool = False) -> int:
         return self.local.merge(sources, compat_only)
 
-    def _current(self, entries: list[tuple[str, str, Result]]) -> list[tuple[str, str, Result]]:
-        return [(run_id, cell, self.judge(r)) for run_id, cell, r in entries if not superseded(r, self.digests)]
+    def _entries(self, run_id: str | None, compat: bool) -> list[tuple[str, str, Result]]:
+        """Both layers' current results, not judged: the local store's copy of a (run, key) wins."""
+        mine = [e for e in self.local.results(run_id, compat)
+                if not superseded(e[2].case, e[2].variant, e[2].digest, self.digests)]
+        seen = {(run_id_, cell, r.case, r.variant, r.nproc, r.device) for run_id_, cell, r in mine}
+        return mine + [e for e in self.record.entries(run_id, compat)
+                       if (e[0], e[1], e[2].case, e[2].variant, e[2].nproc, e[2].device) not in seen]
 
     def runs(self, with_results: bool = False, compat: bool = False) -> list[Run]:
         mine = {r.run_id: r for r in self.local.runs(with_results, compat)}
@@ -478,14 +496,12 @@ class LayeredStore(ResultStore):
         return sorted(merged.values(), key=lambda r: (r.started_at, r.run_id))
 
     def results(self, run_id: str | None = None, compat: bool = False) -> list[tuple[str, str, Result]]:
-        mine = self._current(self.local.results(run_id, compat))
-        seen = {(run_id_, cell, r.case, r.variant, r.nproc, r.device) for run_id_, cell, r in mine}
-        theirs = [e for e in self.record.results(run_id, compat)
-                  if (e[0], e[1], e[2].case, e[2].variant, e[2].nproc, e[2].device) not in seen]
-        return sorted(mine + theirs, key=lambda e: (e[0], e[2].case, e[2].variant, e[1], e[2].device, e[2].nproc))
+        judged = [(r_id, cell, self.judge(r)) for r_id, cell, r in self._entries(run_id, compat)]
+        return sorted(judged, key=lambda e: (e[0], e[2].case, e[2].variant, e[1], e[2].device, e[2].nproc))
 
     def latest(self, run_id: str | None = None, compat: bool = False) -> list[tuple[str, Result]]:
-        return _newest(self.results(run_id, compat))
+        newest = _newest(self._entries(run_id, compat), _entry_identity, _entry_moment)
+        return [(cell, self.judge(r)) for _, cell, r in newest]  # only what is returned is judged
 
     def standing(self, cell: str, fingerprint: str, outcomes: tuple[Outcome, ...]) -> Result | None:
         mine = self.local.standing(cell, fingerprint, outcomes)

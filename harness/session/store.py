@@ -200,7 +200,7 @@ class ResultStore:
         db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
         try:
             db.execute("PRAGMA busy_timeout=60000")
-            db.execute("BEGIN" if getattr(self, "readonly", False) else "BEGIN IMMEDIATE")
+            db.execute("BEGIN" if self.readonly else "BEGIN IMMEDIATE")
             yield db
             db.execute("COMMIT")
         except BaseException:
