@@ -135,6 +135,10 @@ def test_the_harnesss_own_interpreter_is_listed_in_process_as_a_subprocess_would
     here = inspect_interpreter(sys.executable)
     there = _environment(sys.executable, json.loads(subprocess.run([sys.executable, "-c", _INSPECT], check=True,
                                                                    capture_output=True, text=True).stdout))
+    differ = {name: (here.packages.get(name), there.packages.get(name))
+              for name in set(here.packages) | set(there.packages)
+              if here.packages.get(name) != there.packages.get(name)}
+    assert not differ, (differ, sys.path)
     assert here == there and here.get("pydantic") is not None
 
 

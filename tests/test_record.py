@@ -161,12 +161,12 @@ def test_layered_reader_prefers_the_newest_and_writes_to_the_local_store_only(tm
     assert not (tmp_path / "absent.db").exists()
 
 
-def test_reading_commands_answer_from_the_record_with_no_store_and_never_create_one(tmp_path: Path,
-                                                                                   case: Case) -> None:
+def test_reading_commands_answer_from_the_record_with_no_store_and_never_create_one(
+        tmp_path: Path, case: Case, monkeypatch: pytest.MonkeyPatch) -> None:
     record = Record()
     fold_store(record, _store(tmp_path / "r.db", case, _two_cells(case)), [case])
     write(tmp_path / "rec", record)
-    os.chdir(tmp_path)  # no .bugmatrix/ here
+    monkeypatch.chdir(tmp_path)  # no .bugmatrix/ here (and the next test in this worker starts where it should)
     cases = str(case.folder.parent)
     out = tmp_path / "report.json"
     assert main(["--cases-dir", cases, "report", "--record", "rec", "--format", "json", "-o", str(out),

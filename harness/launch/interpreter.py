@@ -27,11 +27,16 @@ from harness.model.common import distributions
 
 def _inspect():  # standard library only, no annotations: its source also runs in any interpreter (Python >= 3.8)
     import json
+    import os
     import sys
     from importlib import metadata
 
     out = {}
-    for dist in metadata.distributions():
+    # The installed environment only: not the current directory ('' or its absolute path, which `python -c` and a
+    # harness process started elsewhere see differently; ranks start in their case's folder anyway).
+    here = os.getcwd() if os.path.isdir(".") else None
+    path = [p for p in sys.path if p and os.path.abspath(p) != here]
+    for dist in metadata.distributions(path=path):
         # Name and Version head the metadata file's header block: reading them there is ~10x faster than
         # `dist.metadata` (an email parse of the whole file, per access); anything unusual takes the parser.
         head = (dist.read_text("METADATA") or dist.read_text("PKG-INFO") or "").partition("\n\n")[0]
