@@ -125,6 +125,11 @@ def _option(flag: str) -> argparse.ArgumentParser:
     return parent
 
 
+def build_parser() -> argparse.ArgumentParser:
+    """The whole `bugmatrix` parser: every command, step and option (docs/reference/cli.md is generated from it)."""
+    return _parser()
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bugmatrix", description=__doc__)
     parser.add_argument("--cases-dir", type=Path, default=DEFAULT_CASES, help="folder of case folders")
@@ -298,6 +303,9 @@ def _parser() -> argparse.ArgumentParser:
 
     audit_command.add_parser(sub, {"--db": db, "--record": record})
     osv_command.add_parser(sub, {"--db": db, "--record": record})
+    from harness.commands import docs as docs_command
+
+    docs_command.add_parser(sub, {"--record": record, "--matrix": matrix}, build_parser)
 
     p_merge = sub.add_parser("merge", help="fold results stores (e.g. nightly shards) into one, without duplicates",
                              parents=[db])
