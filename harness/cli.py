@@ -185,7 +185,7 @@ def _parser() -> argparse.ArgumentParser:
     p_report.add_argument("cases", nargs="*", help="case ids (substrings); default: every case in the store")
     p_report.add_argument("--run", help="only this run (default: the newest result of every case x cell)")
     p_report.add_argument("--format", choices=["table", "markdown", "html", "json", "cases"], default="table",
-                          help="cases: one Markdown row per case (the README's cases table)")
+                          help="cases: one Markdown row per case (the table of docs/cases.md)")
     p_report.add_argument("-o", "--output", type=Path, help="write to this file instead of stdout")
     p_report.add_argument("--probes", action="store_true", help="include bisect probes (cells named bisect-*)")
     p_report.set_defaults(func=cmd_report)
@@ -250,7 +250,7 @@ def _parser() -> argparse.ArgumentParser:
         choices=["fbgemm", "torchrec", "lightning", "litgpt"],
         help="probe only these lanes (repeatable; default: all)",
     )
-    # open-ended: a release uploaded tonight is probed tonight (the README's table names its bounds)
+    # open-ended: a release uploaded tonight is probed tonight (docs/compat.md's tables name their bounds)
     for lane, default in (("torch", ">=2.4"), ("fbgemm", ">=1.0"), ("lightning", ">=2.0"), ("litgpt", ">=0.4")):
         p_compat.add_argument(
             f"--{lane}",
@@ -361,8 +361,9 @@ def _parser() -> argparse.ArgumentParser:
     n_record.add_argument("--run-url", required=True, help="the nightly run, linked from the pull request")
     n_record.add_argument("--branch", default="bugmatrix/record", help="the pull request's branch "
                           "(default: bugmatrix/record)")
-    n_record.add_argument("--page", type=Path, default=Path("README.md"),
-                          help="the page whose generated tables the pull request updates (default: README.md)")
+    n_record.add_argument("--page", type=Path, action="append",
+                          help="a page whose generated tables the pull request updates (repeatable; default: "
+                          "README.md and the pages under docs/ that hold them)")
     n_record.add_argument("--dry-run", action="store_true", help="print the pull request's body; write nothing")
     n_record.set_defaults(func=cmd_nightly_record_pr)
     return parser
@@ -1063,4 +1064,4 @@ def cmd_nightly_record_pr(args: argparse.Namespace) -> int:
         matrix = None  # every boundary is then unknown: nothing is derived, each variant says why
     return nightly.open_record_pr(args.db, args.record, args.cases_dir, matrix, args.run_url, nightly.run_gh,
                                   nightly.run_git, nightly.Actions.from_env(), branch=args.branch,
-                                  dry_run=args.dry_run, page=args.page, refresh=matrix is not None)
+                                  dry_run=args.dry_run, pages=args.page, refresh=matrix is not None)
