@@ -19,7 +19,7 @@ from rich.table import Table
 from harness.commands import UsageError
 from harness.launch.execute import default_devices
 from harness.launch.interpreter import InterpreterError, inspect_interpreter, machine_name, prefetch_gpus
-from harness.matrix.basics import DEFAULT_MATRIX, DEFAULT_ROOT, IndexLookupError, MatrixError
+from harness.matrix.basics import DEFAULT_MATRIX, DEFAULT_ROOT, ENVS_FALLBACK, IndexLookupError, MatrixError
 from harness.model.case import Case, discover, select
 from harness.model.case_schema import CaseError
 from harness.model.outcome import shown
@@ -38,8 +38,8 @@ from harness.session.pipeline import (
     Session,
 )
 from harness.session.plan import Selection, plan_cells, plan_local
-from harness.session.record import DEFAULT_RECORD
-from harness.session.store import DEFAULT_DB, NullStore, ResultStore, StoreError, recording
+from harness.session.record import DEFAULT_RECORD, RECORD_FALLBACK
+from harness.session.store import DB_FALLBACK, DEFAULT_DB, NullStore, ResultStore, StoreError, recording
 
 if TYPE_CHECKING:
     from harness.matrix.cellenvs import CellEnvironments
@@ -107,18 +107,18 @@ def _option(flag: str) -> argparse.ArgumentParser:
     if flag == "--json":
         parent.add_argument("--json", action="store_true", help="machine-readable output")
     elif flag == "--db":
-        parent.add_argument("--db", type=Path, default=None, help=f"results store (default {DEFAULT_DB}); a "
-                            "reading command given one that does not exist stops (exit 2)")
+        parent.add_argument("--db", type=Path, default=None, help=f"results store (default $BUGMATRIX_DB, else "
+                            f"{DB_FALLBACK}); a reading command given one that does not exist stops (exit 2)")
     elif flag == "--record":
         parent.add_argument("--record", type=Path, default=DEFAULT_RECORD,
                             help=f"the committed record that reading commands layer the store over (default "
-                            f"{DEFAULT_RECORD})")
+                            f"$BUGMATRIX_RECORD, else {RECORD_FALLBACK})")
     elif flag == "--matrix":
         parent.add_argument("--matrix", type=Path, default=DEFAULT_MATRIX,
                             help=f"matrix file (default {DEFAULT_MATRIX})")
     elif flag == "--envs":
         parent.add_argument("--envs", type=Path, default=DEFAULT_ROOT,
-                            help=f"environments folder (default {DEFAULT_ROOT})")
+                            help=f"environments folder (default $BUGMATRIX_ENVS, else {ENVS_FALLBACK})")
     elif flag == "--jobs":
         parent.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1,
                             help="cores to use (a 2-rank case takes 2)")
@@ -344,7 +344,8 @@ def _parser() -> argparse.ArgumentParser:
     n_aggregate.add_argument("--baseline", type=Path, help="compare with this store (or `nightly baseline` "
                              "folder) instead of the committed record (--record), the nightly's baseline")
     n_aggregate.add_argument("--record", type=Path, default=DEFAULT_RECORD,
-                             help=f"the committed record: the baseline (default {DEFAULT_RECORD})")
+                             help=f"the committed record: the baseline (default $BUGMATRIX_RECORD, else "
+                             f"{RECORD_FALLBACK})")
     n_aggregate.set_defaults(func=cmd_nightly_aggregate)
     n_issues = nightly_steps.add_parser("issues", help="open or comment on one issue per unexpectedly regressed "
                                         "case (gh)")
