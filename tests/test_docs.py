@@ -75,6 +75,21 @@ def test_the_site_navigation_lists_every_page_once() -> None:
     assert set(nav) == {p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md")} | {"index.md"}
 
 
+def test_no_list_starts_right_under_a_paragraph() -> None:
+    """GitHub starts a list on the line after a paragraph, Python-Markdown (the site) does not: it runs the items
+    into the paragraph. A blank line before every list renders the same in both."""
+    item = re.compile(r"^(- |\* |\d+\. )")
+    for page in [README, *DOCS.rglob("*.md"), ROOT / "cases" / "README.md"]:
+        fenced = False
+        previous = ""
+        for number, line in enumerate(page.read_text().splitlines(), 1):
+            fenced = fenced != line.startswith("```")
+            if not fenced and item.match(line) and previous.strip() and not item.match(previous) \
+                    and not previous.startswith(("  ", "|", "#", "<!--")):
+                pytest.fail(f"{page.relative_to(ROOT)}:{number}: a list right under a paragraph (add a blank line)")
+            previous = line
+
+
 # --- exit codes: the README's table, each row run ----------------------------------------------------------------
 
 def _demo_ok(tmp: Path) -> int:
