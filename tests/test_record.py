@@ -204,6 +204,24 @@ def test_the_committed_tables_are_what_the_committed_record_generates() -> None:
     assert edited != page and regenerate(edited, tables) == page
 
 
+def test_record_tables_checks_and_rewrites_the_pages_that_hold_the_tables(tmp_path: Path) -> None:
+    """`bugmatrix record tables [--check] --page ...`: 0 when the pages are what the record generates, 1 on a hand edit
+    (nothing written), and the rewrite repairs it; a page list without the tables is a one-line error (2)."""
+    import shutil
+
+    cases_page, compat_page = tmp_path / "cases.md", tmp_path / "compat.md"
+    shutil.copy(ROOT / "docs" / "cases.md", cases_page)
+    shutil.copy(ROOT / "docs" / "compat.md", compat_page)
+    command = ["--cases-dir", str(ROOT / "cases"), "record", "tables", "--record", str(ROOT / "record"), "--matrix",
+               str(ROOT / "matrix.yaml"), "--page", str(cases_page), "--page", str(compat_page)]
+    assert main([*command, "--check"]) == 0
+    edited = cases_page.read_text().replace("| case | upstream |", "| case | upstream (edited) |", 1)
+    cases_page.write_text(edited)
+    assert main([*command, "--check"]) == 1 and cases_page.read_text() == edited
+    assert main(command) == 0 and cases_page.read_text() == (ROOT / "docs" / "cases.md").read_text()
+    assert main(command[:-4] + ["--page", str(compat_page)]) == 2  # the cases table is on no page given
+
+
 def test_the_record_reads_the_same_offline() -> None:
     """`report --format cases` over the committed record with no index and no network gives the same table."""
     env = {**os.environ, "BUGMATRIX_INDEX_URL": "file:///nonexistent/index", "BUGMATRIX_DB": "/nonexistent/r.db",
