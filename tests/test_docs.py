@@ -60,6 +60,15 @@ def test_every_link_of_the_readme_reaches_a_page_and_every_page_is_reached() -> 
     assert docs <= targets, f"pages the README does not lead to: {sorted(docs - targets)}"
 
 
+def test_every_link_of_a_page_reaches_a_file_of_the_repository() -> None:
+    """The pages read on GitHub as in the site: each relative link names a file beside it (README.md included,
+    which the site shows as its home page)."""
+    for page in DOCS.rglob("*.md"):
+        for link in _relative_links(page.read_text()):
+            target = link.split("#")[0]
+            assert target and (page.parent / target).is_file(), f"{page.relative_to(ROOT)} links to {link}"
+
+
 def test_the_site_navigation_lists_every_page_once() -> None:
     config = yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=yaml.BaseLoader)  # no python tags in it
 
