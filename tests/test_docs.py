@@ -193,24 +193,28 @@ def test_the_layers_come_in_import_order() -> None:
     assert order == ["model", "launch", "matrix", "session", "analysis", "output", "commands"]
 
 
-def test_bugmatrix_docs_check_fails_on_drift_and_docs_repairs_it(tmp_path: Path) -> None:
+def test_bugmatrix_docs_check_fails_on_drift_and_docs_repairs_it(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     copy = tmp_path / "repo"
     (copy / "docs").mkdir(parents=True)
     shutil.copy(README, copy / "README.md")
     shutil.copytree(DOCS, copy / "docs", dirs_exist_ok=True)
-    command = [sys.executable, "-m", "harness", "docs", "--root", str(copy), "--record", str(ROOT / "record")]
-    clean = subprocess.run([*command, "--check"], cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert clean.returncode == 0, clean.stderr
+    command = ["--cases-dir", str(ROOT / "cases"), "docs", "--root", str(copy), "--record", str(ROOT / "record"),
+               "--matrix", str(ROOT / "matrix.yaml")]
+    assert main([*command, "--check"]) == 0, capsys.readouterr().err
     cli_page = copy / "docs" / "reference" / "cli.md"
     cli_page.write_text(cli_page.read_text().replace("show the cases", "show the cases (HAND-EDITED)"))
-    drift = subprocess.run([*command, "--check"], cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert drift.returncode == 1 and "cli.md" in drift.stderr, drift.stderr
+    capsys.readouterr()
+    assert main([*command, "--check"]) == 1
+    assert "cli.md" in capsys.readouterr().err
     assert "HAND-EDITED" in cli_page.read_text()  # --check writes nothing
-    fixed = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert fixed.returncode == 0 and "HAND-EDITED" not in cli_page.read_text(), fixed.stderr
+    assert main(command) == 0 and "HAND-EDITED" not in cli_page.read_text()
+    assert main([*command, "--check"]) == 0
     (copy / "docs" / "extra.md").write_text("<!-- nosuch-table: generated -->\n<!-- /nosuch-table -->\n")
-    unknown = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert unknown.returncode == 2 and "nosuch-table" in unknown.stderr and unknown.stderr.count("\n") == 1
+    capsys.readouterr()
+    assert main(command) == 2
+    err = capsys.readouterr().err
+    assert "nosuch-table" in err and err.count("\n") == 1, err
 
 
 # --- the site ----------------------------------------------------------------------------------------------------
