@@ -50,8 +50,11 @@ def generated_tables(record_root: Path, cases_dir: Path, matrix_path: Path) -> d
     store = open_reader(None, False, cases, record_root)
     matrix = load_matrix(matrix_path) if matrix_path.is_file() else None
     report = reports.report_for(store.latest(), cases_dir, [c.name for c in matrix.cells] if matrix else [], matrix)
-    return {"cases-table": reports.to_cases_markdown(report),
-            "compat-tables": view.to_markdown(compat.measured(store), None)}
+    grid = view.to_markdown(compat.measured(store), None)
+    if not grid.strip():  # say so, rather than leave a page's "printed this:" followed by nothing
+        grid = ("*The record holds no compatibility probe yet (its compat.jsonl is empty or absent): "
+                "`bugmatrix record fold` of a store that `bugmatrix compat` filled brings them here.*\n")
+    return {"cases-table": reports.to_cases_markdown(report), "compat-tables": grid}
 
 
 def code_tables(parser: argparse.ArgumentParser, package: Path) -> dict[str, str]:
