@@ -19,7 +19,7 @@ from rich.table import Table
 from harness.commands import UsageError
 from harness.launch.execute import default_devices
 from harness.launch.interpreter import InterpreterError, inspect_interpreter, machine_name, prefetch_gpus
-from harness.matrix.basics import DEFAULT_MATRIX, DEFAULT_ROOT, IndexLookupError, MatrixError
+from harness.matrix.basics import DEFAULT_MATRIX, DEFAULT_ROOT, ENVS_FALLBACK, IndexLookupError, MatrixError
 from harness.model.case import Case, discover, select
 from harness.model.case_schema import CaseError
 from harness.model.outcome import shown
@@ -38,8 +38,8 @@ from harness.session.pipeline import (
     Session,
 )
 from harness.session.plan import Selection, plan_cells, plan_local
-from harness.session.record import DEFAULT_RECORD
-from harness.session.store import DEFAULT_DB, NullStore, ResultStore, StoreError, recording
+from harness.session.record import DEFAULT_RECORD, RECORD_FALLBACK
+from harness.session.store import DB_FALLBACK, DEFAULT_DB, NullStore, ResultStore, StoreError, recording
 
 if TYPE_CHECKING:
     from harness.matrix.cellenvs import CellEnvironments
@@ -107,22 +107,27 @@ def _option(flag: str) -> argparse.ArgumentParser:
     if flag == "--json":
         parent.add_argument("--json", action="store_true", help="machine-readable output")
     elif flag == "--db":
-        parent.add_argument("--db", type=Path, default=None, help=f"results store (default {DEFAULT_DB}); a "
-                            "reading command given one that does not exist stops (exit 2)")
+        parent.add_argument("--db", type=Path, default=None, help=f"results store (default $BUGMATRIX_DB, else "
+                            f"{DB_FALLBACK}); a reading command given one that does not exist stops (exit 2)")
     elif flag == "--record":
         parent.add_argument("--record", type=Path, default=DEFAULT_RECORD,
                             help=f"the committed record that reading commands layer the store over (default "
-                            f"{DEFAULT_RECORD})")
+                            f"$BUGMATRIX_RECORD, else {RECORD_FALLBACK})")
     elif flag == "--matrix":
         parent.add_argument("--matrix", type=Path, default=DEFAULT_MATRIX,
                             help=f"matrix file (default {DEFAULT_MATRIX})")
     elif flag == "--envs":
         parent.add_argument("--envs", type=Path, default=DEFAULT_ROOT,
-                            help=f"environments folder (default {DEFAULT_ROOT})")
+                            help=f"environments folder (default $BUGMATRIX_ENVS, else {ENVS_FALLBACK})")
     elif flag == "--jobs":
         parent.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1,
                             help="cores to use (a 2-rank case takes 2)")
     return parent
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole `bugmatrix` parser: every command, step and option (docs/reference/cli.md is generated from it)."""
+    return _parser()
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -180,7 +185,7 @@ def _parser() -> argparse.ArgumentParser:
     p_report.add_argument("cases", nargs="*", help="case ids (substrings); default: every case in the store")
     p_report.add_argument("--run", help="only this run (default: the newest result of every case x cell)")
     p_report.add_argument("--format", choices=["table", "markdown", "html", "json", "cases"], default="table",
-                          help="cases: one Markdown row per case (the README's cases table)")
+                          help="cases: one Markdown row per case (the table of docs/cases.md)")
     p_report.add_argument("-o", "--output", type=Path, help="write to this file instead of stdout")
     p_report.add_argument("--probes", action="store_true", help="include bisect probes (cells named bisect-*)")
     p_report.set_defaults(func=cmd_report)
@@ -245,7 +250,7 @@ def _parser() -> argparse.ArgumentParser:
         choices=["fbgemm", "torchrec", "lightning", "litgpt"],
         help="probe only these lanes (repeatable; default: all)",
     )
-    # open-ended: a release uploaded tonight is probed tonight (the README's table names its bounds)
+    # open-ended: a release uploaded tonight is probed tonight (docs/compat.md's tables name their bounds)
     for lane, default in (("torch", ">=2.4"), ("fbgemm", ">=1.0"), ("lightning", ">=2.0"), ("litgpt", ">=0.4")):
         p_compat.add_argument(
             f"--{lane}",
@@ -298,6 +303,9 @@ def _parser() -> argparse.ArgumentParser:
 
     audit_command.add_parser(sub, {"--db": db, "--record": record})
     osv_command.add_parser(sub, {"--db": db, "--record": record})
+    from harness.commands import docs as docs_command
+
+    docs_command.add_parser(sub, {"--record": record, "--matrix": matrix}, build_parser)
 
     p_merge = sub.add_parser("merge", help="fold results stores (e.g. nightly shards) into one, without duplicates",
                              parents=[db])
@@ -336,7 +344,8 @@ def _parser() -> argparse.ArgumentParser:
     n_aggregate.add_argument("--baseline", type=Path, help="compare with this store (or `nightly baseline` "
                              "folder) instead of the committed record (--record), the nightly's baseline")
     n_aggregate.add_argument("--record", type=Path, default=DEFAULT_RECORD,
-                             help=f"the committed record: the baseline (default {DEFAULT_RECORD})")
+                             help=f"the committed record: the baseline (default $BUGMATRIX_RECORD, else "
+                             f"{RECORD_FALLBACK})")
     n_aggregate.set_defaults(func=cmd_nightly_aggregate)
     n_issues = nightly_steps.add_parser("issues", help="open or comment on one issue per unexpectedly regressed "
                                         "case (gh)")
@@ -353,8 +362,9 @@ def _parser() -> argparse.ArgumentParser:
     n_record.add_argument("--run-url", required=True, help="the nightly run, linked from the pull request")
     n_record.add_argument("--branch", default="bugmatrix/record", help="the pull request's branch "
                           "(default: bugmatrix/record)")
-    n_record.add_argument("--page", type=Path, default=Path("README.md"),
-                          help="the page whose generated tables the pull request updates (default: README.md)")
+    n_record.add_argument("--page", type=Path, action="append",
+                          help="a page whose generated tables the pull request updates (repeatable; default: "
+                          "README.md and the pages under docs/ that hold them)")
     n_record.add_argument("--dry-run", action="store_true", help="print the pull request's body; write nothing")
     n_record.set_defaults(func=cmd_nightly_record_pr)
     return parser
@@ -1055,4 +1065,4 @@ def cmd_nightly_record_pr(args: argparse.Namespace) -> int:
         matrix = None  # every boundary is then unknown: nothing is derived, each variant says why
     return nightly.open_record_pr(args.db, args.record, args.cases_dir, matrix, args.run_url, nightly.run_gh,
                                   nightly.run_git, nightly.Actions.from_env(), branch=args.branch,
-                                  dry_run=args.dry_run, page=args.page, refresh=matrix is not None)
+                                  dry_run=args.dry_run, pages=args.page, refresh=matrix is not None)

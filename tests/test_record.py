@@ -190,15 +190,36 @@ def test_an_empty_file_given_as_the_store_is_refused_and_left_empty(tmp_path: Pa
     assert empty.read_bytes() == b""
 
 
-def test_the_committed_readme_tables_are_what_the_committed_record_generates() -> None:
-    """A hand edit of the cases or compatibility tables fails here (the record generates them offline)."""
-    from harness.output.pages import generated_tables, regenerate
+def test_the_committed_tables_are_what_the_committed_record_generates() -> None:
+    """A hand edit of the cases table (docs/cases.md) or the compatibility tables (docs/compat.md) fails here (the
+    record generates them offline)."""
+    from harness.output.pages import generated_tables, page_files, regenerate, regions_in, stale_pages
 
-    page = (ROOT / "README.md").read_text()
     tables = generated_tables(ROOT / "record", ROOT / "cases", ROOT / "matrix.yaml")
-    assert regenerate(page, tables) == page, "README's tables differ from `bugmatrix record tables`"
+    held = {name: page for page in page_files(ROOT) for name in regions_in(page.read_text())}
+    assert held["cases-table"] == ROOT / "docs" / "cases.md" and held["compat-tables"] == ROOT / "docs" / "compat.md"
+    assert stale_pages(page_files(ROOT), tables) == [], "the tables differ from `bugmatrix record tables`"
+    page = held["cases-table"].read_text()
     edited = page.replace("| case | upstream |", "| case | upstream (edited) |", 1)
-    assert regenerate(edited, tables) != edited
+    assert edited != page and regenerate(edited, tables) == page
+
+
+def test_record_tables_checks_and_rewrites_the_pages_that_hold_the_tables(tmp_path: Path) -> None:
+    """`bugmatrix record tables [--check] --page ...`: 0 when the pages are what the record generates, 1 on a hand edit
+    (nothing written), and the rewrite repairs it; a page list without the tables is a one-line error (2)."""
+    import shutil
+
+    cases_page, compat_page = tmp_path / "cases.md", tmp_path / "compat.md"
+    shutil.copy(ROOT / "docs" / "cases.md", cases_page)
+    shutil.copy(ROOT / "docs" / "compat.md", compat_page)
+    command = ["--cases-dir", str(ROOT / "cases"), "record", "tables", "--record", str(ROOT / "record"), "--matrix",
+               str(ROOT / "matrix.yaml"), "--page", str(cases_page), "--page", str(compat_page)]
+    assert main([*command, "--check"]) == 0
+    edited = cases_page.read_text().replace("| case | upstream |", "| case | upstream (edited) |", 1)
+    cases_page.write_text(edited)
+    assert main([*command, "--check"]) == 1 and cases_page.read_text() == edited
+    assert main(command) == 0 and cases_page.read_text() == (ROOT / "docs" / "cases.md").read_text()
+    assert main(command[:-4] + ["--page", str(compat_page)]) == 2  # the cases table is on no page given
 
 
 def test_the_record_reads_the_same_offline() -> None:

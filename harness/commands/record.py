@@ -3,7 +3,7 @@ pages' tables from it.
 
     bugmatrix record fold [STORE.db | RUN.json ...]      # default: .bugmatrix/results.db
     bugmatrix record import --db PATH                    # the record as a results store (round trip, local tools)
-    bugmatrix record tables [--check] [--page README.md] # the cases and compatibility tables, from the record only
+    bugmatrix record tables [--check] [--page PAGE ...]  # the cases and compatibility tables, from the record only
 
 Exit codes: 0 done (for `tables --check`: the page is what the record generates), 1 `tables --check` found a page
 that differs, 2 input that cannot be read (one line naming the file; nothing written).
@@ -45,7 +45,8 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
     imp.set_defaults(func=cmd_import)
     tables = steps.add_parser("tables", help="regenerate the cases and compatibility tables of a page from the "
                               "record alone", parents=[parents["--record"], parents["--matrix"]])
-    tables.add_argument("--page", type=Path, default=Path("README.md"), help="the page holding the tables")
+    tables.add_argument("--page", type=Path, action="append", help="a page holding the tables (repeatable; default: "
+                        "README.md and every page under docs/ that holds one: docs/cases.md, docs/compat.md)")
     tables.add_argument("--check", action="store_true", help="write nothing; exit 1 when the page differs")
     tables.set_defaults(func=cmd_tables)
 
@@ -116,30 +117,34 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_tables(args: argparse.Namespace) -> int:
-    """Regenerate (or, with --check, compare) the page's generated tables."""
+    """Regenerate (or, with --check, compare) the record's tables wherever the pages hold them (`bugmatrix docs`
+    regenerates every generated part)."""
     from harness.output.console import make_console
-    from harness.output.pages import REGION, generated_tables, regenerate
+    from harness.output.pages import RECORD_REGIONS, generated_tables, page_files, regions_in, stale_pages
 
-    try:
-        page = args.page.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"{args.page}: cannot be read ({exc.strerror})") from None
-    found = {m.group("name") for m in REGION.finditer(page)}
-    missing = {"cases-table", "compat-tables"} - found
+    pages = args.page or page_files(Path("."))
+    found: set[str] = set()
+    for page in pages:
+        try:
+            found |= set(regions_in(page.read_text(encoding="utf-8")))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"{page}: cannot be read ({getattr(exc, 'strerror', None) or exc})") from None
+    missing = set(RECORD_REGIONS) - found
     if missing:
-        raise UsageError(f"{args.page}: no generated region {', '.join(sorted(missing))} "
+        raise UsageError(f"{', '.join(map(str, pages)) or 'no page'}: no generated region {', '.join(sorted(missing))} "
                          "(<!-- NAME: ... --> ... <!-- /NAME -->)")
-    new = regenerate(page, generated_tables(args.record, args.cases_dir, args.matrix))
+    tables = generated_tables(args.record, args.cases_dir, args.matrix)
+    stale = stale_pages(pages, tables, write=not args.check)
     err = make_console(stderr=True)
-    if new == page:
-        err.print(f"{args.page}: the tables are what {args.record} generates", highlight=False)
+    if not stale:
+        err.print(f"the tables are what {args.record} generates", highlight=False)
         return 0
+    names = ", ".join(map(str, stale))
     if args.check:
-        err.print(f"{args.page}: the tables differ from what {args.record} generates "
+        err.print(f"{names}: the tables differ from what {args.record} generates "
                   "(`bugmatrix record tables` rewrites them; never edit them by hand)", highlight=False)
         return CHANGED
-    args.page.write_text(new, encoding="utf-8")
-    err.print(f"wrote {args.page}", highlight=False)
+    err.print(f"wrote {names}", highlight=False)
     return 0
 
 

@@ -101,8 +101,8 @@ def to_markdown(report: MatrixReport, changes: list[Change] | None = None) -> st
 
 
 def to_cases_markdown(report: MatrixReport) -> str:
-    """The README's cases table: one row per case on its primary package's axis — where the bug reproduces, where
-    it was fixed and where it came back, each boundary with its precision (adjacent or an interval), per bug
+    """The cases table (docs/cases.md): one row per case on its primary package's axis — where the bug reproduces,
+    where it was fixed and where it came back, each boundary with its precision (adjacent or an interval), per bug
     variant (variants with the same story share a line), and the workarounds with what they showed."""
     by_case: dict[str, list[tuple[Axis, list[Boundary]]]] = defaultdict(list)
     for axis in report.axes:
@@ -151,7 +151,7 @@ def to_cases_markdown(report: MatrixReport) -> str:
 
 
 def _span_text(versions: list[str]) -> str:
-    """A span as the README's cases table shows it (commits cut to 8 hex digits)."""
+    """A span as the cases table (docs/cases.md) shows it (commits cut to 8 hex digits)."""
     return span(versions, digits=8)
 
 

@@ -47,7 +47,8 @@ from harness.model.outcome import Outcome
 from harness.model.result import Result
 from harness.session.store import ResultStore, Run, StoreError
 
-DEFAULT_RECORD = Path(os.environ.get("BUGMATRIX_RECORD", "record"))
+RECORD_FALLBACK = "record"  # where $BUGMATRIX_RECORD is not set (the help and the docs name this one)
+DEFAULT_RECORD = Path(os.environ.get("BUGMATRIX_RECORD", RECORD_FALLBACK))
 EXCERPT_LINE = 300  # characters kept of one deciding line
 EXCERPT_LINES = 4
 NON_VERDICTS = (Outcome.ERROR, Outcome.TIMEOUT, Outcome.INFRA)

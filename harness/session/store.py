@@ -51,7 +51,8 @@ from harness.model.job import LOCAL_CELL
 from harness.model.outcome import Outcome, RankStatus
 from harness.model.result import Result
 
-DEFAULT_DB = Path(os.environ.get("BUGMATRIX_DB", ".bugmatrix/results.db"))
+DB_FALLBACK = ".bugmatrix/results.db"  # where $BUGMATRIX_DB is not set (the help and the docs name this one)
+DEFAULT_DB = Path(os.environ.get("BUGMATRIX_DB", DB_FALLBACK))
 SCHEMA_VERSION = 4
 
 _SCHEMA = """
