@@ -251,10 +251,16 @@ def machine_name() -> str:
     return json.dumps({"host": platform.node(), **machine_info()}, sort_keys=True)
 
 
+MACHINE_ENV = "BUGMATRIX_MACHINE"  # a JSON object of facts the harness cannot read cheaply itself (cuda, nccl)
+
+
 @lru_cache(maxsize=1)
 def machine_info() -> dict[str, object]:
     """What a result was measured on, without the host name: OS, architecture, CPU model and cores, and with an
-    NVIDIA driver, each GPU's model and the driver version (`gpus`: probed once per process)."""
+    NVIDIA driver, each GPU's model and the driver version (`gpus`: probed once per process); plus the facts
+    $BUGMATRIX_MACHINE adds (a JSON object of strings and numbers, e.g. `{"cuda": "13.0", "nccl": "2.28.9"}`, as
+    tools/gpu_kit.py reads them once from the interpreter's torch, off the launch path). A value that is not
+    such an object raises InterpreterError naming the variable (one line, exit 2)."""
     info: dict[str, object] = {"os": platform.system(), "arch": platform.machine(), "cores": os.cpu_count() or 0,
                                "cpu": _cpu_model()}
     found = gpus()
@@ -262,7 +268,21 @@ def machine_info() -> dict[str, object]:
         info["gpu"] = sorted(set(found.models))
         if found.driver:
             info["driver"] = found.driver
-    return info
+    return info | _machine_env()
+
+
+def _machine_env() -> dict[str, object]:
+    text = os.environ.get(MACHINE_ENV, "").strip()
+    if not text:
+        return {}
+    try:
+        extra = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InterpreterError(f"${MACHINE_ENV}: not JSON ({exc})") from None
+    if not isinstance(extra, dict) or not all(isinstance(k, str) and isinstance(v, (str, int, float))
+                                              and not isinstance(v, bool) for k, v in extra.items()):
+        raise InterpreterError(f"${MACHINE_ENV}: expected a JSON object of strings and numbers, got {text[:80]!r}")
+    return extra
 
 
 def _cpu_model() -> str:
