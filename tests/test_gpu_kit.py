@@ -62,26 +62,38 @@ def test_the_kit_runs_end_to_end_on_cpu_and_its_store_folds(tmp_path: Path) -> N
     assert len(folders) >= 2 and all(sum(p.stat().st_size for p in f.glob("seg-*")) <= 600 for f in folders)
     stash, out = tmp_path / "stash", tmp_path / "out"
     kit = [sys.executable, str(ROOT / "tools" / "gpu_kit.py")]
-    for folder in folders[:-1]:  # one device call per piece; the last one carries its piece and runs
-        subprocess.run([*kit, "receive", str(folder), "--stash", str(stash)], check=True, capture_output=True)
     env = {**os.environ, "BUGMATRIX_DEVICE": "cpu"}
-    proc = subprocess.run([*kit, "run", "--out", str(out), "--stash", str(stash), "--pieces", str(folders[-1]),
-                           "--repeat", "1", "--cases", CASE, "fbgemm-5816", "--variant", VARIANT, "bug",
-                           "--two-rank", CASE, VARIANT, "--bench", CASE, VARIANT, "--bench-runs", "1"],
-                          env=env, capture_output=True, text=True, timeout=900, check=False)
-    log = (out / "kit.log").read_text() if (out / "kit.log").exists() else proc.stdout + proc.stderr
-    assert proc.returncode == 0, log
-    assert sorted(p.name for p in out.iterdir()) == ["kit.db", "kit.log", "machine.json", "overhead.txt",
-                                                     "pass-a.json", "pass-b.json", "report.md", "world-size-2.json"]
+    subset = ["--repeat", "1", "--cases", CASE, "fbgemm-5816", "--variant", VARIANT, "bug"]
+
+    def call(*args: str, out: Path) -> str:  # one device call; its $OUT starts empty
+        proc = subprocess.run([*kit, *args, "--stash", str(stash)] + (["--out", str(out)] if args[0] == "run" else []),
+                              env=env, capture_output=True, text=True, timeout=900, check=False)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        return proc.stdout
+
+    # as gpu_kit.device_calls says: the first piece and the first steps, the middle pieces, the last piece and pass b
+    call("receive", str(folders[0]), out=out)
+    call("run", "--pieces", *subset, "--steps", "a", "two-rank", "bench", "--two-rank", CASE, VARIANT, "--bench",
+         CASE, VARIANT, "--bench-runs", "1", out=out / "1")
+    for folder in folders[1:-1]:
+        call("receive", str(folder), out=out)
+    call("run", "--pieces", str(folders[-1]), *subset, "--steps", "b", "report", out=out / "2")
+    assert sorted(p.name for p in (out / "1").iterdir()) == ["kit.db", "kit.log", "machine.json", "overhead.txt",
+                                                             "pass-a.json", "world-size-2.json"]
+    assert sorted(p.name for p in (out / "2").iterdir()) == ["kit.db", "kit.log", "machine.json", "report.md"]
+    log = (out / "2" / "kit.log").read_text()  # both calls' lines
     assert "[site-a] kitprobe-0.1" in log and "[site-b] fbgemm_gpu-1.6.0, kitprobe-0.1, kitprobe_b-0.1" in log
+    assert "[pass-b] exit 5" in log  # on CPU the CUDA-only case has nothing to run
+    assert "[overhead] " in log and "(launched: True)" in log  # on CPU the 2-rank job runs
+    out = out / "2"
     machine = json.loads((out / "machine.json").read_text())
     assert machine["cores"] == os.cpu_count() and machine["cpu"] and machine["torch"]
-    results = json.loads((out / "pass-a.json").read_text())["results"]
+    results = json.loads((out.parent / "1" / "pass-a.json").read_text())["results"]
     assert [(r["case"], r["variant"], r["nproc"], r["device"]) for r in results] == [(CASE, VARIANT, 1, "cpu")]
     assert all(r["outcome"] == r["expected"] for r in results), results
-    two = json.loads((out / "world-size-2.json").read_text())["results"]
+    two = json.loads((out.parent / "1" / "world-size-2.json").read_text())["results"]
     assert [(r["nproc"], r["launched"]) for r in two] == [(2, True)]  # on CPU two ranks run (gloo)
-    assert "median ratio" in (out / "overhead.txt").read_text()
+    assert "median ratio" in (out.parent / "1" / "overhead.txt").read_text()
     cell = gpu_kit.cell_name(machine)
     assert f"record fold <files_at>/kit.db --cell {cell}" in log
     record = tmp_path / "record"
@@ -94,6 +106,15 @@ def test_the_kit_runs_end_to_end_on_cpu_and_its_store_folds(tmp_path: Path) -> N
     assert sorted(r["nproc"] for r in rows) == [1] * len(results) + [2]  # on CPU the 2-rank job is a measurement
     machines = [json.loads(line) for line in (record / "machines.jsonl").read_text().splitlines()]
     assert [m["cores"] for m in machines] == [os.cpu_count()]
+
+
+def test_prepare_says_which_device_calls_to_make() -> None:
+    folders = [gpu_kit.ROOT / ".kit" / f"piece-{k}" for k in (1, 2, 3)]
+    assert gpu_kit.device_calls(folders) == [
+        "carry [.kit/piece-1]: python3 tools/gpu_kit.py receive .kit/piece-1 && python3 tools/gpu_kit.py run "
+        "--steps a two-rank bench",
+        "carry [.kit/piece-2]: python3 tools/gpu_kit.py receive .kit/piece-2",
+        "carry [.kit/piece-3]: python3 tools/gpu_kit.py run --steps b report"]
 
 
 def test_cell_names_say_the_gpu_and_the_torch_build() -> None:

@@ -1,12 +1,13 @@
 """The GPU kit: everything a lent GPU machine (its own python3 with torch, no network, transfers of <= 64 MiB) needs
 to run the catalogue, and the one command that runs it there. docs/gpu-kit.md is the walk-through.
 
-    # here, with a package index (~10 min on 2 cores, most of it slimming fbgemm-gpu):
+    # here, with a package index (~10 min on 2 cores, most of it slimming fbgemm-gpu); it prints the calls below:
     uv run python tools/gpu_kit.py prepare .kit
-    # there: one device call per piece, back to back (carry .kit/piece-K), the last one also runs:
-    python3 tools/gpu_kit.py receive .kit/piece-1
-    python3 tools/gpu_kit.py receive .kit/piece-2 && python3 tools/gpu_kit.py run --out $OUT
-    # here, with the files that came back:
+    # there, device calls back to back (the stash lasts while the machine is held), each carrying one piece:
+    python3 tools/gpu_kit.py receive .kit/piece-1 && python3 tools/gpu_kit.py run --steps a two-rank bench
+    python3 tools/gpu_kit.py receive .kit/piece-K           # each middle piece, if there are more than two
+    python3 tools/gpu_kit.py run --steps b report           # carrying the last piece
+    # here, with the files the last call brought back:
     uv run bugmatrix record fold <files_at>/kit.db --cell h100-torch-2.11.0+cu130
 
 `prepare` writes the bundle (tools/offline_bundle.py: the harness's runtime, plus litgpt and its CLI extras), the
@@ -16,16 +17,19 @@ travel together under the tool's 64 MiB). Every piece holds the same kit.json: e
 segment of it each piece holds.
 
 `receive` copies a piece into a stash outside the checkout (default /tmp/bugmatrix-kit), which lasts as long as the
-machine is held. `run` reassembles and checks the files, installs them into two private folders (no index), and:
-1. records the machine (machine.json: GPU model, driver, CUDA, NCCL, CPU model and cores, torch, Python);
-2. runs every case at world size 1 with --repeat 3 into one store (kit.db): the torch, lightning and litgpt cases
-   with the image's own packages, then the torchrec and fbgemm cases with torchrec's pins (torchmetrics 1.0.3 would
-   shadow the image's for lightning, hence two passes);
-3. times a 2-rank job, which on a one-GPU machine must be a `skip` decided before any launch (world-size-2.json);
-4. runs benchmarks/bench_launch_overhead.py (overhead.txt);
-5. writes report.md, and kit.log with every step's command, exit code and wall time.
-At most 8 files come back from $OUT; this writes 8. $BUGMATRIX_DEVICE=cpu runs the same on a machine without a GPU
-(tests/test_gpu_kit.py does, with a stand-in fbgemm wheel and a subset of cases).
+machine is held. `run` reassembles and checks the files it has (stash and carried pieces), installs them into private
+folders (no index), records the machine (machine.json: GPU model, driver, CUDA, NCCL, CPU model and cores, torch,
+Python; CUDA and NCCL also go into the store's run through $BUGMATRIX_MACHINE), then runs its steps:
+  a         every torch, lightning and litgpt case at world size 1 with --repeat 3, the image's own packages
+  b         every torchrec and fbgemm case the same way, with torchrec's pins and the slimmed fbgemm-gpu (a folder of
+            its own: torchmetrics 1.0.3 would shadow the image's for lightning)
+  two-rank  a 2-rank job, which on a one-GPU machine must be a `skip` decided before any launch
+  bench     benchmarks/bench_launch_overhead.py, 7 pairs (overhead.txt)
+  report    report.md over the store
+The store (kit.db) and kit.log (every step's command, exit code and wall time) stay in the stash and are copied into
+--out ($OUT) by each call, with machine.json and the steps' own files: at most 8 files, as $OUT allows. Two calls of
+about 6 and 3 minutes keep each under the tool's 10 minutes. $BUGMATRIX_DEVICE=cpu runs the same on a machine
+without a GPU (tests/test_gpu_kit.py does, with a stand-in fbgemm wheel and a subset of the cases).
 
 Exit codes: 0 every step ran (the cases' own verdicts are in the store and report, not in this code); 1 a step
 failed or the 2-rank answer was not a fast skip on a GPU machine; 2 bad input (a missing or corrupt piece: named).
@@ -151,7 +155,28 @@ def prepare(out: Path, fbgemm_wheel: Path | None, sm: int, piece_bytes: int, pyt
     for folder in folders:
         size = sum(p.stat().st_size for p in folder.iterdir()) / 2**20
         print(f"{folder}: {size:.1f} MiB")
+    print("device calls, back to back (`run` tool: carry the piece, then the command):")
+    for line in device_calls(folders):
+        print("  " + line)
     return folders
+
+
+def device_calls(folders: list[Path]) -> list[str]:
+    """The device calls that send `folders` and run the kit: 'carry [PIECE]: COMMAND', one per piece."""
+    kit = "python3 tools/gpu_kit.py"
+    calls = []
+    for k, folder in enumerate(folders):
+        piece = os.path.relpath(folder, ROOT)
+        if k == 0:
+            command = f"{kit} receive {piece} && {kit} run --steps a two-rank bench"
+        elif k < len(folders) - 1:
+            command = f"{kit} receive {piece}"
+        else:
+            command = f"{kit} run --steps b report"
+        calls.append(f"carry [{piece}]: {command}")
+    if len(folders) == 1:
+        calls[0] = calls[0].replace(" --steps a two-rank bench", "")
+    return calls
 
 
 # ------------------------------------------------------------------------------------------------------ receive
@@ -223,7 +248,7 @@ class Log:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        path.write_text("")
+        path.parent.mkdir(parents=True, exist_ok=True)
 
     def say(self, line: str) -> None:
         """Append a line (and print it)."""
@@ -297,86 +322,102 @@ def case_ids(cases: list[str] | None) -> tuple[list[str], list[str]]:
     return [n for n in names if n not in second], second
 
 
+STEPS = ("a", "b", "two-rank", "bench", "report")
+
+
 def run(out: Path, stash: Path, pieces: list[Path], device: str, python: str, repeat: int, jobs: int,
         cases: list[str] | None, variants: list[str] | None, two_rank: tuple[str, str], bench: tuple[str, str],
-        bench_runs: int) -> int:
-    """Everything the GPU session does, in order (see the module doc); the exit code."""
+        bench_runs: int, steps: tuple[str, ...] = STEPS) -> int:
+    """The GPU session's work (see the module doc): the machine, then `steps` in order; the exit code. The store and
+    kit.log live in the stash, so that a second call (another piece, other steps) adds to them; each call copies
+    them into `out` ($OUT is emptied before every call)."""
     out.mkdir(parents=True, exist_ok=True)
-    log = Log(out / "kit.log")
+    log = Log(stash / "kit.log")
     files, missing = assemble(stash, pieces)
     bundle = [p for n, p in sorted(files.items()) if n.startswith("bundle/")]
     torchrec = [p for n, p in sorted(files.items()) if n.startswith("torchrec/")]
-    log.say(f"kit: {len(files)} file(s) complete" + (f"; missing: {', '.join(missing)}" if missing else ""))
+    log.say(f"kit: {len(files)} file(s) complete" + (f"; missing: {', '.join(missing)}" if missing else "")
+            + f"; steps: {' '.join(steps)}")
     base = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     base.update(PYTHONUNBUFFERED="1")
     failed = False
 
     site_a, site_b = stash / "site-a", stash / "site-b"
-    for site in (site_a, site_b):
-        shutil.rmtree(site, ignore_errors=True)
-    ok_a = install(python, bundle, site_a, log, base)
-    ok_b = "fbgemm.tar.xz" in files and install(python, bundle + torchrec, site_b, log, base)
-    if ok_b:
-        started = time.monotonic()
-        names = slim_cuda_wheel.unpack(files["fbgemm.tar.xz"], site_b)
-        log.say(f"[unpack fbgemm] {', '.join(names)} in {time.monotonic() - started:.1f} s")
-    for site in (site_a, site_b):
-        listed = sorted(p.name.removesuffix(".dist-info") for p in site.glob("*.dist-info"))
-        log.say(f"[{site.name}] {', '.join(listed) or 'nothing installed'}")
+    ok_a = _site(python, site_a, bundle, None, log, base)
+    ok_b = "b" in steps and "fbgemm.tar.xz" in files and _site(python, site_b, bundle + torchrec,
+                                                               files["fbgemm.tar.xz"], log, base)
     env_a = {**base, "PYTHONPATH": f"{site_a}{os.pathsep}{ROOT}"}
     env_b = {**base, "PYTHONPATH": f"{site_b}{os.pathsep}{ROOT}"}
 
-    # 1. the machine, read once here (a torch import: seconds), so the harness need not on its launch path
+    # the machine, read once per call (a torch import: seconds), so that the harness need not on its launch path
     probe = _json_of(log, "probe torch", [python, "-c", PROBE], env_a, stash / "probe.json")
     extra = {k: probe[k] for k in ("cuda", "nccl") if probe.get(k)}
     env_a["BUGMATRIX_MACHINE"] = env_b["BUGMATRIX_MACHINE"] = json.dumps(extra, sort_keys=True)
-    machine = _json_of(log, "machine", [python, "-c", MACHINE], env_a, stash / "machine.json")
+    machine = _json_of(log, "machine", [python, "-c", MACHINE], env_a, stash / "machine-info.json")
     machine |= {k: v for k, v in probe.items() if k not in machine and v not in (None, [])}
-    (out / "machine.json").write_text(json.dumps(machine, indent=1, sort_keys=True) + "\n")
+    (stash / "machine.json").write_text(json.dumps(machine, indent=1, sort_keys=True) + "\n")
     log.say("machine: " + json.dumps(machine, sort_keys=True))
 
-    # 2. every case at world size 1, --repeat 3, into one store
-    db = out / "kit.db"
+    db = stash / "kit.db"
     first, second = case_ids(cases)
     harness = [python, "-m", "harness", "run", "--device", device, "--python", python, "--nproc", "1",
                "--repeat", str(repeat), "-j", str(jobs), "--redo", "--db", str(db), "--json"]
     harness += [arg for v in variants or [] for arg in ("--variant", v)]
-    for name, selected, env, ok in (("pass-a", first, env_a, ok_a), ("pass-b", second, env_b, ok_b)):
-        if not selected:
+    for step, selected, env, ok in (("a", first, env_a, ok_a), ("b", second, env_b, ok_b)):
+        if step not in steps or not selected:
             continue
+        name = f"pass-{step}"
         if not ok:
-            log.say(f"[{name}] not run: its files are missing or did not install ({', '.join(missing) or 'pip'})")
+            log.say(f"[{name}] not run: its files are missing or did not install "
+                    f"({', '.join(missing) or 'see the install line above'}): send the missing pieces first")
             failed = True
             continue
         code, _, tail = log.step(name, [*harness, *selected], env, stdout=out / f"{name}.json")
         summary = _summary(out / f"{name}.json")
-        log.say(f"[{name}] {summary}" if summary else tail)
+        log.say(f"[{name}] {summary}" if summary else f"[{name}] {tail.strip()[-500:]}")
         failed |= code not in (0, 1, 5)  # 1: some verdict not as expected (the store says which); 5: none ran
 
-    # 3. a 2-rank job: on a machine with fewer GPUs, a skip decided before any launch
-    case, variant = two_rank
-    code, took, tail = log.step("world-size-2", [python, "-m", "harness", "run", case, "--variant", variant,
-                                                 "--nproc", "2", "--device", device, "--python", python, "--redo",
-                                                 "--db", str(db), "--json"], env_a, stdout=out / "world-size-2.json")
-    verdict = _two_rank(out / "world-size-2.json", took, device, machine)
-    log.say(f"[world-size-2] {verdict}")
-    failed |= verdict.startswith("NOT")
+    if "two-rank" in steps:  # on a machine with fewer GPUs: a skip decided before any launch
+        case, variant = two_rank
+        code, took, tail = log.step("world-size-2", [python, "-m", "harness", "run", case, "--variant", variant,
+                                                     "--nproc", "2", "--device", device, "--python", python,
+                                                     "--redo", "--db", str(db), "--json"], env_a,
+                                    stdout=out / "world-size-2.json")
+        verdict = _two_rank(out / "world-size-2.json", took, device, machine)
+        log.say(f"[world-size-2] {verdict}")
+        failed |= verdict.startswith("NOT")
 
-    # 4. the harness's cost against bare torchrun
-    if bench_runs > 0:
+    if "bench" in steps and bench_runs > 0:  # the harness's cost against bare torchrun
         case, variant = bench
         code, _, tail = log.step("overhead", [python, "benchmarks/bench_launch_overhead.py", "--case", case,
                                               "--variant", variant, "--nproc", "1", "--device", device, "--runs",
                                               str(bench_runs), "--batch", "1"], env_a, stdout=out / "overhead.txt")
         lines = (out / "overhead.txt").read_text().strip().splitlines()
-        log.say(f"[overhead] {lines[-1] if lines else tail}")
+        log.say(f"[overhead] {lines[-1] if lines else tail.strip()[-500:]}")
         failed |= code != 0
 
-    # 5. the report over the store (no matrix: nothing may reach for a package index)
-    log.step("report", [python, "-m", "harness", "report", "--db", str(db), "--matrix", str(out / "no-matrix.yaml"),
-                        "--format", "markdown", "-o", str(out / "report.md")], env_a)
+    if "report" in steps:  # over the store; no matrix: nothing may reach for a package index
+        log.step("report", [python, "-m", "harness", "report", "--db", str(db), "--matrix",
+                            str(stash / "no-matrix.yaml"), "--format", "markdown", "-o", str(out / "report.md")],
+                 env_a)
     log.say(f"fold it here: uv run bugmatrix record fold <files_at>/kit.db --cell {cell_name(machine)}")
+    for name in ("kit.db", "kit.log", "machine.json"):
+        if (stash / name).exists():
+            shutil.copyfile(stash / name, out / name)
     return 1 if failed else 0
+
+
+def _site(python: str, site: Path, wheels: list[Path], fbgemm: Path | None, log: Log, env: dict[str, str]) -> bool:
+    """Install `wheels` (and unpack the slimmed fbgemm) into a fresh `site`; False when that failed."""
+    shutil.rmtree(site, ignore_errors=True)
+    ok = install(python, wheels, site, log, env)
+    if ok and fbgemm is not None:
+        started = time.monotonic()
+        names = slim_cuda_wheel.unpack(fbgemm, site)
+        log.say(f"[unpack fbgemm] {', '.join(names)} in {time.monotonic() - started:.1f} s")
+    listed = sorted(p.name.removesuffix(".dist-info") for p in site.glob("*.dist-info"))
+    log.say(f"[{site.name}] {', '.join(listed) or 'nothing installed'}")
+    return ok
 
 
 def _json_of(log: Log, name: str, command: list[str], env: dict[str, str], path: Path) -> dict:
@@ -451,6 +492,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="piece folders carried with this call (default .kit/piece-*), besides the stash")
     u.add_argument("--bench", nargs=2, default=list(BENCH), metavar=("CASE", "VARIANT"))
     u.add_argument("--bench-runs", type=int, default=7, help="overhead pairs (0: no benchmark)")
+    u.add_argument("--steps", nargs="+", choices=STEPS, default=list(STEPS),
+                   help="a: the torch, lightning, litgpt cases; b: torchrec and fbgemm; two-rank; bench; report "
+                   "(default: all)")
     args = parser.parse_args(argv)
     try:
         if args.step == "prepare":
@@ -465,7 +509,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.device not in ("cpu", "cuda"):
             raise KitError(f"$BUGMATRIX_DEVICE={args.device}: expected cpu or cuda")
         return run(args.out, args.stash, args.pieces, args.device, args.python, args.repeat, args.jobs, args.cases,
-                   args.variant, tuple(args.two_rank), tuple(args.bench), args.bench_runs)
+                   args.variant, tuple(args.two_rank), tuple(args.bench), args.bench_runs,
+                   tuple(args.steps))
     except KitError as exc:
         print(f"gpu_kit: {exc}", file=sys.stderr)
         return 2
