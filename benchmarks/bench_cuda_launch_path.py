@@ -40,6 +40,7 @@ CASE = ["torch-177844-fsdp2-nonfloat-param", "--variant", "bug", "--nproc", "1",
 DRIVER = r"""
 import os, sys, time, threading
 t0, c0 = time.perf_counter(), os.times()
+import harness.launch.early_smi  # as harness/cli.py does first (where /proc lists no GPU: nvidia-smi starts now)
 from pathlib import Path
 import harness.launch.interpreter as interpreter
 proc = Path(os.environ["BENCH_PROC"])

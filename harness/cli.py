@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+# isort: off
+# First of all: for a command that launches, where only nvidia-smi can count the GPUs, it starts now and runs while
+# the rest imports (harness/launch/early_smi.py).
+from harness.launch import early_smi  # noqa: F401
+# isort: on
 import argparse
 import json
 import os

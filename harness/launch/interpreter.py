@@ -22,6 +22,7 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 from pydantic import BaseModel
 
+from harness.launch import early_smi
 from harness.model.common import distributions
 
 
@@ -222,16 +223,23 @@ def _gpus_from_proc() -> Gpus | None:
 
 def _gpus_from_smi() -> Gpus:
     """The GPUs `nvidia-smi --query-gpu=name,driver_version` lists: one call; none without it or when it fails."""
-    smi = shutil.which("nvidia-smi")
-    if not smi:
-        return Gpus()
+    early = early_smi.take()  # started before the harness's imports, where /proc listed no GPU
     try:
-        proc = subprocess.run([smi, "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                              capture_output=True, text=True, timeout=30, check=False)
+        if early is not None:
+            stdout, _ = early.communicate(timeout=30)
+            returncode = early.returncode
+        else:
+            smi = shutil.which("nvidia-smi")
+            if not smi:
+                return Gpus()
+            proc = subprocess.run([smi, *early_smi.QUERY], capture_output=True, text=True, timeout=30, check=False)
+            stdout, returncode = proc.stdout, proc.returncode
     except (OSError, subprocess.TimeoutExpired):
+        if early is not None:
+            early.kill()
         return Gpus()
-    rows = [line.rsplit(", ", 1) for line in proc.stdout.splitlines() if ", " in line]
-    if proc.returncode != 0 or not rows:
+    rows = [line.rsplit(", ", 1) for line in stdout.splitlines() if ", " in line]
+    if returncode != 0 or not rows:
         return Gpus()
     return Gpus(models=tuple(row[0] for row in rows), driver=rows[0][-1], source="nvidia-smi")
 
