@@ -80,7 +80,8 @@ def test_the_kit_runs_end_to_end_on_cpu_and_its_store_folds(tmp_path: Path) -> N
     call("run", "--pieces", str(folders[-1]), *subset, "--steps", "b", "report", out=out / "2")
     assert sorted(p.name for p in (out / "1").iterdir()) == ["kit.db", "kit.log", "machine.json", "overhead.txt",
                                                              "pass-a.json", "world-size-2.json"]
-    assert sorted(p.name for p in (out / "2").iterdir()) == ["kit.db", "kit.log", "machine.json", "report.md"]
+    assert sorted(p.name for p in (out / "2").iterdir()) == ["kit.db", "kit.log", "machine.json", "pass-b.json",
+                                                             "report.md"]
     log = (out / "2" / "kit.log").read_text()  # both calls' lines
     assert "[site-a] kitprobe-0.1" in log and "[site-b] fbgemm_gpu-1.6.0, kitprobe-0.1, kitprobe_b-0.1" in log
     assert "[pass-b] exit 5" in log  # on CPU the CUDA-only case has nothing to run

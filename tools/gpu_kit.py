@@ -59,7 +59,8 @@ PIECE_MIB = 56
 # What the H100 run of 2026-11-24 carried beside the image (../shared/gpu/README.md): litgpt with its CLI extras ...
 LITGPT = ["litgpt==0.5.13", "jsonargparse==4.41.0", "docstring-parser==0.18.0", "typeshed-client==2.14.0"]
 # ... and, in a folder of their own, torchrec's stack with the CUDA fbgemm-gpu it was built against.
-TORCHREC = ["torchrec==1.6.1", "tensordict==0.15.3", "iopath==0.1.10", "torchmetrics==1.0.3", "pyvers==0.2.3"]
+TORCHREC = ["torchrec==1.6.1", "tensordict==0.15.3", "torchmetrics==1.0.3", "pyvers==0.2.3"]
+TORCHREC_FROM_SOURCE = ["iopath==0.1.10"]  # PyPI has no wheel of it: built here (pure Python)
 FBGEMM = "fbgemm-gpu==1.6.0"
 SECOND_PASS = ("torchrec-", "fbgemm-")  # cases that need torchrec's folder (fbgemm-gpu, torchrec and their pins)
 TWO_RANK = ("torch-177844-fsdp2-nonfloat-param", "bug")
@@ -136,6 +137,8 @@ def prepare(out: Path, fbgemm_wheel: Path | None, sm: int, piece_bytes: int, pyt
             torchrec = staging / "torchrec"
             torchrec.mkdir()
             offline_bundle.pip_download(TORCHREC, torchrec, python_version, deps=False)
+            subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(torchrec),
+                            *TORCHREC_FROM_SOURCE], check=True)
         if fbgemm_wheel is None:
             offline_bundle.pip_download([FBGEMM], staging / "fbgemm", python_version, deps=False)
             fbgemm_wheel = next((staging / "fbgemm").glob("*.whl"))
@@ -514,6 +517,9 @@ def main(argv: list[str] | None = None) -> int:
     except KitError as exc:
         print(f"gpu_kit: {exc}", file=sys.stderr)
         return 2
+    except subprocess.CalledProcessError as exc:  # pip could not fetch or build a wheel: its own output says why
+        print(f"gpu_kit: {' '.join(map(str, exc.cmd[:4]))} ... exited {exc.returncode}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":
