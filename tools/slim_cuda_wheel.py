@@ -11,8 +11,10 @@ back into an importable folder (the package and its .dist-info, so importlib.met
     # there (standard library only), then put SITE on PYTHONPATH:
     python3 tools/slim_cuda_wheel.py --unpack fbgemm-sm90.tar.xz SITE
 
-Measured 2026-11-24 on the real wheel: 465 MB -> 82.5 MB of tar.xz; on an H100 (torch 2.11.0+cu130) `import
-fbgemm_gpu` and a CUDA op worked and the torchrec cases ran. The result only runs on a GPU of the kept
+Measured on the real wheel: 2026-11-24 (the first version of this script), 465 MB -> 82.5 MB of tar.xz, and on an
+H100 (torch 2.11.0+cu130) `import fbgemm_gpu` and a CUDA op worked and the torchrec cases ran; 2026-11-25 (this one,
+the .so files edited in place through mmap), 745 MiB of sm_90 code kept, 1416 MiB zeroed, 75.5 MiB of tar.xz, 5 min
+of CPU. The result only runs on a GPU of the kept
 architecture: on another, the kernels of the zeroed ones fail to load. `tools/gpu_kit.py prepare` calls this.
 """
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import io
 import lzma
+import mmap
 import struct
 import sys
 import tarfile
@@ -43,7 +46,7 @@ class Slimmed:
     packed: bytes
 
 
-def fatbin_section(data: bytes | bytearray) -> tuple[int, int] | None:
+def fatbin_section(data: bytes | bytearray | mmap.mmap) -> tuple[int, int] | None:
     """File offset and size of the `.nv_fatbin` section of a 64-bit little-endian ELF file (None: not such a file,
     or no device code), read from the section headers."""
     if data[:4] != ELF_MAGIC or data[4] != 2 or data[5] != 1:  # ELFCLASS64, ELFDATA2LSB
@@ -61,12 +64,12 @@ def fatbin_section(data: bytes | bytearray) -> tuple[int, int] | None:
     for i in range(shnum):
         name_at, offset, size = header(i)
         start = names_at + name_at
-        if bytes(data[start:data.index(b"\0", start)]) == b".nv_fatbin":
+        if bytes(data[start:data.find(b"\0", start)]) == b".nv_fatbin":
             return offset, size
     return None
 
 
-def keep_arch(buf: bytearray, offset: int, size: int, sm: int) -> tuple[int, int]:
+def keep_arch(buf: bytearray | mmap.mmap, offset: int, size: int, sm: int) -> tuple[int, int]:
     """Zero, in place, the payload of every fat-binary entry in `buf[offset:offset+size]` not built for `sm`;
     returns (bytes kept, bytes zeroed)."""
     kept = zeroed = 0
@@ -98,12 +101,13 @@ def slim(wheel: Path, sm: int, preset: int = 6) -> Slimmed:
     with tempfile.TemporaryDirectory(prefix="slim-wheel-") as tmp, zipfile.ZipFile(wheel) as archive:
         archive.extractall(tmp)
         for so in sorted(Path(tmp).rglob("*.so*")):
-            buf = bytearray(so.read_bytes())
-            section = fatbin_section(buf)
-            if section:
-                k, z = keep_arch(buf, *section, sm)
-                so.write_bytes(buf)
-                kept, zeroed = kept + k, zeroed + z
+            if so.stat().st_size == 0:
+                continue
+            with open(so, "r+b") as fh, mmap.mmap(fh.fileno(), 0) as buf:  # in place: one .so is 1.1 GB
+                section = fatbin_section(buf)
+                if section:
+                    k, z = keep_arch(buf, *section, sm)
+                    kept, zeroed = kept + k, zeroed + z
         with lzma.open(packed, "wb", preset=preset) as xz, tarfile.open(fileobj=xz, mode="w|") as tar:
             for item in sorted(Path(tmp).iterdir()):
                 tar.add(item, arcname=item.name)
