@@ -30,8 +30,8 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
                             parents=[parents["--record"], parents["--matrix"]])
     fold.add_argument("sources", nargs="*", type=Path, help="store files (.db) or `bugmatrix run --json` output "
                       "(.json); default: .bugmatrix/results.db")
-    fold.add_argument("--cell", help="for .json sources: the cell to record them under (instead of `local`), a name "
-                      "that says the machine and its pins, e.g. cuda-h100-torch-2.11.0+cu130")
+    fold.add_argument("--cell", help="the cell to record results of the `local` cell under (for .json sources: every "
+                      "result), a name that says the machine and its pins, e.g. h100-torch-2.11.0+cu130")
     fold.add_argument("--pin", action="append", default=[], metavar="PKG=VERSION",
                       help="for .json sources: the exact version a result ran with where the file lost it (e.g. "
                       "torch=2.11.0+cu130); repeatable")
@@ -91,7 +91,7 @@ def cmd_fold(args: argparse.Namespace) -> int:
             added, replaced = fold_payload(record, payload, cases, args.cell, machine, pins,
                                            f"bugmatrix run --json > {source.name}")
         else:
-            added, replaced = fold_store(record, ResultStore(source, readonly=True), cases)
+            added, replaced = fold_store(record, ResultStore(source, readonly=True), cases, args.cell)
         say.print(f"{source}: {added} row(s) added, {replaced} replaced", soft_wrap=True, highlight=False)
     if not args.offline:
         matrix = load_matrix(args.matrix) if args.matrix.is_file() else None

@@ -53,9 +53,27 @@ class MatrixReport:
             return "infra", rs
         return cell_status(rs), rs
 
+    def unmeasured(self) -> list[tuple[str, str, str, str]]:
+        """(case, variant, devices, summary) for every variant of the report's cases that no result measured at all
+        (a CUDA-only case before any GPU run): its rules, said as not measured, never as a verdict."""
+        measured = {r.case for _, r in self.results}
+        return [(case_id, name, ", ".join(case.spec.devices), f"not measured; its rules say: {rules_text(variant)}")
+                for case_id, case in sorted(self.cases.items()) if case_id not in measured
+                for name, variant in case.spec.variants.items()]
+
     def summaries(self) -> list[tuple[Axis, str]]:
         """Each case's primary axis and its one-line summary, every boundary with its precision."""
         return [(a, a.summary(self.between)) for a in self.axes if a.package == self.primary.get(a.case)]
+
+
+def rules_text(variant: Any) -> str:
+    """A variant's expect rules in a line: 'reproduced where fbgemm-gpu <1.8.0; else fixed'."""
+    parts = []
+    for rule in variant.expect:
+        where = ", ".join(f"{k} {v}" for k, v in rule.when.items())
+        parts.append(f"{rule.outcome.value} where {where}" if where else
+                     (f"else {rule.outcome.value}" if parts else rule.outcome.value))
+    return "; ".join(parts)
 
 
 def build_report(results: list[tuple[str, Result]], case_packages: dict[str, list[str]],
@@ -80,6 +98,7 @@ def to_table(report: MatrixReport) -> Table:
     for column in ("case", "variant", "dev", "package", "summary"):
         table.add_column(column, overflow="fold")
     rows = [[axis.case, axis.variant, axis.device, axis.package, summary] for axis, summary in report.summaries()]
+    rows += [[case, variant, devices, "—", summary] for case, variant, devices, summary in report.unmeasured()]
     return whole_columns(table, rows, {"case", "variant", "dev", "package"})
 
 
@@ -91,6 +110,8 @@ def to_markdown(report: MatrixReport, changes: list[Change] | None = None) -> st
     lines += ["| case | variant | dev | package | summary |", "|---|---|---|---|---|"]
     for axis, summary in report.summaries():
         lines.append(f"| {axis.case} | {axis.variant} | {axis.device} | {axis.package} | {summary} |")
+    for case, variant, devices, summary in report.unmeasured():
+        lines.append(f"| {case} | {variant} | {devices} | — | {summary} |")
     lines += ["", "R reproduced · F fixed · ? could not say (error/timeout/skip) · I infra · blank: not run", ""]
     lines.append("| case · variant | " + " | ".join(report.cells) + " |")
     lines.append("|---|" + "---|" * len(report.cells))
