@@ -19,6 +19,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 
 from packaging.version import InvalidVersion, Version
 
@@ -181,6 +182,7 @@ def short(version: str, digits: int = 12) -> str:
     return f"{release} @ {commit[:digits]}" if commit else release
 
 
+@lru_cache(maxsize=8192)  # few distinct versions, sorted again for every axis
 def _sort_key(text: str) -> tuple[Version, int, str]:
     version, _, commit = text.partition(" @ ")
     try:
@@ -233,7 +235,7 @@ def _ordered(package: str, versions: list[str], dater: Dater | None) -> tuple[li
     git installs among them, everything sorts by the date `dater` gives (upload, commit date) when it can date them
     all, else the releases sort by version and the commits are left unplaced, never sorted by their version strings."""
     commits = [v for v in versions if " @ " in v]
-    releases = sorted((v for v in versions if " @ " not in v), key=_sort_key)
+    releases = list(_releases_in_order(frozenset(v for v in versions if " @ " not in v)))
     if not commits:
         return releases, []
     if dater is not None:
@@ -242,6 +244,11 @@ def _ordered(package: str, versions: list[str], dater: Dater | None) -> tuple[li
         if all(d is not None for d in dates.values()):
             return sorted(versions, key=lambda v: (dates[v], _sort_key(v))), []
     return releases, sorted(commits, key=_sort_key)
+
+
+@lru_cache(maxsize=1024)  # every variant of a case has the same points: sorted once
+def _releases_in_order(releases: frozenset[str]) -> tuple[str, ...]:
+    return tuple(sorted(sorted(releases), key=_sort_key))
 
 
 def _version_of(results: list[Result], package: str) -> str | None:
