@@ -84,6 +84,22 @@ def test_broken_releases_are_stepped_over(tmp_path: Path, capsys) -> None:
     assert {p["outcome"] for p in level["probes"]} <= {"reproduced", "fixed", "infra"}
 
 
+def test_a_default_range_starting_at_releases_that_cannot_be_installed_steps_inward(tmp_path: Path, capsys) -> None:
+    """The oldest releases do not import here (as lightning 2.0.0 resolving torch 1.13 on Python 3.11): bisect starts
+    at the oldest that installs, finds the boundary, and says how to start there (`supports:` or --old)."""
+    root = project(tmp_path, [i < 9 for i in range(N)], broken={0, 1, 2})
+    code, out, err = bisect(root, capsys)
+    assert code == 0, err
+    [level] = out["levels"]
+    assert (level["last_old"], level["first_new"]) == ("1.8.0", "1.9.0")
+    assert "fakelib 1.0.0 … 1.2.0 (3 releases) cannot be installed or imported here" in err
+    assert 'started at 1.3.0, the oldest that installs' in err
+    assert 'supports: {fakelib: ">=1.3.0"}' in err and "--old 1.3.0" in err
+    root = project(tmp_path / "all-fixed", [False] * N, broken={0, 1, 2})
+    code, out, err = bisect(root, capsys)
+    assert code == 1 and "1.3.0 is fixed, 1.15.0 is fixed (1.0.0 … 1.2.0 (3) cannot be installed" in err
+
+
 def test_endpoints_that_agree_are_refused(tmp_path: Path, capsys) -> None:
     root = project(tmp_path, [i < 9 for i in range(N)])
     code, out, err = bisect(root, capsys, "--old", "1.10.0", "--new", "1.15.0")

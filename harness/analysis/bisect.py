@@ -28,7 +28,7 @@ from packaging.version import Version
 
 from harness.analysis.datebisect import DevBuild, commit_range, date_line, date_summary
 from harness.analysis.datebisect import probe_cell as dev_cell
-from harness.analysis.search import SearchResult, search
+from harness.analysis.search import BisectRefused, SearchResult, search
 from harness.analysis.transitions import FIXED, REPRODUCED, cell_status
 from harness.launch.execute import infra_result
 from harness.matrix.basics import MatrixError
@@ -255,7 +255,15 @@ def bisect(matrix: Matrix, envs: CellEnvironments, request: BisectRequest, store
         versions = release_candidates(matrix, r.case, r.package, r.device, r.old, r.new, r.pre)
         say(f"bisecting {r.case.id}::{r.variant} over {len(versions)} {r.package} releases "
             f"{versions[0]} … {versions[-1]}")
-        levels.append(("release", search(versions, prober, parallel=parallel)))
+        try:
+            found = search(versions, prober, parallel=parallel)
+        except BisectRefused as exc:
+            if Outcome.INFRA in {o for c, o, _ in prober.log if c in (versions[0], versions[-1])}:
+                raise BisectRefused(f"{exc}; {untestable_hint(r.case, r.package, [])}") from None
+            raise
+        if found.untestable:
+            say(f"[yellow]{untestable_hint(r.case, r.package, found.untestable, versions, found)}[/]")
+        levels.append(("release", found))
     refs: tuple[str, str] | None = None
     if r.old_ref and r.new_ref:
         refs = (r.old_ref, r.new_ref)
@@ -275,6 +283,24 @@ def bisect(matrix: Matrix, envs: CellEnvironments, request: BisectRequest, store
     elif refs:
         say("[yellow]no source repository known for the commit level (use --git)[/]")
     return levels
+
+
+def untestable_hint(case: Case, package: str, stepped: list[str], versions: list[str] | None = None,
+                    found: SearchResult | None = None) -> str:
+    """What a bisection whose default range starts (or ends) at releases that cannot be installed here did, and how
+    to start where it can: the case's `supports:` or `--old`/`--new`."""
+    where = case.folder / "case.yaml"
+    if not stepped or found is None or versions is None:
+        return (f"an endpoint cannot be installed or imported here (infra: the probe says why); give --old/--new "
+                f"releases that install, or narrow `supports: {{{package}: ...}}` in {where}")
+    older = stepped[0] == versions[0]
+    start = versions[len(stepped)] if older else versions[-len(stepped) - 1]
+    probed = [c for c, _ in found.probes if c in stepped]
+    shown = stepped[0] if len(stepped) == 1 else f"{stepped[0]} … {stepped[-1]} ({len(stepped)} releases)"
+    flag, bound = ("--old", ">=") if older else ("--new", "<=")
+    return (f"{package} {shown} cannot be installed or imported here (infra, probed {', '.join(map(str, probed))}): "
+            f"started at {start}, the {'oldest' if older else 'newest'} that installs; to start there next time, "
+            f"set `supports: {{{package}: \"{bound}{start}\"}}` in {where} or pass {flag} {start}")
 
 
 def bisect_summary(case: str, variant: str, package: str, levels: list[Level]) -> str:
