@@ -954,15 +954,16 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         commits=not args.no_commits, dates=args.dates, channel=args.channel,
     )
     store = open_reader(args, writable=True)
+    probed: dict[str, Result] = {}  # each candidate's result, reused probes included
     with recording(store, " ".join(sys.argv), machine_name()) as run_id:
         try:
             matrix = _matrix(args.matrix)
             levels = bisect(matrix, _cell_environments(matrix, args.envs), request, store, run_id,
-                            say=lambda line: err.print(line, soft_wrap=True))
+                            say=lambda line: err.print(line, soft_wrap=True), probed=probed)
         except (BisectError, BisectRefused, MatrixError, GitError) as exc:  # a refusal is a complete, recorded run
             err.print(f"[red]bisect refused:[/] {exc}", soft_wrap=True)
             return 1
-    summary = bisect_summary(case.id, args.variant, args.package, levels)
+    summary = bisect_summary(case.id, args.variant, args.package, levels, probed, case.spec.packages)
     if args.json:
         print(to_json({"run_id": run_id, "summary": summary, "levels": [
             {"level": level, "old": r.old.value, "new": r.new.value, "last_old": str(r.last_old),
@@ -977,7 +978,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         console.print(summary, soft_wrap=True, markup=False, highlight=False)
         if levels:
             console.print("\nTo reproduce each side anywhere:", highlight=False)
-            for command in bisect_commands(case, levels[-1][1], store.results(run_id), matrix):
+            for command in bisect_commands(case, levels[-1][1], store.results(run_id), matrix, probed):
                 console.print(command, soft_wrap=True, markup=False, highlight=False)
     return 1 if any(r.ambiguous for _, r in levels) else 0
 

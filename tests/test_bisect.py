@@ -31,8 +31,8 @@ N = 16
 
 
 def project(root: Path, buggy: list[bool], broken: set[int] = frozenset(), git_url: str | None = None,
-            api_from: int = 0) -> Path:
-    releases = [fake_torch("2.5.0", "2024-01-01T00:00:00Z")]
+            api_from: int = 0, torch_uploads: tuple[tuple[str, str], ...] = ()) -> Path:
+    releases = [fake_torch("2.5.0", "2024-01-01T00:00:00Z")] + [fake_torch(v, when) for v, when in torch_uploads]
     for i, bug in enumerate(buggy):
         body = "import no_such_native_ext\n" if i in broken else f"BUGGY = {bug}\nHAS_API = {i >= api_from}\n"
         releases.append(FakeRelease("fakelib", f"1.{i}.0", f"2024-02-{i + 1:02d}T00:00:00Z", module=body,
@@ -98,6 +98,21 @@ def test_a_default_range_starting_at_releases_that_cannot_be_installed_steps_inw
     root = project(tmp_path / "all-fixed", [False] * N, broken={0, 1, 2})
     code, out, err = bisect(root, capsys)
     assert code == 1 and "1.3.0 is fixed, 1.15.0 is fixed (1.0.0 … 1.2.0 (3) cannot be installed" in err
+
+
+def test_the_summary_says_when_torch_moved_with_the_bisected_package(tmp_path: Path, capsys) -> None:
+    """torch 2.6.0 was uploaded between fakelib 1.2.0 and 1.3.0: each probe resolves torch as of its release, so the
+    boundary is also a torch change, and the summary line says so (lightning 2.5.2 + torch 2.7.1 -> 2.5.3 + torch
+    2.8.0)."""
+    root = project(tmp_path, [i < 3 for i in range(6)], torch_uploads=(("2.6.0", "2024-02-03T12:00:00Z"),))
+    code, out, err = bisect(root, capsys)
+    assert code == 0, err
+    assert "releases 1.2.0 + torch 2.5.0 (reproduced) → 1.3.0 + torch 2.6.0 (fixed)" in out["summary"]
+    code, out, err = bisect(root, capsys)  # again: every probe reused from the store, the same line
+    assert code == 0 and "1.2.0 + torch 2.5.0 (reproduced) → 1.3.0 + torch 2.6.0 (fixed)" in out["summary"]
+    root = project(tmp_path / "same-torch", [i < 3 for i in range(6)])  # torch did not move: nothing added
+    code, out, err = bisect(root, capsys)
+    assert "releases 1.2.0 (reproduced) → 1.3.0 (fixed)" in out["summary"]
 
 
 def test_endpoints_that_agree_are_refused(tmp_path: Path, capsys) -> None:
