@@ -229,6 +229,21 @@ def test_rules_that_already_agree_are_unchanged(tmp_path: Path, case: Case) -> N
     assert rewrite(case, [d], "2024-04-01") is None
 
 
+def test_a_bound_written_with_or_without_trailing_zeros_is_the_same_rule(tmp_path: Path, case: Case) -> None:
+    """`"<1.3.0"` in case.yaml and the derived `"<1.3"` allow the same versions: `expect --check` must not call that a
+    change (a new user's `"<2.9"` against `"<2.9.0"`); a real change of bound still is one."""
+    path = case.folder / "case.yaml"
+    path.write_text(CASE_YAML.replace('fakelib: "<1.1"}   # a first guess', 'fakelib: "<1.3.0"}'))
+    same = load_case(path)
+    d = derived(tmp_path, same, *FIX_AT_1_3)
+    assert dump(d.new)[1] == {"when": {"fakelib": "<1.3"}, "outcome": "reproduced"}
+    assert not d.changed and d.summary().endswith("(unchanged)")
+    assert rewrite(same, [d], "2024-04-01") is None
+    path.write_text(CASE_YAML.replace('fakelib: "<1.1"}   # a first guess', 'fakelib: "<1.3.1"}'))
+    d = derived(tmp_path / "moved", load_case(path), *FIX_AT_1_3)
+    assert d.changed
+
+
 # --- writing ----------------------------------------------------------------------------------------------------
 
 

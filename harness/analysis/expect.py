@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
@@ -133,7 +134,7 @@ class Derivation:
     @property
     def changed(self) -> bool:
         """True when the derived rules differ from the case's."""
-        return self.new is not None and _dump(self.new) != _dump(self.old)
+        return self.new is not None and _meaning(self.new) != _meaning(self.old)
 
     @property
     def name(self) -> str:
@@ -178,8 +179,11 @@ def rules_text(rules: list[Rule]) -> str:
     return "; ".join(parts)
 
 
-def _dump(rules: list[Rule]) -> list[dict[str, Any]]:
-    return [r.model_dump(mode="json") for r in rules]
+def _meaning(rules: list[Rule]) -> list[tuple[str, dict[str, Any]]]:
+    """The rules as compared for a change: a version condition by the versions it allows (`<2.9` is `<2.9.0`), the
+    other conditions (device, nproc, git) as written."""
+    return [(rule.outcome.value, {key: SpecifierSet(cond) if isinstance(cond, str) and key not in (DEVICE, NPROC)
+                                  else cond for key, cond in rule.when.items()}) for rule in rules]
 
 
 def _key(version: str) -> tuple[Version, int, str]:
