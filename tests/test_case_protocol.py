@@ -23,7 +23,10 @@ the gaps known today are listed, exactly, in KNOWN_UNRUN.
 from __future__ import annotations
 
 import ast
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -31,7 +34,17 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ROOT / "cases"
-CASE_DIRS = sorted(p.parent for p in CASES.glob("*/repro.py"))
+OWN_DIRS = sorted(p.parent for p in CASES.glob("*/repro.py"))
+
+
+def case_dirs(environ: dict[str, str]) -> list[Path]:
+    """This checkout's cases, and those of the folders in $BUGMATRIX_CASES_DIR (`os.pathsep`-separated): a case
+    written with `bugmatrix --cases-dir DIR new ...` is checked by `BUGMATRIX_CASES_DIR=DIR pytest <this file>`."""
+    extra = [Path(d) for d in environ.get("BUGMATRIX_CASES_DIR", "").split(os.pathsep) if d]
+    return OWN_DIRS + sorted(p.parent for d in extra for p in d.glob("*/repro.py") if p.parent not in OWN_DIRS)
+
+
+CASE_DIRS = case_dirs(dict(os.environ))
 
 EXIT_CALLS = {"sys.exit", "exit", "quit", "os._exit", "_exit"}
 
@@ -314,10 +327,10 @@ def readme_snippet() -> str:
 
 
 def test_there_are_cases():
-    assert len(CASE_DIRS) >= 16
+    assert len(OWN_DIRS) >= 16
 
 
-@pytest.mark.parametrize("case_dir", CASE_DIRS, ids=lambda p: p.name)
+@pytest.mark.parametrize("case_dir", OWN_DIRS, ids=lambda p: p.name)
 def test_the_readme_cases_table_has_a_row_for_the_case(case_dir: Path):
     """The README's cases table (`bugmatrix report --format cases`) lists every case: a new case is not done
     until its measured row is there."""
@@ -328,7 +341,7 @@ def test_the_readme_cases_table_has_a_row_for_the_case(case_dir: Path):
 @pytest.mark.parametrize("case_dir", CASE_DIRS, ids=lambda p: p.name)
 def test_case_follows_the_canonical_setup(case_dir: Path):
     problems = check_script((case_dir / "repro.py").read_text())
-    assert not problems, f"cases/{case_dir.name}/repro.py:\n  " + "\n  ".join(problems)
+    assert not problems, f"{_shown(case_dir)}/repro.py:\n  " + "\n  ".join(problems)
 
 
 # Documented paths that no variant runs yet, each still to be given a measured variant (or dropped from the
@@ -345,12 +358,34 @@ def test_every_flag_the_script_defines_is_run_by_a_variant(case_dir: Path):
     known = KNOWN_UNRUN.get(case_dir.name, [])
     new = [p for p in problems if not any(k in p for k in known)]
     closed = [k for k in known if not any(k in p for p in problems)]
-    assert not new, f"cases/{case_dir.name}:\n  " + "\n  ".join(new)
-    assert not closed, f"cases/{case_dir.name}: now run by a variant, drop from KNOWN_UNRUN: {closed}"
+    assert not new, f"{_shown(case_dir)}:\n  " + "\n  ".join(new)
+    assert not closed, f"{_shown(case_dir)}: now run by a variant, drop from KNOWN_UNRUN: {closed}"
 
 
 def test_known_unrun_names_existing_cases():
-    assert set(KNOWN_UNRUN) <= {p.name for p in CASE_DIRS}
+    assert set(KNOWN_UNRUN) <= {p.name for p in OWN_DIRS}
+
+
+def _shown(case_dir: Path) -> str:
+    return f"cases/{case_dir.name}" if case_dir.parent == CASES else str(case_dir)
+
+
+def test_cases_in_another_folder_are_checked_too(tmp_path: Path) -> None:
+    """A case kept outside cases/ (`bugmatrix --cases-dir DIR new ...`) is checked by this module when
+    $BUGMATRIX_CASES_DIR names its folder: a script that breaks the protocol fails, named by its real path."""
+    own = OWN_DIRS[0]
+    good, bad = tmp_path / "mine-1-good", tmp_path / "mine-2-bad"
+    for folder in (good, bad):
+        folder.mkdir()
+        (folder / "case.yaml").write_text((own / "case.yaml").read_text())
+    (good / "repro.py").write_text((own / "repro.py").read_text())
+    (bad / "repro.py").write_text((own / "repro.py").read_text().replace("sys.exit(main())", "main()"))
+    assert case_dirs({"BUGMATRIX_CASES_DIR": str(tmp_path)})[-2:] == [good, bad]
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
+                          str(Path(__file__)), "-k", "canonical_setup and mine"], cwd=ROOT, capture_output=True,
+                         text=True, env={**os.environ, "BUGMATRIX_CASES_DIR": str(tmp_path)}, check=False)
+    assert run.returncode == 1, run.stdout[-2000:]
+    assert "1 failed, 1 passed" in run.stdout and f"{bad}/repro.py" in run.stdout
 
 
 FLAGS = """
