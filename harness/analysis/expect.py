@@ -60,7 +60,7 @@ from packaging.version import InvalidVersion, Version
 from harness.analysis.transitions import Between, Boundary, short
 from harness.launch.expectations import environment_of, expected_outcome, rule_holds
 from harness.launch.interpreter import Environment, Installed
-from harness.model.case import Case, load_case
+from harness.model.case import Case, cases_dir_option, load_case
 from harness.model.case_schema import DEVICE, NPROC, CaseError, GitCondition, Rule, Variant
 from harness.model.common import DEVICES, logical_name
 from harness.model.common import primary_package as primary_of
@@ -386,8 +386,9 @@ def _adjacent(d: Derivation, before: str, after: str, old: Outcome, new: Outcome
             else:
                 text = (f"{old.value} in {before}, {new.value} in {after}, with {len(untested)} release(s) not run"
                         + (f" and {', '.join(undecided)} undecided" if undecided else ""))
-            hint = (f"narrow it with `bugmatrix narrow {d.case.id} --package {d.package} --device {device}`" if kind
-                    else f"run the releases between (`bugmatrix bisect {d.case.id} --package {d.package} --variant "
+            bugmatrix = f"bugmatrix {cases_dir_option(d.case.folder.parent)}"
+            hint = (f"narrow it with `{bugmatrix}narrow {d.case.id} --package {d.package} --device {device}`" if kind
+                    else f"run the releases between (`{bugmatrix}bisect {d.case.id} --package {d.package} --variant "
                     f"{d.variant} --device {device} --old {before} --new {after}`, at each world size: `--nproc N`)")
             raise Refused(f"{d.package}: {text}: the boundary is an interval; {hint}")
     word = kind or f"{new.value}"

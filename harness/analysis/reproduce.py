@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from harness.analysis.transitions import Axis, Boundary
 from harness.matrix.git import git_url
-from harness.model.case import Case
+from harness.model.case import Case, script_path
 from harness.model.common import logical_name
 from harness.model.result import Result
 
@@ -53,7 +53,7 @@ def repro_command(case: Case, result: Result, matrix: Matrix | None = None, pyth
         command += ["--with", requirement]
     args = case.spec.variants[result.variant].args if result.variant in case.spec.variants else []
     command += ["python", "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={result.nproc}",
-                f"cases/{case.id}/{case.spec.script}", "--device", result.device, *args]
+                script_path(case), "--device", result.device, *args]
     return shlex.join(command)
 
 

@@ -20,9 +20,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
+from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
+from harness.model.case import cases_dir_option
 from harness.model.common import logical_name
 from harness.model.outcome import Outcome
 from harness.model.result import Result
@@ -114,9 +116,10 @@ class Axis:
     def unknown_in(self) -> list[str]:
         return [p.version for p in self.points if p.status in (UNKNOWN, MIXED)]
 
-    def narrow_command(self) -> str:
-        """The command that closes this axis's interval boundaries."""
-        return f"bugmatrix narrow {self.case} --package {self.package} --device {self.device}"
+    def narrow_command(self, cases_dir: Path | None = None) -> str:
+        """The command that closes this axis's interval boundaries (`--cases-dir` when the case lives elsewhere)."""
+        return (f"bugmatrix {cases_dir_option(cases_dir)}narrow {self.case} --package {self.package} "
+                f"--device {self.device}")
 
     def boundaries(self, between: Between | None = None) -> list[Boundary]:
         """Each fix and regression along the axis with its precision (see the module docstring)."""
@@ -144,9 +147,9 @@ class Axis:
                 out.append(("regressed", before.version, after.version))
         return out
 
-    def summary(self, between: Between | None = None) -> str:
+    def summary(self, between: Between | None = None, cases_dir: Path | None = None) -> str:
         """One line: where it reproduces, where it was fixed or came back (each with its precision), what could
-        not say."""
+        not say (the narrow command with `--cases-dir` when the case lives outside the default folder)."""
         if not self.points:
             return "no results"
         parts = []
@@ -156,7 +159,7 @@ class Axis:
         elif not self.reproduced_unplaced:  # else the unplaced commits say where
             parts.append("never reproduced")
         for b in self.boundaries(between):
-            parts.append(b.text() + (f" — narrow with `{self.narrow_command()}`" if b.untested else ""))
+            parts.append(b.text() + (f" — narrow with `{self.narrow_command(cases_dir)}`" if b.untested else ""))
         if self.unknown_in:
             parts.append(f"could not say: {', '.join(map(short, self.unknown_in))}")
         if self.unplaced:
