@@ -95,6 +95,8 @@ def test_a_default_range_starting_at_releases_that_cannot_be_installed_steps_inw
     assert "fakelib 1.0.0 … 1.2.0 (3 releases) cannot be installed or imported here" in err
     assert 'started at 1.3.0, the oldest that installs' in err
     assert 'supports: {fakelib: ">=1.3.0"}' in err and "--old 1.3.0" in err
+    [line] = [line for line in err.splitlines() if "probe 1.0.0: infra" in line]
+    assert "no_such_native_ext" in line, line  # the cause, on the probe's whole first line (issue 27 item 2)
     root = project(tmp_path / "all-fixed", [False] * N, broken={0, 1, 2})
     code, out, err = bisect(root, capsys)
     assert code == 1 and "1.3.0 is fixed, 1.15.0 is fixed (1.0.0 … 1.2.0 (3) cannot be installed" in err
@@ -110,6 +112,7 @@ def test_the_summary_says_when_torch_moved_with_the_bisected_package(tmp_path: P
     assert "releases 1.2.0 + torch 2.5.0 (reproduced) → 1.3.0 + torch 2.6.0 (fixed)" in out["summary"]
     code, out, err = bisect(root, capsys)  # again: every probe reused from the store, the same line
     assert code == 0 and "1.2.0 + torch 2.5.0 (reproduced) → 1.3.0 + torch 2.6.0 (fixed)" in out["summary"]
+    assert ResultStore(root / "r.db").results(out["run_id"]) == []  # nothing launched again (issue 27 item 4)
     root = project(tmp_path / "same-torch", [i < 3 for i in range(6)])  # torch did not move: nothing added
     code, out, err = bisect(root, capsys)
     assert "releases 1.2.0 (reproduced) → 1.3.0 (fixed)" in out["summary"]
@@ -191,4 +194,5 @@ def test_bisect_ends_with_the_command_for_each_side(tmp_path: Path, capsys) -> N
     assert code == 0, out
     assert "releases 1.2.0 (reproduced) → 1.3.0 (fixed)" in out
     assert "# 1.2.0: reproduced" in out and "# 1.3.0: fixed" in out
-    assert "--with fakelib==1.3.0" in out and "--nproc_per_node=1 cases/fakelib-1-bug/repro.py --device cpu" in out
+    assert "--with fakelib==1.3.0" in out  # the script where the case lives (not under the default cases/)
+    assert f"--nproc_per_node=1 {(root / 'cases').resolve()}/fakelib-1-bug/repro.py --device cpu" in out

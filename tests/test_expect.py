@@ -153,7 +153,7 @@ def test_an_interval_boundary_is_refused_naming_it_and_the_narrow_command(tmp_pa
     d = derived(tmp_path, case, ("fakelib-1.0", result("1.0", R)), ("fakelib-2.0", result("2.0", F)))
     assert d.new is None
     assert "fixed between 1.0 and 2.0 (9 releases not run)" in d.refused
-    assert f"bugmatrix narrow {CASE} --package fakelib --device cpu" in d.refused
+    assert f"bugmatrix --cases-dir {case.folder.parent} narrow {CASE} --package fakelib --device cpu" in d.refused
 
 
 def test_a_version_between_that_could_not_say_keeps_the_boundary_an_interval(tmp_path: Path, case: Case) -> None:
@@ -332,7 +332,7 @@ def test_expect_write_turns_measurements_into_rules_that_run_then_meets(
     assert cli(project, "expect") == 1
     out = capsys.readouterr().out
     assert f"{CASE}::bug: refused: fakelib: fixed between 1.0 and 2.0 (9 releases not run)" in out
-    assert f"bugmatrix narrow {CASE} --package fakelib --device cpu" in out
+    assert f"bugmatrix --cases-dir {project / 'cases'} narrow {CASE} --package fakelib --device cpu" in out
     assert f"{CASE}::workaround: fixed (unchanged)" in out
     assert case_file.read_text() == CASE_YAML
 
