@@ -25,7 +25,7 @@ from harness.commands import UsageError
 from harness.launch.execute import default_devices
 from harness.launch.interpreter import InterpreterError, inspect_interpreter, machine_name, prefetch_gpus
 from harness.matrix.basics import DEFAULT_MATRIX, DEFAULT_ROOT, ENVS_FALLBACK, IndexLookupError, MatrixError
-from harness.model.case import Case, discover, select
+from harness.model.case import Case, cases_dir_option, default_cases_dir, discover, select
 from harness.model.case_schema import CaseError
 from harness.model.outcome import shown
 from harness.model.result import Result, counts, misses
@@ -76,7 +76,7 @@ def _cell_environments(matrix: Matrix, envs: Path, disk_budget: int | None = Non
 
 
 # `cases/` in the current directory, else the one beside this package (a checkout of bugmatrix).
-DEFAULT_CASES = Path("cases") if Path("cases").is_dir() else Path(__file__).resolve().parent.parent / "cases"
+DEFAULT_CASES = default_cases_dir()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -450,8 +450,9 @@ def cmd_new(args: argparse.Namespace) -> int:
     if taken:
         console.print(f"[yellow]note:[/] {upstream.ref} already has a case: {', '.join(taken)}", soft_wrap=True,
                       highlight=False)
-    console.print(f'until both files are written, `bugmatrix run {case_id}` can only skip ("{scaffold.NOT_WRITTEN}"); '
-                  'see cases/README.md, "Starting a case"', soft_wrap=True, highlight=False)
+    run = f"bugmatrix {cases_dir_option(args.cases_dir)}run {case_id}"
+    console.print(escape(f'until both files are written, `{run}` can only skip ("{scaffold.NOT_WRITTEN}"); see '
+                         'cases/README.md, "Starting a case"'), soft_wrap=True, highlight=False)
     return 0
 
 
@@ -754,6 +755,9 @@ def cmd_narrow(args: argparse.Namespace) -> int:
 
     err = make_console(stderr=True)
     cases = {c.id: c for c in _cases(args, args.cases)[0]}
+    if args.cases and not cases:  # never "every boundary is adjacent" over a case it could not read
+        raise UsageError(f"no case matching {' '.join(args.cases)} in {args.cases_dir} (a case kept elsewhere: "
+                         "bugmatrix --cases-dir DIR narrow ...)")
     matrix = _matrix(args.matrix)
     store = open_reader(args, writable=not args.dry_run)
     between = between_on_index(matrix, cases)
@@ -776,8 +780,15 @@ def cmd_narrow(args: argparse.Namespace) -> int:
                       "that cannot be placed without a local clone", soft_wrap=True)
             return 1
         if not targets:
-            err.print("no interval boundary to narrow: every boundary in the record and the store is adjacent",
-                      soft_wrap=True, highlight=False)
+            unread = sorted({r.case for _, r in latest if r.case not in cases
+                             and (not args.cases or any(p in r.case for p in args.cases))})
+            if unread:  # results of cases not in --cases-dir: their boundaries were not looked at
+                err.print(f"not looked at: the results of {len(unread)} case(s) not in {args.cases_dir} "
+                          f"({', '.join(unread[:5])}{' …' if len(unread) > 5 else ''}; pass --cases-dir)",
+                          soft_wrap=True, highlight=False)
+            err.print(f"no interval boundary to narrow: every boundary of the cases in {args.cases_dir} is adjacent"
+                      if unread else "no interval boundary to narrow: every boundary in the record and the store "
+                      "is adjacent", soft_wrap=True, highlight=False)
         return 1 if targets else 0  # --dry-run: exit 1 while an interval is left (as `expect --check`)
     with recording(store, " ".join(sys.argv), machine_name()) as run_id:
         done = narrow(targets, cases, matrix, _cell_environments(matrix, args.envs), store, run_id,
@@ -971,15 +982,16 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         commits=not args.no_commits, dates=args.dates, channel=args.channel,
     )
     store = open_reader(args, writable=True)
+    probed: dict[str, Result] = {}  # each candidate's result, reused probes included
     with recording(store, " ".join(sys.argv), machine_name()) as run_id:
         try:
             matrix = _matrix(args.matrix)
             levels = bisect(matrix, _cell_environments(matrix, args.envs), request, store, run_id,
-                            say=lambda line: err.print(line, soft_wrap=True))
+                            say=lambda line: err.print(line, soft_wrap=True), probed=probed)
         except (BisectError, BisectRefused, MatrixError, GitError) as exc:  # a refusal is a complete, recorded run
             err.print(f"[red]bisect refused:[/] {exc}", soft_wrap=True)
             return 1
-    summary = bisect_summary(case.id, args.variant, args.package, levels)
+    summary = bisect_summary(case.id, args.variant, args.package, levels, probed, case.spec.packages)
     if args.json:
         print(to_json({"run_id": run_id, "summary": summary, "levels": [
             {"level": level, "old": r.old.value, "new": r.new.value, "last_old": str(r.last_old),
@@ -994,7 +1006,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         console.print(summary, soft_wrap=True, markup=False, highlight=False)
         if levels:
             console.print("\nTo reproduce each side anywhere:", highlight=False)
-            for command in bisect_commands(case, levels[-1][1], store.results(run_id), matrix):
+            for command in bisect_commands(case, levels[-1][1], store.results(run_id), matrix, probed):
                 console.print(command, soft_wrap=True, markup=False, highlight=False)
     return 1 if any(r.ambiguous for _, r in levels) else 0
 

@@ -143,6 +143,48 @@ def test_a_record_file_that_does_not_parse_names_file_and_line_and_nothing_is_wr
     assert snapshot == sorted((p, p.stat().st_mtime_ns) for p in tmp_path.rglob("*"))
 
 
+def test_a_file_read_in_one_parse_still_names_the_line_that_is_not_one_object(tmp_path: Path, case: Case) -> None:
+    """The whole-file parse (the fast path) must not accept what the line-by-line reading refuses."""
+    record = Record()
+    fold_store(record, _store(tmp_path / "r.db", case, _two_cells(case)), [case])
+    write(tmp_path / "rec", record)
+    path = tmp_path / "rec" / "results" / f"{case.id}.jsonl"
+    first, second = path.read_text().splitlines()
+    path.write_text(f"{first},{second}\n")  # two objects on one line: a valid array when the lines are joined
+    with pytest.raises(RecordError, match=rf"{path.name}:1: not a JSON object \(Extra data\)"):
+        load(tmp_path / "rec")
+    cut = second.index(",") + 1  # one object over two lines
+    path.write_text(f"{first}\n{second[:cut]}\n{second[cut:]}\n")
+    with pytest.raises(RecordError, match=rf"{path.name}:2: not a JSON object"):
+        load(tmp_path / "rec")
+    path.write_text(f"{first}\n[{second}]\n")
+    with pytest.raises(RecordError, match=rf"{path.name}:2: not a JSON object$"):
+        load(tmp_path / "rec")
+    path.write_text(first.replace('"nproc":1', '"nproc":true') + "\n")  # bool is no int (the fast check says so)
+    with pytest.raises(RecordError, match=rf"{path.name}:1: nproc: True is not a int"):
+        load(tmp_path / "rec")
+    path.write_text(first.replace('"duration_s":8.0', '"duration_s":8') + "\n\n" + second + "\n")
+    assert [row["duration_s"] for row in load(tmp_path / "rec").rows] == [8, 8.0]
+
+
+def test_a_result_read_from_the_record_is_the_model_a_constructed_one_is(tmp_path: Path, case: Case) -> None:
+    """`from_row` builds Results without pydantic's per-field handling: the same model, every field set, usable."""
+    from harness.session.record import from_row, to_row
+
+    original = _result(case, "2.0.1", Outcome.REPRODUCED, 1000.0)
+    _, cell, read = from_row(to_row("run-1", "torch-2.0.1", original, "m-1"))
+    assert cell == "torch-2.0.1"
+    expected = Result.model_construct(**{**read.__dict__})
+    assert read == expected and read.model_fields_set == set(Result.model_fields) == expected.model_fields_set
+    assert read.model_dump() == expected.model_dump()
+    assert (read.case, read.outcome, read.versions, read.tallies, read.started_at) == (
+        original.case, original.outcome, original.versions, original.tallies, original.started_at)
+    copy = read.model_copy(update={"expected": Outcome.FIXED})
+    assert copy.ok is False and read.expected is None
+    read.reason = "changed"  # an assignment works as on any model (the fields-set is the instance's own)
+    assert read.reason == "changed" and expected.reason != "changed"
+
+
 def test_layered_reader_prefers_the_newest_and_writes_to_the_local_store_only(tmp_path: Path, case: Case) -> None:
     record = Record()
     fold_store(record, _store(tmp_path / "r.db", case, _two_cells(case)), [case])

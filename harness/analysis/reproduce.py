@@ -12,20 +12,24 @@ from __future__ import annotations
 
 import shlex
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from harness.analysis.transitions import Axis, Boundary
-from harness.matrix.envcache import exclude_newer
-from harness.matrix.expand import Matrix
 from harness.matrix.git import git_url
-from harness.matrix.resolve import companions, made_at
-from harness.model.case import Case
+from harness.model.case import Case, script_path
 from harness.model.common import logical_name
 from harness.model.result import Result
+
+if TYPE_CHECKING:  # the planner is imported only when a matrix is given (`audit` prints commands without one)
+    from harness.matrix.expand import Matrix
 
 
 def repro_command(case: Case, result: Result, matrix: Matrix | None = None, python: str = "3.11") -> str:
     """A shell command that runs `result`'s job again with its exact versions (see the module docstring). With a
     matrix, the cut-off date comes from its index (and commit dates from local clones); without, it is left out."""
+    if matrix is not None:
+        from harness.matrix.envcache import exclude_newer
+        from harness.matrix.resolve import companions, made_at
     withs, stamps = [], []
     for dist, recorded in sorted(result.versions.items()):
         version, _, commit = recorded.partition(" @ ")
@@ -49,7 +53,7 @@ def repro_command(case: Case, result: Result, matrix: Matrix | None = None, pyth
         command += ["--with", requirement]
     args = case.spec.variants[result.variant].args if result.variant in case.spec.variants else []
     command += ["python", "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={result.nproc}",
-                f"cases/{case.id}/{case.spec.script}", "--device", result.device, *args]
+                script_path(case), "--device", result.device, *args]
     return shlex.join(command)
 
 

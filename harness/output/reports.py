@@ -63,7 +63,13 @@ class MatrixReport:
 
     def summaries(self) -> list[tuple[Axis, str]]:
         """Each case's primary axis and its one-line summary, every boundary with its precision."""
-        return [(a, a.summary(self.between)) for a in self.axes if a.package == self.primary.get(a.case)]
+        return [(a, a.summary(self.between, self.cases_dir(a.case))) for a in self.axes
+                if a.package == self.primary.get(a.case)]
+
+    def cases_dir(self, case_id: str) -> Path | None:
+        """The folder the case was read from (for the commands a report prints), None when unknown."""
+        case = self.cases.get(case_id)
+        return case.folder.parent if case is not None else None
 
 
 def rules_text(variant: Any) -> str:
@@ -278,12 +284,13 @@ def to_json(report: MatrixReport) -> str:
         "cells": report.cells,
         "axes": [
             {"case": a.case, "variant": a.variant, "device": a.device, "package": a.package,
-             "summary": a.summary(report.between), "reproduced_in": a.reproduced_in, "unknown_in": a.unknown_in,
+             "summary": a.summary(report.between, report.cases_dir(a.case)), "reproduced_in": a.reproduced_in,
+             "unknown_in": a.unknown_in,
              "changes": [{"kind": k, "last_before": b, "first_after": f} for k, b, f in a.changes()],
              "boundaries": [{"kind": b.kind, "before": b.before, "after": b.after, "adjacent": b.adjacent,
                              "not_run": None if b.untested is None else list(b.untested),
                              "could_not_say": list(b.undecided), "text": b.text(),
-                             "narrow": None if b.adjacent else a.narrow_command(),
+                             "narrow": None if b.adjacent else a.narrow_command(report.cases_dir(a.case)),
                              "reproduce": _commands(report, a, b)}
                             for b in a.boundaries(report.between)],
              "points": [{"version": p.version, "status": p.status, "cells": p.cells} for p in a.points],
