@@ -298,6 +298,9 @@ def _parser() -> argparse.ArgumentParser:
 
     audit_command.add_parser(sub, {"--db": db, "--record": record})
     osv_command.add_parser(sub, {"--db": db, "--record": record})
+    from harness.commands import check_case as check_case_command
+
+    check_case_command.add_parser(sub, {})
 
     p_merge = sub.add_parser("merge", help="fold results stores (e.g. nightly shards) into one, without duplicates",
                              parents=[db])
