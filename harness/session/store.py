@@ -52,6 +52,7 @@ from harness.model.outcome import Outcome, RankStatus
 from harness.model.result import Result
 
 DEFAULT_DB = Path(os.environ.get("BUGMATRIX_DB", ".bugmatrix/results.db"))
+NIGHTLY_DB = "nightly.db"  # the nightly's merged store: its file name in results/, and so in the baseline folder
 SCHEMA_VERSION = 4
 
 _SCHEMA = """
