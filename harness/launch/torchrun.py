@@ -4,6 +4,10 @@ Promises:
 - every launch uses `torchrun --standalone`, whose rendezvous binds port 0 (the OS hands out a free port, so
   parallel launches cannot pick the same one); a launch that still fails with "address already in use" before
   any rank started is retried, up to `PORT_RETRIES` times;
+- the timeout is the case's: its clock starts when the first rank starts (its wrapper writes its record), so
+  torchrun's own start-up (its agent imports torch: 2 s on an idle machine, 26 s measured under load 28 on 2 cores)
+  never uses up a case's limit before the case has run; that start-up has its own bound, `STARTUP_S` (no rank
+  started by then: a timeout, with a note saying so);
 - a launch that outlives its timeout first gets every live rank's stacks, taken from outside the rank (`py-spy
   dump --native`: Python and native frames, whatever state the rank is in) and from inside it (SIGUSR1 ->
   faulthandler, sent only to a rank that still handles SIGUSR1: to one that reset it, SIGUSR1 would be fatal); each
@@ -52,6 +56,7 @@ PYSPY_PLAIN_S = 1.5  # ... and, where it failed, a Python-only `py-spy dump`
 STACKS_CHARS = 64_000  # per rank and per source
 WATCH_S = 1.0  # how often a running launch looks for orphans it adopted (to reap them once they die)
 POLL_S = 0.2  # how often a running launch reads torchrun's new output for its closing signals
+STARTUP_S = 300.0  # how long torchrun gets to start the first rank (the case's timeout starts counting then)
 STOP_GRACE_S = 3.0  # how long ranks get to act on torchrun's SIGTERM before the harness kills them (torchrun: 30 s)
 CLOSING = re.compile(rb"Sending process (\d+) closing signal (SIG\w+)")  # torchrun stopping a rank after a failure
 MARKER_ENV = "BUGMATRIX_LAUNCH"  # every process of a launch inherits this launch's id
@@ -155,6 +160,7 @@ class LaunchResult:
     strays: list[str] = field(default_factory=list)  # processes of this launch killed after it ended
     marker: str = ""  # the launch's id, the value of BUGMATRIX_LAUNCH in its processes' environment
     stop_grace_s: float = STOP_GRACE_S  # what a `stopped` rank was given to act on torchrun's SIGTERM
+    startup_s: float | None = None  # from the launch to its first rank's start (None: no rank started)
 
 
 def torchrun_command(python: str, script: Path, args: list[str], nproc: int) -> list[str]:
@@ -216,6 +222,7 @@ def _launch_once(
         stopped: set[int] = set()
         adopted: set[int] = set()
         strays: list[str] = []
+        startup: float | None = None
         with open(agent_log_path, "wb") as agent_log:
             proc = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=agent_log, stderr=subprocess.STDOUT,
@@ -224,7 +231,7 @@ def _launch_once(
             with _active_lock:
                 _active.add(proc)
             try:
-                deadline = started + timeout
+                deadline = started + STARTUP_S  # torchrun's start-up; once a rank starts, the case's own limit
                 closing = _Closing(agent_log_path)
                 next_watch = started + WATCH_S
                 while True:
@@ -234,6 +241,11 @@ def _launch_once(
                         break
                     except subprocess.TimeoutExpired:
                         now = time.monotonic()
+                        if startup is None:
+                            first = _first_start(rank_dir)
+                            if first is not None:  # the case's clock starts with its first rank
+                                startup = max(0.0, now - started - max(0.0, time.time() - first))
+                                deadline = started + startup + timeout
                         if now >= deadline:
                             timed_out = True
                             hung = _take_stacks(rank_dir)
@@ -262,6 +274,7 @@ def _launch_once(
         return LaunchResult(
             command=command, nproc=nproc, returncode=proc.returncode, timed_out=timed_out,
             duration_s=duration, agent_log=scan_log(agent_log_path).text, ranks=ranks, strays=strays, marker=marker,
+            startup_s=startup if startup is not None or timed_out else _startup(ranks, duration),
         )
 
 
@@ -317,6 +330,25 @@ def _rank_pids(rank_dir: Path) -> dict[int, int]:
         except (OSError, ValueError, KeyError, TypeError):
             continue
     return pids
+
+
+def _first_start(rank_dir: Path) -> float | None:
+    """When the first rank of the launch started (its wrapper's record, time.time()); None before any did."""
+    times = []
+    for record_file in rank_dir.glob("rank*.json"):
+        try:
+            times.append(float(json.loads(record_file.read_text())["started"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return min(times) if times else None
+
+
+def _startup(ranks: dict[int, RankRecord], duration: float) -> float | None:
+    """For a launch that ended before its loop saw a rank start: the start-up from the ranks' own records."""
+    first = min((r.started for r in ranks.values() if r.started is not None), default=None)
+    if first is None:
+        return None
+    return max(0.0, duration - max(0.0, time.time() - first))
 
 
 def _running(pid: int) -> bool:
