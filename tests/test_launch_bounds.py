@@ -304,19 +304,26 @@ def test_the_harness_still_kills_strays_where_it_cannot_be_a_subreaper(make_case
 
 # ---------------------------------------------------------------------------------------------------------- D
 
-SLOW_TORCHRUN = "import runpy, sys, time; time.sleep(float(sys.argv.pop(1))); " \
-                "runpy.run_module('torch.distributed.run', run_name='__main__', alter_sys=True)"
+SLOW_TORCHRUN = """
+import runpy, sys, time
+before, after = float(sys.argv.pop(1)), float(sys.argv.pop(1))
+time.sleep(before)
+try:
+    runpy.run_module("torch.distributed.run", run_name="__main__", alter_sys=True)
+finally:
+    time.sleep(after)
+"""
 
 
-def slow_torchrun(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
+def slow_torchrun(monkeypatch: pytest.MonkeyPatch, seconds: float, after: float = 0.0) -> None:
     """torchrun that takes `seconds` before it starts (as its agent importing torch on a loaded machine: 26 s
-    measured at load 28 on 2 cores, 2 s idle)."""
+    measured at load 28 on 2 cores, 2 s idle) and `after` to exit once its ranks have."""
     from harness.launch import torchrun
 
     plain = torchrun.torchrun_command
 
     def command(python: str, script: Path, args: list[str], nproc: int) -> list[str]:
-        return [python, "-c", SLOW_TORCHRUN, str(seconds), *plain(python, script, args, nproc)[3:]]
+        return [python, "-c", SLOW_TORCHRUN, str(seconds), str(after), *plain(python, script, args, nproc)[3:]]
 
     monkeypatch.setattr(torchrun, "torchrun_command", command)
 
@@ -334,6 +341,17 @@ def test_torchruns_start_up_does_not_count_against_the_cases_timeout(
     result = run_one(make_case, env, "import time\ntime.sleep(3600)\n", case_id="fake-2-hang", timeout=5)
     assert result.outcome is Outcome.TIMEOUT and 'repro.py", line 2 in <module>' in result.stacks, result.stacks
     assert launches[-1].duration_s - launches[-1].startup_s < 5 + 10
+
+
+def test_torchruns_wind_down_does_not_count_against_the_cases_timeout(
+    make_case: MakeCase, env: Environment, monkeypatch: pytest.MonkeyPatch, launches: list
+) -> None:
+    """Once every rank has exited, torchrun writing its summary and exiting (seconds on a loaded machine: a 5 s case
+    timed out after its rank printed OK) is not the case's time: the ranks' verdict stands."""
+    slow_torchrun(monkeypatch, 0, after=8)
+    result = run_one(make_case, env, "print('OK')\n", timeout=3, variants={"bug": {"expect": [{"outcome": "fixed"}]}})
+    assert result.outcome is Outcome.FIXED, (result.reason, result.log_excerpt)
+    assert launches[-1].duration_s - launches[-1].startup_s >= 8, launches[-1]
 
 
 def test_a_torchrun_that_never_starts_a_rank_times_out_saying_so(

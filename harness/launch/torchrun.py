@@ -7,7 +7,9 @@ Promises:
 - the timeout is the case's: its clock starts when the first rank starts (its wrapper writes its record), so
   torchrun's own start-up (its agent imports torch: 2 s on an idle machine, 26 s measured under load 28 on 2 cores)
   never uses up a case's limit before the case has run; that start-up has its own bound, `STARTUP_S` (no rank
-  started by then: a timeout, with a note saying so);
+  started by then: a timeout, with a note saying so); so is its wind-down: a launch whose ranks have all exited is
+  not timed out while torchrun writes its summary and exits (it is killed after `WIND_DOWN_S`, the ranks' verdicts
+  standing);
 - a launch that outlives its timeout first gets every live rank's stacks, taken from outside the rank (`py-spy
   dump --native`: Python and native frames, whatever state the rank is in) and from inside it (SIGUSR1 ->
   faulthandler, sent only to a rank that still handles SIGUSR1: to one that reset it, SIGUSR1 would be fatal); each
@@ -57,6 +59,7 @@ STACKS_CHARS = 64_000  # per rank and per source
 WATCH_S = 1.0  # how often a running launch looks for orphans it adopted (to reap them once they die)
 POLL_S = 0.2  # how often a running launch reads torchrun's new output for its closing signals
 STARTUP_S = 300.0  # how long torchrun gets to start the first rank (the case's timeout starts counting then)
+WIND_DOWN_S = 60.0  # how long torchrun gets to exit once every rank has (its summary, its store)
 STOP_GRACE_S = 3.0  # how long ranks get to act on torchrun's SIGTERM before the harness kills them (torchrun: 30 s)
 CLOSING = re.compile(rb"Sending process (\d+) closing signal (SIG\w+)")  # torchrun stopping a rank after a failure
 MARKER_ENV = "BUGMATRIX_LAUNCH"  # every process of a launch inherits this launch's id
@@ -223,6 +226,7 @@ def _launch_once(
         adopted: set[int] = set()
         strays: list[str] = []
         startup: float | None = None
+        winding = False  # every rank has exited at the deadline: torchrun gets WIND_DOWN_S more to exit
         with open(agent_log_path, "wb") as agent_log:
             proc = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=agent_log, stderr=subprocess.STDOUT,
@@ -247,8 +251,14 @@ def _launch_once(
                                 startup = max(0.0, now - started - max(0.0, time.time() - first))
                                 deadline = started + startup + timeout
                         if now >= deadline:
-                            timed_out = True
-                            hung = _take_stacks(rank_dir)
+                            if startup is not None and not winding and not _workers(proc):
+                                # Every rank has exited; torchrun is writing its summary and exiting (seconds on a
+                                # loaded machine): not the case's time. The kill below ends a torchrun that never does.
+                                winding, deadline = True, now + WIND_DOWN_S
+                                continue
+                            if not winding:
+                                timed_out = True
+                                hung = _take_stacks(rank_dir)
                             break
                         if adopting and now >= next_watch:
                             _watch_adopted(marker, adopted)
@@ -349,6 +359,14 @@ def _startup(ranks: dict[int, RankRecord], duration: float) -> float | None:
     if first is None:
         return None
     return max(0.0, duration - max(0.0, time.time() - first))
+
+
+def _workers(proc: subprocess.Popen[bytes]) -> bool:
+    """Whether torchrun still has a live worker (a child process that is not a zombie)."""
+    try:
+        return any(child.status() != psutil.STATUS_ZOMBIE for child in psutil.Process(proc.pid).children())
+    except psutil.Error:
+        return False
 
 
 def _running(pid: int) -> bool:
