@@ -44,7 +44,7 @@ from harness.session.pipeline import (
 )
 from harness.session.plan import Selection, plan_cells, plan_local
 from harness.session.record import DEFAULT_RECORD, RECORD_FALLBACK
-from harness.session.store import DB_FALLBACK, DEFAULT_DB, NullStore, ResultStore, StoreError, recording
+from harness.session.store import DB_FALLBACK, DEFAULT_DB, NIGHTLY_DB, NullStore, ResultStore, StoreError, recording
 
 if TYPE_CHECKING:
     from harness.matrix.cellenvs import CellEnvironments
@@ -272,7 +272,7 @@ def _parser() -> argparse.ArgumentParser:
     p_compat.add_argument("--redo", action="store_true", help="probe again what the store already holds")
     p_compat.add_argument("--resume-from", type=Path, action="append", metavar="STORE",
                           help="first copy the compat results of this store (a file, or a folder holding "
-                          "nightly.db: last night's) into --db, so that only what is new is probed (repeatable)")
+                          f"{NIGHTLY_DB}: last night's) into --db, so that only what is new is probed (repeatable)")
     p_compat.add_argument("--no-probe", action="store_true", help="probe nothing: show the table in the store")
     p_compat.add_argument(
         "--check",
@@ -311,6 +311,9 @@ def _parser() -> argparse.ArgumentParser:
     from harness.commands import docs as docs_command
 
     docs_command.add_parser(sub, {"--record": record, "--matrix": matrix}, build_parser)
+    from harness.commands import check_case as check_case_command
+
+    check_case_command.add_parser(sub, {})
 
     p_merge = sub.add_parser("merge", help="fold results stores (e.g. nightly shards) into one, without duplicates",
                              parents=[db])
@@ -344,7 +347,7 @@ def _parser() -> argparse.ArgumentParser:
     n_aggregate.add_argument("--shards", type=Path, default=Path("shards"),
                              help="the cells' SLUG.db and SLUG.exit-code files (default: shards)")
     n_aggregate.add_argument("--results", type=Path, default=Path("results"),
-                             help="writes nightly.db, report.html, compare.json here (default: results)")
+                             help=f"writes {NIGHTLY_DB}, report.html, compare.json here (default: results)")
     n_aggregate.add_argument("--plan", default="", help="the plan step's matrix (JSON): the cells expected")
     n_aggregate.add_argument("--baseline", type=Path, help="compare with this store (or `nightly baseline` "
                              "folder) instead of the committed record (--record), the nightly's baseline")
@@ -362,8 +365,8 @@ def _parser() -> argparse.ArgumentParser:
     n_record = nightly_steps.add_parser("record-pr", help="fold tonight's results into the record and open or "
                                         "update one pull request carrying the record's diff and the expect rules it "
                                         "calls for (git, gh)", parents=[matrix, record])
-    n_record.add_argument("--db", type=Path, default=Path("results/nightly.db"),
-                          help="tonight's merged store (default: results/nightly.db)")
+    n_record.add_argument("--db", type=Path, default=Path("results") / NIGHTLY_DB,
+                          help=f"tonight's merged store (default: results/{NIGHTLY_DB})")
     n_record.add_argument("--run-url", required=True, help="the nightly run, linked from the pull request")
     n_record.add_argument("--branch", default="bugmatrix/record", help="the pull request's branch "
                           "(default: bugmatrix/record)")
@@ -880,7 +883,7 @@ def cmd_compat(args: argparse.Namespace) -> int:
     store = open_reader(args, writable=probing or bool(args.resume_from))
     unknown = 0
     for source in args.resume_from or ():
-        path = source / "nightly.db" if source.is_dir() else source
+        path = source / NIGHTLY_DB if source.is_dir() else source
         if path.is_file():
             added = store.merge([path], compat_only=True)
             err.print(f"resumed from {path}: {added} compat result(s) copied", soft_wrap=True, highlight=False)

@@ -100,3 +100,20 @@ def one_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
 
     yield fake_gpu_machine(tmp_path / "fake-gpu", monkeypatch)
     interpreter.forget_gpus()
+
+
+@pytest.fixture
+def launches(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Every `LaunchResult` the jobs of this test got (from any thread), in the order they ended: what a `Result`
+    does not keep, such as how long torchrun took to start the ranks (`startup_s`), before the case's clock ran."""
+    from harness.launch import execute, torchrun
+
+    seen: list[torchrun.LaunchResult] = []
+
+    def recording(*args: Any, **kwargs: Any) -> torchrun.LaunchResult:
+        result = torchrun.launch(*args, **kwargs)
+        seen.append(result)
+        return result
+
+    monkeypatch.setattr(execute, "launch", recording)
+    return seen

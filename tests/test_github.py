@@ -208,10 +208,7 @@ def test_bugmatrix_matrix_github_prints_one_line(
     tmp_path: Path, index: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = write_matrix(tmp_path, index)
-    try:
-        code = main(["matrix", "--matrix", str(path), "--github", "--cells", "default", "--cases", "lightning"])
-    except SystemExit:
-        pytest.skip("`bugmatrix matrix --github` is not wired into harness/cli.py yet")
+    code = main(["matrix", "--matrix", str(path), "--github", "--cells", "default", "--cases", "lightning"])
     out = capsys.readouterr().out
     assert code == 0 and out.count("\n") == 1
     assert json.loads(out) == {"include": [entry("default", cases="lightning")]}

@@ -11,6 +11,7 @@ import pytest
 
 from harness.launch.execute import execute
 from harness.launch.interpreter import Environment
+from harness.launch.torchrun import LaunchResult
 from harness.model.outcome import Outcome, RankState
 from harness.session.plan import Selection, plan_local
 
@@ -42,7 +43,8 @@ def run_one(make_case: MakeCase, env: Environment, script: str, **fields: object
     return execute(job, env)
 
 
-def test_hung_rank_is_killed_with_stacks_and_nothing_left(make_case: MakeCase, env: Environment, tmp_path: Path):
+def test_hung_rank_is_killed_with_stacks_and_nothing_left(make_case: MakeCase, env: Environment, tmp_path: Path,
+                                                          launches: list[LaunchResult]):
     script = """
     import time, torch.distributed as dist
     dist.init_process_group("gloo")
@@ -55,7 +57,9 @@ def test_hung_rank_is_killed_with_stacks_and_nothing_left(make_case: MakeCase, e
     result = run_one(make_case, env, script, nproc=[2], timeout=timeout)
     elapsed = time.monotonic() - started
     assert result.outcome is Outcome.TIMEOUT
-    assert elapsed < timeout + 10, elapsed
+    [launched] = launches
+    assert launched.startup_s is not None  # the case's clock starts with its ranks, not with torchrun's start-up
+    assert elapsed - launched.startup_s < timeout + 10, (elapsed, launched.startup_s)
     assert "--- rank 0 ---" in result.stacks and "--- rank 1 ---" in result.stacks
     assert "in barrier" in result.stacks  # rank 0's stack shows the collective it hangs in
     assert "repro.py\", line 5" in result.stacks  # rank 1's stack shows its sleep

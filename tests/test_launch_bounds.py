@@ -300,3 +300,69 @@ def test_the_harness_still_kills_strays_where_it_cannot_be_a_subreaper(make_case
     assert "killed 1 stray process(es)" in out["reason"], out["reason"]
     assert leftovers(str(tmp_path)) == []
     assert "BUGMATRIX_LAUNCH" not in os.environ  # the marker is each launch's, never the harness's own
+
+
+# ---------------------------------------------------------------------------------------------------------- D
+
+SLOW_TORCHRUN = """
+import runpy, sys, time
+before, after = float(sys.argv.pop(1)), float(sys.argv.pop(1))
+time.sleep(before)
+try:
+    runpy.run_module("torch.distributed.run", run_name="__main__", alter_sys=True)
+finally:
+    time.sleep(after)
+"""
+
+
+def slow_torchrun(monkeypatch: pytest.MonkeyPatch, seconds: float, after: float = 0.0) -> None:
+    """torchrun that takes `seconds` before it starts (as its agent importing torch on a loaded machine: 26 s
+    measured at load 28 on 2 cores, 2 s idle) and `after` to exit once its ranks have."""
+    from harness.launch import torchrun
+
+    plain = torchrun.torchrun_command
+
+    def command(python: str, script: Path, args: list[str], nproc: int) -> list[str]:
+        return [python, "-c", SLOW_TORCHRUN, str(seconds), str(after), *plain(python, script, args, nproc)[3:]]
+
+    monkeypatch.setattr(torchrun, "torchrun_command", command)
+
+
+def test_torchruns_start_up_does_not_count_against_the_cases_timeout(
+    make_case: MakeCase, env: Environment, monkeypatch: pytest.MonkeyPatch, launches: list
+) -> None:
+    """The timeout is the case's: a torchrun slower to start than the whole limit still runs the case (its clock
+    starts with the first rank), and a case that then hangs times out with its stacks."""
+    slow_torchrun(monkeypatch, 8)
+    result = run_one(make_case, env, "print('OK')\n", timeout=5, variants={"bug": {"expect": [{"outcome": "fixed"}]}})
+    assert result.outcome is Outcome.FIXED, (result.reason, result.log_excerpt)
+    assert launches[-1].startup_s is not None and launches[-1].startup_s >= 8, launches[-1].startup_s
+    monkeypatch.setattr("harness.launch.torchrun.py_spy", lambda: None)
+    result = run_one(make_case, env, "import time\ntime.sleep(3600)\n", case_id="fake-2-hang", timeout=5)
+    assert result.outcome is Outcome.TIMEOUT and 'repro.py", line 2 in <module>' in result.stacks, result.stacks
+    assert launches[-1].duration_s - launches[-1].startup_s < 5 + 10
+
+
+def test_torchruns_wind_down_does_not_count_against_the_cases_timeout(
+    make_case: MakeCase, env: Environment, monkeypatch: pytest.MonkeyPatch, launches: list
+) -> None:
+    """Once every rank has exited, torchrun writing its summary and exiting (seconds on a loaded machine: a 5 s case
+    timed out after its rank printed OK) is not the case's time: the ranks' verdict stands."""
+    slow_torchrun(monkeypatch, 0, after=8)
+    result = run_one(make_case, env, "print('OK')\n", timeout=3, variants={"bug": {"expect": [{"outcome": "fixed"}]}})
+    assert result.outcome is Outcome.FIXED, (result.reason, result.log_excerpt)
+    assert launches[-1].duration_s - launches[-1].startup_s >= 8, launches[-1]
+
+
+def test_a_torchrun_that_never_starts_a_rank_times_out_saying_so(
+    make_case: MakeCase, env: Environment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """torchrun's start-up has its own bound (STARTUP_S), not the case's timeout; past it: a timeout whose reason
+    says no rank had started (so no stacks are missing)."""
+    from harness.launch import torchrun
+
+    monkeypatch.setattr(torchrun, "STARTUP_S", 3.0)
+    slow_torchrun(monkeypatch, 3600)
+    result = run_one(make_case, env, "print('OK')\n", timeout=600)
+    assert result.outcome is Outcome.TIMEOUT and result.duration_s < 60, result.duration_s
+    assert "no rank had started: torchrun did not start its workers within" in result.reason, result.reason

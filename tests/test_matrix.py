@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
@@ -9,12 +10,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from harness.cli import main
 from harness.matrix.basics import MatrixError
 from harness.matrix.envcache import EnvCache, cache_in_use
 from harness.matrix.expand import load_matrix
 from harness.matrix.resolve import resolve_cell
 
-from .fakeindex import FakeRelease, build_index
+from .fakeindex import FakeRelease, build_index, fake_torch
 
 BROKEN = "raise ImportError('undefined symbol: _ZN3c10fake (a fake ABI break)')\n"
 
@@ -164,9 +166,24 @@ def test_a_cell_that_cannot_import_or_resolve_is_infra_not_fatal(tmp_path: Path,
     assert [p.name for p in (tmp_path / "envs").iterdir() if not p.name.startswith(".")] == []
 
 
-def test_a_relative_environments_folder_still_launches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_relative_environments_folder_still_launches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """`--envs envs` (relative) builds there and launches from there, although a launch runs in the case's folder:
+    the case's verdict comes back, as expected."""
+    index = build_index(tmp_path / "index", [fake_torch("2.5.0", "2024-01-01T00:00:00Z")])
     monkeypatch.chdir(tmp_path)
-    assert EnvCache(Path("envs")).root == tmp_path / "envs"  # launches run in the case's folder, not here
+    write_matrix(tmp_path, index, couplings=[], groups=[], cells=[{"name": "c", "pins": {"torch": "2.5.0"}}])
+    case = tmp_path / "cases" / "fake-1-relative"
+    case.mkdir(parents=True)
+    (case / "repro.py").write_text("print('RuntimeError: FAKE-SIG')\nraise SystemExit(1)\n")
+    (case / "case.yaml").write_text(yaml.safe_dump({
+        "title": "t", "upstream": ["https://example.invalid/1"], "packages": ["torch"], "nproc": [1],
+        "signature": "FAKE-SIG", "variants": {"bug": {"expect": [{"outcome": "reproduced"}]}}}))
+    code = main(["--cases-dir", "cases", "run", "--cell", "c", "--matrix", "matrix.yaml", "--envs", "envs",
+                 "--no-store", "--json"])
+    [result] = json.loads(capsys.readouterr().out)["results"]
+    assert code == 0 and (result["outcome"], result["launched"]) == ("reproduced", True), result
+    assert [p.name for p in (tmp_path / "envs").iterdir() if not p.name.startswith(".")]  # built under ./envs
 
 
 def test_a_rebuilt_environment_gets_the_versions_of_its_first_build(tmp_path: Path) -> None:

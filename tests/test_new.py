@@ -13,7 +13,7 @@ from harness.cli import main
 from harness.model.case import load_case
 from harness.model.scaffold import NOT_WRITTEN, PLACEHOLDER_SIGNATURE, parse_packages, parse_url
 
-from .test_case_protocol import CASES, check_script
+from .test_check_case import CASES, check_script
 
 ISSUE = "https://github.com/pytorch/pytorch/issues/123456"
 LIGHTNING_ISSUE = "https://github.com/Lightning-AI/pytorch-lightning/issues/123456"

@@ -130,14 +130,26 @@ def test_one_function_counts_what_misses_its_expectation() -> None:
 
 def test_both_cli_paths_count_misses_alike(make_case: MakeCase, tmp_path: Path,
                                           capsys: pytest.CaptureFixture[str]) -> None:
-    """The local path and the matrix path print the same summary, from the same function."""
+    """The local path (this interpreter) and the matrix path (`--cell`: a built cell's environment) print the same
+    summary and exit code, from the same function; so does each one's JSON."""
+    from .fakeindex import build_index, fake_torch
+
     make_case(FIXED_SCRIPT, variants={"bug": {"expect": [{"outcome": "fixed"}]},
                                       "wrong": {"expect": [{"outcome": "reproduced"}]}})
-    assert main(["--cases-dir", str(tmp_path / "cases"), "run", "--device", "cpu", "--no-store"]) == 1
-    assert "1 as expected, 1 not" in capsys.readouterr().out
-    assert main(["--cases-dir", str(tmp_path / "cases"), "run", "--device", "cpu", "--no-store", "--json"]) == 1
-    out = json.loads(capsys.readouterr().out)
-    assert out["ok"] is False and {r["cell"] for r in out["results"]} == {"local"}
+    index = build_index(tmp_path / "index", [fake_torch("2.5.0", "2024-01-01T00:00:00Z")])
+    (tmp_path / "matrix.yaml").write_text(yaml.safe_dump({
+        "indexes": {"local": index}, "defaults": {"index": "local", "python": "3.11", "device": "cpu"},
+        "cells": [{"name": "c", "pins": {"torch": "2.5.0"}}]}))
+    paths = {"local": ["--device", "cpu"],
+             "c": ["--cell", "c", "--matrix", str(tmp_path / "matrix.yaml"), "--envs", str(tmp_path / "envs")]}
+    for cell, path in paths.items():
+        run = ["--cases-dir", str(tmp_path / "cases"), "run", *path, "--no-store"]
+        assert main(run) == 1, cell
+        assert "1 as expected, 1 not" in capsys.readouterr().out, cell
+        assert main([*run, "--json"]) == 1, cell
+        out = json.loads(capsys.readouterr().out)
+        assert out["ok"] is False and {r["cell"] for r in out["results"]} == {cell}, out
+        assert sorted((r["variant"], r["outcome"]) for r in out["results"]) == [("bug", "fixed"), ("wrong", "fixed")]
 
 
 def test_a_job_for_an_absent_device_is_skipped_before_anything_is_resolved(make_case: MakeCase) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 import pytest
@@ -66,5 +67,12 @@ def test_items_pass_fail_and_skip_by_expectation(project: pytest.Pytester) -> No
 
 
 def test_markers_select_and_xdist_spreads(project: pytest.Pytester) -> None:
-    result = project.runpytest_subprocess("cases", "-n", "2", "-m", "cpu and not workaround", "-p", "xdist")
+    """`-m` selects by the plugin's markers (device, workaround) and the selected items run on xdist's workers with
+    the same verdicts as without them."""
+    result = project.runpytest_subprocess("cases", "-n", "2", "-m", "cpu and not workaround", "-p", "xdist", "-v")
+    result.stdout.fnmatch_lines(["*created: 2/2 workers*"])
+    ran = {match.groups() for line in result.outlines
+           if (match := re.match(r"\[gw\d\] \[ *\d+%\] (PASSED|FAILED|SKIPPED) (\S+)", line))}
+    assert ran == {("PASSED", "cases/fake-1-case/case.yaml::bug[cpu-1]"),
+                   ("FAILED", "cases/fake-1-case/case.yaml::wrong[cpu-1]")}, result.outlines
     result.assert_outcomes(passed=1, failed=1)

@@ -6,7 +6,7 @@ import re
 import signal
 
 from harness.launch.logscan import signature_line
-from harness.launch.torchrun import CLOSING, STOP_GRACE_S, LaunchResult, RankRecord
+from harness.launch.torchrun import CLOSING, STARTUP_S, STOP_GRACE_S, LaunchResult, RankRecord
 from harness.model.outcome import Outcome, RankState, RankStatus, combine
 
 EXIT_FIXED, EXIT_REPRODUCED, EXIT_SKIP = 0, 1, 125
@@ -91,9 +91,12 @@ def classify(launch: LaunchResult, signature: str) -> tuple[Outcome, str, list[R
 
 
 def launch_notes(launch: LaunchResult) -> list[str]:
-    """What else the result must say, outcome unchanged: how each hung rank hung (a timeout only), whose output was
-    truncated and how big it was, and the stray processes killed after the launch."""
+    """What else the result must say, outcome unchanged: for a timeout, that no rank had started or how each hung
+    rank hung; whose output was truncated and how big it was; the stray processes killed after the launch."""
     notes = []
+    if launch.timed_out and launch.startup_s is None:
+        notes.append(f"no rank had started: torchrun did not start its workers within {STARTUP_S:g} s (its own "
+                     "start-up, before the case's timeout counts)")
     if launch.timed_out:
         notes += [f"rank {r} {rec.hang_note}" for r, rec in sorted(launch.ranks.items()) if rec.hang_note]
     notes += [f"rank {r} {rec.log_note}" for r, rec in sorted(launch.ranks.items()) if rec.log_note]

@@ -4,6 +4,12 @@ Promises:
 - every launch uses `torchrun --standalone`, whose rendezvous binds port 0 (the OS hands out a free port, so
   parallel launches cannot pick the same one); a launch that still fails with "address already in use" before
   any rank started is retried, up to `PORT_RETRIES` times;
+- the timeout is the case's: its clock starts when the first rank starts (its wrapper writes its record), so
+  torchrun's own start-up (its agent imports torch: 2 s on an idle machine, 26 s measured under load 28 on 2 cores)
+  never uses up a case's limit before the case has run; that start-up has its own bound, `STARTUP_S` (no rank
+  started by then: a timeout, with a note saying so); so is its wind-down: a launch whose ranks have all exited is
+  not timed out while torchrun writes its summary and exits (it is killed after `WIND_DOWN_S`, the ranks' verdicts
+  standing);
 - a launch that outlives its timeout first gets every live rank's stacks, taken from outside the rank (`py-spy
   dump --native`: Python and native frames, whatever state the rank is in) and from inside it (SIGUSR1 ->
   faulthandler, sent only to a rank that still handles SIGUSR1: to one that reset it, SIGUSR1 would be fatal); each
@@ -53,6 +59,8 @@ PYSPY_PLAIN_S = 1.5  # ... and, where it failed, a Python-only `py-spy dump`
 STACKS_CHARS = 64_000  # per rank and per source
 WATCH_S = 1.0  # how often a running launch looks for orphans it adopted (to reap them once they die)
 POLL_S = 0.2  # how often a running launch reads torchrun's new output for its closing signals
+STARTUP_S = 300.0  # how long torchrun gets to start the first rank (the case's timeout starts counting then)
+WIND_DOWN_S = 60.0  # how long torchrun gets to exit once every rank has (its summary, its store)
 STOP_GRACE_S = 3.0  # how long ranks get to act on torchrun's SIGTERM before the harness kills them (torchrun: 30 s)
 CLOSING = re.compile(rb"Sending process (\d+) closing signal (SIG\w+)")  # torchrun stopping a rank after a failure
 MARKER_ENV = "BUGMATRIX_LAUNCH"  # every process of a launch inherits this launch's id
@@ -184,6 +192,7 @@ class LaunchResult:
     strays: list[str] = field(default_factory=list)  # processes of this launch killed after it ended
     marker: str = ""  # the launch's id, the value of BUGMATRIX_LAUNCH in its processes' environment
     stop_grace_s: float = STOP_GRACE_S  # what a `stopped` rank was given to act on torchrun's SIGTERM
+    startup_s: float | None = None  # from the launch to its first rank's start (None: no rank started)
 
 
 def torchrun_command(python: str, script: Path, args: list[str], nproc: int) -> list[str]:
@@ -245,6 +254,8 @@ def _launch_once(
         stopped: set[int] = set()
         adopted: set[int] = set()
         strays: list[str] = []
+        startup: float | None = None
+        winding = False  # every rank has exited at the deadline: torchrun gets WIND_DOWN_S more to exit
         with open(agent_log_path, "wb") as agent_log:
             proc = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=agent_log, stderr=subprocess.STDOUT,
@@ -253,7 +264,7 @@ def _launch_once(
             with _active_lock:
                 _active.add(proc)
             try:
-                deadline = started + timeout
+                deadline = started + STARTUP_S  # torchrun's start-up; once a rank starts, the case's own limit
                 closing = _Closing(agent_log_path)
                 next_watch = started + WATCH_S
                 while True:
@@ -263,9 +274,20 @@ def _launch_once(
                         break
                     except subprocess.TimeoutExpired:
                         now = time.monotonic()
+                        if startup is None:
+                            first = _first_start(rank_dir)
+                            if first is not None:  # the case's clock starts with its first rank
+                                startup = max(0.0, now - started - max(0.0, time.time() - first))
+                                deadline = started + startup + timeout
                         if now >= deadline:
-                            timed_out = True
-                            hung = _take_stacks(rank_dir)
+                            if startup is not None and not winding and not _workers(proc):
+                                # Every rank has exited; torchrun is writing its summary and exiting (seconds on a
+                                # loaded machine): not the case's time. The kill below ends a torchrun that never does.
+                                winding, deadline = True, now + WIND_DOWN_S
+                                continue
+                            if not winding:
+                                timed_out = True
+                                hung = _take_stacks(rank_dir)
                             break
                         if adopting and now >= next_watch:
                             _watch_adopted(marker, adopted)
@@ -291,6 +313,7 @@ def _launch_once(
         return LaunchResult(
             command=command, nproc=nproc, returncode=proc.returncode, timed_out=timed_out,
             duration_s=duration, agent_log=scan_log(agent_log_path).text, ranks=ranks, strays=strays, marker=marker,
+            startup_s=startup if startup is not None or timed_out else _startup(ranks, duration),
         )
 
 
@@ -346,6 +369,33 @@ def _rank_pids(rank_dir: Path) -> dict[int, int]:
         except (OSError, ValueError, KeyError, TypeError):
             continue
     return pids
+
+
+def _first_start(rank_dir: Path) -> float | None:
+    """When the first rank of the launch started (its wrapper's record, time.time()); None before any did."""
+    times = []
+    for record_file in rank_dir.glob("rank*.json"):
+        try:
+            times.append(float(json.loads(record_file.read_text())["started"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return min(times) if times else None
+
+
+def _startup(ranks: dict[int, RankRecord], duration: float) -> float | None:
+    """For a launch that ended before its loop saw a rank start: the start-up from the ranks' own records."""
+    first = min((r.started for r in ranks.values() if r.started is not None), default=None)
+    if first is None:
+        return None
+    return max(0.0, duration - max(0.0, time.time() - first))
+
+
+def _workers(proc: subprocess.Popen[bytes]) -> bool:
+    """Whether torchrun still has a live worker (a child process that is not a zombie)."""
+    try:
+        return any(child.status() != psutil.STATUS_ZOMBIE for child in psutil.Process(proc.pid).children())
+    except psutil.Error:
+        return False
 
 
 def _running(pid: int) -> bool:

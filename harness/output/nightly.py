@@ -62,11 +62,10 @@ from harness.matrix.basics import MatrixError
 from harness.matrix.expand import Matrix
 from harness.output import reports
 from harness.output.github import job_matrix, split_list
-from harness.session.store import ResultStore
+from harness.session.store import NIGHTLY_DB, ResultStore
 
 WORKFLOW = "nightly.yml"
 RESULTS_ARTIFACT = "bugmatrix-results"  # tonight's results/ folder, for the jobs after aggregate (a week)
-DB_NAME = "nightly.db"  # the merged store, in results/ (and so in the baseline folder)
 BASELINE_FILE = "baseline.json"  # written by `baseline` beside the downloaded store: which run it came from
 COMPARE_FILE = "compare.json"
 REPORT_FILE = "report.html"
@@ -288,8 +287,8 @@ def find_baseline(gh: Gh, dest: Path, environ: Mapping[str, str] | None = None) 
         gh(["run", "download", run_id, "--name", RESULTS_ARTIFACT, "--dir", str(dest)])
     except GhError as exc:
         return None, f"nightly run {run_id} has no {RESULTS_ARTIFACT} artifact to download ({exc})"
-    if not (dest / DB_NAME).is_file():
-        return None, f"nightly run {run_id}: its {RESULTS_ARTIFACT} artifact holds no {DB_NAME}"
+    if not (dest / NIGHTLY_DB).is_file():
+        return None, f"nightly run {run_id}: its {RESULTS_ARTIFACT} artifact holds no {NIGHTLY_DB}"
     baseline = Baseline(run_id, url)
     (dest / BASELINE_FILE).write_text(json.dumps(asdict(baseline)) + "\n")
     return baseline, ""
@@ -307,13 +306,13 @@ def load_baseline(folder: Path | None) -> tuple[Path, Baseline | None] | None:
     """(the store, the run it came from if known) of a baseline folder (or a store file), or None: no store."""
     if folder is not None and folder.is_file():
         return folder, None
-    if folder is None or not (folder / DB_NAME).is_file():
+    if folder is None or not (folder / NIGHTLY_DB).is_file():
         return None
     info = folder / BASELINE_FILE
     if info.is_file():
         doc = json.loads(info.read_text())
-        return folder / DB_NAME, Baseline(str(doc["run_id"]), str(doc["url"]))
-    return folder / DB_NAME, None
+        return folder / NIGHTLY_DB, Baseline(str(doc["run_id"]), str(doc["url"]))
+    return folder / NIGHTLY_DB, None
 
 
 # --- aggregate -------------------------------------------------------------------------------------------------
@@ -361,7 +360,7 @@ def record_baseline(record_root: Path, cases_dir: Path) -> ResultStore | None:
 
 def aggregate(shards: Path, results: Path, include: list[dict[str, Any]], baseline: Path | None, cases_dir: Path,
               gh: Actions, matrix: Matrix | None = None, record_root: Path | None = None) -> Verdict:
-    """The aggregate step: merge the shards into RESULTS/nightly.db, report, compare with the baseline (a store
+    """The aggregate step: merge the shards into RESULTS/NIGHTLY_DB, report, compare with the baseline (a store
     given with `baseline`, else the committed record under `record_root`), write compare.json, and decide (see
     `verdict`)."""
     results.mkdir(parents=True, exist_ok=True)
@@ -370,7 +369,7 @@ def aggregate(shards: Path, results: Path, include: list[dict[str, Any]], baseli
     if not found:
         gh.annotate("error", "No results", "no cell uploaded a results store")
         return verdict(found, 0, None)
-    db = results / DB_NAME
+    db = results / NIGHTLY_DB
     store = ResultStore(db)
     added = store.merge(found)
     gh.say(f"merged {len(found)} store(s) into {db}: {added} new result(s)")

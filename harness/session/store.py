@@ -53,6 +53,7 @@ from harness.model.result import Result
 
 DB_FALLBACK = ".bugmatrix/results.db"  # where $BUGMATRIX_DB is not set (the help and the docs name this one)
 DEFAULT_DB = Path(os.environ.get("BUGMATRIX_DB", DB_FALLBACK))
+NIGHTLY_DB = "nightly.db"  # the nightly's merged store: its file name in results/, and so in the baseline folder
 SCHEMA_VERSION = 4
 
 _SCHEMA = """

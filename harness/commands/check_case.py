@@ -1,7 +1,12 @@
-"""Every cases/*/repro.py follows the canonical set-up of cases/README.md (checked statically).
+"""`bugmatrix check-case`: does a case folder follow cases/README.md? Checked statically, nothing launched.
 
-The scripts are parsed with `ast`, never imported or run (the cases themselves run as pytest items elsewhere),
-and this module imports no harness code. `check_script(source)` returns one line per broken rule:
+    bugmatrix check-case                          # every case under --cases-dir (default cases/)
+    bugmatrix check-case torch-162692 lightning   # the cases whose folder name contains one of these
+    bugmatrix check-case --cases-dir ~/my-cases
+
+For each case: `case.yaml` validates (harness/model/case_schema.py), its `repro.py` follows the canonical set-up
+(`check_script`), and every documented path of the script is run by a variant (`check_flags_run`). The script is
+parsed with `ast`, never imported or run. `check_script(source)` returns one line per broken rule:
 
 - it parses with Python 3.8's grammar (the oldest cells run it);
 - no `import harness` / `from harness ...`;
@@ -13,38 +18,76 @@ and this module imports no harness code. `check_script(source)` returns one line
   a value, and it cannot fall off its end (an implicit None would exit 0, i.e. "fixed");
 - the module ends with `if __name__ == "__main__": sys.exit(main())`.
 
-`check_flags_run(source, variant_args)` checks the script against its `case.yaml`: every value an argparse option
-selects other than its default (a store_true/store_false flag, `--no-x` of a BooleanOptionalAction defaulting to
-True, every non-default choice of an option with `choices`) is passed by some variant's `args`, so no documented
-path goes unrun. Options with free values (`type=int` without choices) and the harness's own `--device` are exempt;
-the gaps known today are listed, exactly, in KNOWN_UNRUN.
+`check_flags_run(source, variant_args)`: every value an argparse option selects other than its default (a
+store_true/store_false flag, `--no-x` of a BooleanOptionalAction defaulting to True, every non-default choice of an
+option with `choices`) is passed by some variant's `args`, so no documented path goes unrun. Options with free values
+(`type=int` without choices) and the harness's own `--device` are exempt.
+
+Exit codes: 0 every case checked follows the rules, 1 a case breaks one (each problem one line:
+`cases/<id>/<file>: <problem>`), 2 a folder or pattern that names nothing (one line), 5 no case to check.
 """
 
 from __future__ import annotations
 
+import argparse
 import ast
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-import yaml
+from harness.commands import UsageError
 
-ROOT = Path(__file__).resolve().parent.parent
-CASES = ROOT / "cases"
-OWN_DIRS = sorted(p.parent for p in CASES.glob("*/repro.py"))
+CLEAN, PROBLEMS, NOTHING = 0, 1, 5
 
 
-def case_dirs(environ: dict[str, str]) -> list[Path]:
-    """This checkout's cases, and those of the folders in $BUGMATRIX_CASES_DIR (`os.pathsep`-separated): a case
-    written with `bugmatrix --cases-dir DIR new ...` is checked by `BUGMATRIX_CASES_DIR=DIR pytest <this file>`."""
-    extra = [Path(d) for d in environ.get("BUGMATRIX_CASES_DIR", "").split(os.pathsep) if d]
-    return OWN_DIRS + sorted(p.parent for d in extra for p in d.glob("*/repro.py") if p.parent not in OWN_DIRS)
+def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
+    """Register `check-case` and its options."""
+    p = sub.add_parser("check-case", help="check case folders against cases/README.md (the canonical set-up, "
+                       "every documented flag run by a variant, a valid case.yaml); launches nothing")
+    p.add_argument("patterns", nargs="*", metavar="CASE", help="case folder names, or parts of them (default: all)")
+    # Also accepted after the command; the global `bugmatrix --cases-dir DIR check-case` works too.
+    p.add_argument("--cases-dir", type=Path, default=argparse.SUPPRESS, help="folder of case folders")
+    p.set_defaults(func=cmd_check_case)
 
 
-CASE_DIRS = case_dirs(dict(os.environ))
+def cmd_check_case(args: argparse.Namespace) -> int:
+    """Check the selected case folders; print one line per problem and a summary."""
+    root: Path = args.cases_dir
+    if not root.is_dir():
+        raise UsageError(f"--cases-dir {root}: no such folder")
+    folders = sorted(p.parent for p in root.glob("*/case.yaml"))
+    for pattern in args.patterns:
+        if not any(pattern in f.name for f in folders):
+            raise UsageError(f"{pattern}: no case folder in {root} matches")
+    if args.patterns:
+        folders = [f for f in folders if any(p in f.name for p in args.patterns)]
+    if not folders:
+        print(f"no cases in {root}", file=sys.stderr)
+        return NOTHING
+    bad = 0
+    for folder in folders:
+        problems = case_problems(folder)
+        bad += bool(problems)
+        for problem in problems:
+            print(problem)
+    print(f"{len(folders)} case(s) checked, {bad} with problems", file=sys.stderr)
+    return PROBLEMS if bad else CLEAN
+
+
+def case_problems(folder: Path) -> list[str]:
+    """Every rule the case folder breaks, one line each naming the file: `<folder>/repro.py: line 3: ...`."""
+    from harness.model.case import load_case
+    from harness.model.case_schema import CaseError
+
+    try:
+        case = load_case(folder / "case.yaml")
+    except CaseError as exc:
+        return [str(exc)]
+    source = case.script.read_text()
+    variant_args = [list(v.args) for v in case.spec.variants.values()]
+    where = f"{folder}/{case.spec.script}"
+    return [f"{where}: {p}" for p in check_script(source) + check_flags_run(source, variant_args)]
+
 
 EXIT_CALLS = {"sys.exit", "exit", "quit", "os._exit", "_exit"}
 
@@ -313,176 +356,5 @@ def check_flags_run(source: str, variant_args: list[list[str]]) -> list[str]:
     return problems
 
 
-def case_variant_args(case_dir: Path) -> list[list[str]]:
-    spec = yaml.safe_load((case_dir / "case.yaml").read_text())
-    return [[str(a) for a in (v or {}).get("args", [])] for v in spec["variants"].values()]
-
-
-def readme_snippet() -> str:
-    """The canonical snippet: the first ```python block of cases/README.md."""
-    text = (CASES / "README.md").read_text()
-    match = re.search(r"```python\n(.*?)```", text, re.S)
-    assert match, "cases/README.md has no ```python block"
-    return match.group(1)
-
-
-def test_there_are_cases():
-    assert len(OWN_DIRS) >= 16
-
-
-@pytest.mark.parametrize("case_dir", OWN_DIRS, ids=lambda p: p.name)
-def test_the_cases_table_has_a_row_for_the_case(case_dir: Path):
-    """The cases table of docs/cases.md (`bugmatrix report --format cases`, regenerated by `bugmatrix record tables`)
-    lists every case: a new case is not done until its measured row is there."""
-    rows = [line for line in (ROOT / "docs" / "cases.md").read_text().splitlines() if line.startswith("| `")]
-    assert any(line.startswith(f"| `{case_dir.name}` ") for line in rows), \
-        f"docs/cases.md's cases table lacks {case_dir.name}"
-
-
-@pytest.mark.parametrize("case_dir", CASE_DIRS, ids=lambda p: p.name)
-def test_case_follows_the_canonical_setup(case_dir: Path):
-    problems = check_script((case_dir / "repro.py").read_text())
-    assert not problems, f"{_shown(case_dir)}/repro.py:\n  " + "\n  ".join(problems)
-
-
-# Documented paths that no variant runs yet, each still to be given a measured variant (or dropped from the
-# script). The list must be exact: a new gap fails, and so does an entry whose gap a variant has closed.
-KNOWN_UNRUN = {
-    "lightning-20450-resume-weights-only-torch26": ["`--load load_from_checkpoint`"],
-    "litgpt-2201-lora-ind-head-size": ["`--n-query-groups 1`"],
-}
-
-
-@pytest.mark.parametrize("case_dir", CASE_DIRS, ids=lambda p: p.name)
-def test_every_flag_the_script_defines_is_run_by_a_variant(case_dir: Path):
-    problems = check_flags_run((case_dir / "repro.py").read_text(), case_variant_args(case_dir))
-    known = KNOWN_UNRUN.get(case_dir.name, [])
-    new = [p for p in problems if not any(k in p for k in known)]
-    closed = [k for k in known if not any(k in p for p in problems)]
-    assert not new, f"{_shown(case_dir)}:\n  " + "\n  ".join(new)
-    assert not closed, f"{_shown(case_dir)}: now run by a variant, drop from KNOWN_UNRUN: {closed}"
-
-
-def test_known_unrun_names_existing_cases():
-    assert set(KNOWN_UNRUN) <= {p.name for p in OWN_DIRS}
-
-
-def _shown(case_dir: Path) -> str:
-    return f"cases/{case_dir.name}" if case_dir.parent == CASES else str(case_dir)
-
-
-def test_cases_in_another_folder_are_checked_too(tmp_path: Path) -> None:
-    """A case kept outside cases/ (`bugmatrix --cases-dir DIR new ...`) is checked by this module when
-    $BUGMATRIX_CASES_DIR names its folder: a script that breaks the protocol fails, named by its real path."""
-    own = OWN_DIRS[0]
-    good, bad = tmp_path / "mine-1-good", tmp_path / "mine-2-bad"
-    for folder in (good, bad):
-        folder.mkdir()
-        (folder / "case.yaml").write_text((own / "case.yaml").read_text())
-    (good / "repro.py").write_text((own / "repro.py").read_text())
-    (bad / "repro.py").write_text((own / "repro.py").read_text().replace("sys.exit(main())", "main()"))
-    assert case_dirs({"BUGMATRIX_CASES_DIR": str(tmp_path)})[-2:] == [good, bad]
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
-                          str(Path(__file__)), "-k", "canonical_setup and mine"], cwd=ROOT, capture_output=True,
-                         text=True, env={**os.environ, "BUGMATRIX_CASES_DIR": str(tmp_path)}, check=False)
-    assert run.returncode == 1, run.stdout[-2000:]
-    assert "1 failed, 1 passed" in run.stdout and f"{bad}/repro.py" in run.stdout
-
-
-FLAGS = """
-import argparse
-DTYPES = {"bf16": 1, "fp16": 2}
-def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    p.add_argument("--hparams", choices=["module", "plain"], default="module")
-    p.add_argument("--check", required=True, choices=["a", "b"])
-    p.add_argument("--dtype", choices=sorted(DTYPES), default="bf16")
-    p.add_argument("--heads", type=int, choices=[1, 2], default=2)
-    p.add_argument("--workaround", action="store_true")
-    p.add_argument("--static-graph", action=argparse.BooleanOptionalAction, default=True)
-    p.add_argument("--rows", type=int, default=3)
-"""
-
-
-def test_flag_check_reports_each_unrun_path():
-    problems = "\n".join(check_flags_run(FLAGS, [["--check", "a"]]))
-    for missing in (
-        "`--hparams plain`",
-        "`--check b`",
-        "`--dtype fp16`",
-        "`--heads 1`",
-        "`--workaround`",
-        "`--no-static-graph`",
-    ):
-        assert missing in problems
-    for exempt in ("--device", "--rows", "`--check a`", "`--hparams module`", "`--dtype bf16`", "`--heads 2`"):
-        assert exempt not in problems
-
-
-def test_flag_check_passes_when_every_path_runs():
-    variants = [
-        ["--check", "a", "--hparams=plain"],
-        ["--check", "b", "--dtype", "fp16", "--heads", "1"],
-        ["--check", "a", "--workaround", "--no-static-graph"],
-    ]
-    assert check_flags_run(FLAGS, variants) == []
-
-
-def test_readme_snippet_follows_its_own_rules():
-    assert check_script(readme_snippet()) == []
-
-
-BAD = '''
-import argparse
-import os
-import sys
-
-import torch
-import torch.distributed as dist
-
-
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--device", choices=["cpu", "cuda"], default="cuda" if torch.cuda.is_available() else "cpu")
-    args = parser.parse_args()
-    if "RANK" not in os.environ:
-        os.environ.update(RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="29517")
-    dist.init_process_group("nccl" if args.device == "cuda" else "gloo")
-    print("REPRODUCED: something")
-    sys.exit(1)
-
-
-if __name__ == "__main__":
-    main()
-'''
-
-
-def test_checker_catches_a_fixed_port_and_sys_exit_in_main(tmp_path: Path):
-    script = tmp_path / "repro.py"
-    script.write_text(BAD)
-    problems = check_script(script.read_text())
-    joined = "\n".join(problems)
-    assert "fixed port '29517' for MASTER_PORT" in joined
-    assert "sys.exit() inside main" in joined
-    assert "must end with" in joined  # `main()` instead of `sys.exit(main())`
-    assert "fall off its end" in joined
-
-
-@pytest.mark.parametrize(
-    ("source", "expected"),
-    [
-        ("import harness\n", "imports harness"),
-        ("from harness.cases import Case\n", "imports from harness"),
-        ("import os\nos.environ.setdefault('MASTER_PORT', 29500)\n", "fixed port 29500"),
-        ("import os\nport = os.environ.get('MASTER_PORT', '29518')\n", "fixed port '29518'"),
-        ("def main():\n    import os\n    os._exit(0)\n", "os._exit() inside main"),
-        ("def main():\n    return\n", "bare return in main"),
-        ("def main():\n    raise SystemExit(1)\n", "raise SystemExit inside main"),
-        ("def f():\n    match x:\n        case 1:\n            pass\n", "Python 3.8's grammar"),
-        ("p.add_argument('--device', choices=['cpu', 'gpu'], default='cpu')\n", "choices ['cpu', 'cuda']"),
-        ("import torch.distributed as dist\ndist.init_process_group('gloo')\n", "no free_port() helper"),
-    ],
-)
-def test_checker_reports(source: str, expected: str):
-    assert expected in "\n".join(check_script(source))
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit("run as `bugmatrix check-case ...`")
