@@ -286,3 +286,15 @@ def test_a_cache_clean_removes_the_cuda_libraries_by_their_uv_names(tmp_path: Pa
     assert not list(cache.glob("wheels-*/index/*/nvidia-fakeblas-cu12"))
     assert not list(cache.glob("archive-v*/*/nvidia_fakeblas_cu12"))  # the unpacked bytes are gone too
     assert list(cache.glob("wheels-*/index/*/keepme"))
+
+
+def test_the_smoke_timeout_can_be_raised_for_a_busy_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.matrix.envcache import SMOKE_TIMEOUT_ENV, SMOKE_TIMEOUT_S, smoke_timeout
+
+    monkeypatch.delenv(SMOKE_TIMEOUT_ENV, raising=False)
+    assert smoke_timeout() == SMOKE_TIMEOUT_S
+    monkeypatch.setenv(SMOKE_TIMEOUT_ENV, "1200")
+    assert smoke_timeout() == 1200
+    monkeypatch.setenv(SMOKE_TIMEOUT_ENV, "soon")
+    with pytest.raises(ValueError, match=r"BUGMATRIX_SMOKE_TIMEOUT_S: not a number of seconds: 'soon'"):
+        smoke_timeout()
