@@ -97,3 +97,22 @@ def test_a_cuda_only_case_on_a_machine_without_a_gpu_skips_saying_why(make_case:
     [result] = payload["results"]
     assert (result["outcome"], result["device"], result["launched"]) == ("skip", "cuda", False)
     assert "CUDA" in result["reason"] or "GPU" in result["reason"], result["reason"]
+
+
+def test_the_results_table_prints_a_reason_with_brackets() -> None:
+    """A reason quoting a log line such as gloo's `[/__w/.../pair.cc:561] Connection closed by peer` is text, not
+    rich markup: the table prints it (it raised MarkupError after a 2-rank run, and the run's table was lost)."""
+    import io
+
+    from rich.console import Console
+
+    from harness.model.outcome import Outcome
+    from harness.model.result import Result
+    from harness.output.tables import results_table
+
+    reason = "RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:561] Connection closed"
+    result = Result(case="c", variant="bug", nproc=2, device="cpu", outcome=Outcome.ERROR, expected=Outcome.FIXED,
+                    reason=reason)
+    out = io.StringIO()
+    Console(file=out, width=400).print(results_table([result]))
+    assert "[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:561]" in out.getvalue()

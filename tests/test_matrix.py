@@ -86,6 +86,23 @@ def test_a_cell_that_breaks_a_pairing_is_rejected(tmp_path: Path, index: str) ->
     )
 
 
+def test_an_unpaired_cell_keeps_its_written_pins(tmp_path: Path, index: str) -> None:
+    """`unpaired: true` (a coupling case's mismatched releases): the pins that break a pairing are kept as written,
+    nothing is filled in; the same pins without it are still refused."""
+    cells = [{"name": "mismatch", "unpaired": True, "pins": {"fakerec": "1.0.0", "fakegemm": "1.1.0",
+                                                             "faketorch": "2.6.0"}}]
+    groups = [{"name": "rec-{fakerec}-gemm-{fakegemm}", "unpaired": True,
+               "axes": {"fakerec": ["1.0.0"], "fakegemm": ["1.1.0"]}}]
+    matrix = load_matrix(write_matrix(tmp_path, index, cells=cells, groups=groups))
+    assert matrix.cell("mismatch").pins == {"fakerec": "1.0.0", "fakegemm": "1.1.0", "faketorch": "2.6.0"}
+    assert matrix.cell("rec-1.0.0-gemm-1.1.0").pins == {"fakerec": "1.0.0", "fakegemm": "1.1.0"}  # nothing filled
+    resolved = resolve_cell(matrix, matrix.cell("mismatch"))
+    assert resolved.versions == {"fakegemm": "1.1.0", "fakerec": "1.0.0", "faketorch": "2.6.0"}
+    cells[0]["unpaired"] = False
+    with pytest.raises(MatrixError, match="breaks the pairing"):
+        load_matrix(write_matrix(tmp_path, index, cells=cells))
+
+
 @pytest.mark.parametrize(
     ("extra", "field"),
     [
@@ -289,3 +306,15 @@ def test_a_cache_clean_removes_the_cuda_libraries_by_their_uv_names(tmp_path: Pa
     assert not list(cache.glob("wheels-*/index/*/nvidia-fakeblas-cu12"))
     assert not list(cache.glob("archive-v*/*/nvidia_fakeblas_cu12"))  # the unpacked bytes are gone too
     assert list(cache.glob("wheels-*/index/*/keepme"))
+
+
+def test_the_smoke_timeout_can_be_raised_for_a_busy_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.matrix.envcache import SMOKE_TIMEOUT_ENV, SMOKE_TIMEOUT_S, smoke_timeout
+
+    monkeypatch.delenv(SMOKE_TIMEOUT_ENV, raising=False)
+    assert smoke_timeout() == SMOKE_TIMEOUT_S
+    monkeypatch.setenv(SMOKE_TIMEOUT_ENV, "1200")
+    assert smoke_timeout() == 1200
+    monkeypatch.setenv(SMOKE_TIMEOUT_ENV, "soon")
+    with pytest.raises(ValueError, match=r"BUGMATRIX_SMOKE_TIMEOUT_S: not a number of seconds: 'soon'"):
+        smoke_timeout()

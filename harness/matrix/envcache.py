@@ -46,6 +46,9 @@ from harness.matrix.resolve import ResolvedCell
 MARKER = "bugmatrix-env.json"
 BUILD_TIMEOUT_S = 1800
 SMOKE_TIMEOUT_S = 300
+# The smoke check's first import also writes the bytecode of every package (torch, lightning, litgpt...): on a busy
+# 2-core machine that took longer than 300 s (2026-11-25: the default cell and torchrec 1.2.0 were `infra` twice).
+SMOKE_TIMEOUT_ENV = "BUGMATRIX_SMOKE_TIMEOUT_S"
 # The packages that make up most of a torch stack's disk use in uv's cache.
 BIG_PACKAGES = ("torch", "triton", "fbgemm-gpu", "fbgemm-gpu-cpu", "nvidia-*", "cuda-*")
 
@@ -166,9 +169,10 @@ class EnvCache:
             if error:
                 return f"uv failed: {error}"
             smoke = "; ".join(f"import {name}" for name in cell.imports) or "pass"
-            error = _run([str(staging / "bin" / "python"), "-c", smoke], SMOKE_TIMEOUT_S)
+            error = _run([str(staging / "bin" / "python"), "-c", smoke], smoke_timeout())
             if error:
-                return f"import smoke check failed ({smoke}): {error}"
+                hint = f" (a busy machine: set ${SMOKE_TIMEOUT_ENV} to wait longer)" if "timed out" in error else ""
+                return f"import smoke check failed ({smoke}): {error}{hint}"
             (staging / MARKER).write_text(json.dumps({
                 "key": cell.key, "cell": cell.cell.name, "versions": cell.versions,
                 "requirements": cell.requirements, "overrides": cell.overrides,
@@ -310,6 +314,15 @@ def disk_usage(path: Path) -> int:
 def exclude_newer(as_of: datetime) -> str:
     """uv's cutoff for `as_of`: exclusive, whole seconds, so one second past the newest pinned upload."""
     return (as_of.astimezone(timezone.utc) + timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def smoke_timeout() -> float:
+    """Seconds the import smoke check may take: $BUGMATRIX_SMOKE_TIMEOUT_S, else SMOKE_TIMEOUT_S."""
+    text = os.environ.get(SMOKE_TIMEOUT_ENV, "")
+    try:
+        return float(text) if text else SMOKE_TIMEOUT_S
+    except ValueError:
+        raise ValueError(f"${SMOKE_TIMEOUT_ENV}: not a number of seconds: {text!r}") from None
 
 
 def _run(command: list[str], timeout: float) -> str | None:

@@ -6,7 +6,8 @@
 
 Couplings fill and check coupled packages: when a coupling's `lead` is pinned, the row whose lead specifier matches
 supplies every other package of the row that the cell does not pin, and a pin that contradicts the row is rejected
-(`<file>: cells.<name>: torch 2.6.0 breaks the pairing ...`).
+(`<file>: cells.<name>: torch 2.6.0 breaks the pairing ...`). A cell or group with `unpaired: true` is left as
+written: it measures a pairing that no row allows (a coupling case's mismatched releases).
 
 Rule axes (`torch: {releases: ">=2.4", per: minor}`, harness/matrix/spec.py `AxisRule`) are read from the index
 here, when the matrix is planned, so a new upload is a new cell with no edit; a matrix without rule axes never
@@ -106,7 +107,8 @@ def plan(spec: MatrixSpec, path: Path = DEFAULT_MATRIX) -> tuple[list[Cell], dic
     raw: list[_Raw] = []
     for i, c in enumerate(spec.cells):
         raw.append(_Raw(f"cells.{i}", c.name, {"pins": dict(c.pins), "device": c.device, "python": c.python,
-                                               "index": c.index, "as_of": c.as_of, "group": None}))
+                                               "index": c.index, "as_of": c.as_of, "group": None,
+                                               "unpaired": c.unpaired}))
     for i, g in enumerate(spec.groups):
         axes, problem, index_name = _group_axes(spec, g, f"{path}: groups.{i}")
         for combo in _group_combos(g, axes):
@@ -119,7 +121,8 @@ def plan(spec: MatrixSpec, path: Path = DEFAULT_MATRIX) -> tuple[list[Cell], dic
                 raise MatrixError(f"{path}: groups.{i}.name: not a name template like 'torch-{{torch}}': "
                                   f"{exc}") from None
             raw.append(_Raw(f"groups.{i}", name, {"pins": {**g.pins, **combo}, "device": device, "python": g.python,
-                                                  "index": index_name, "as_of": g.as_of, "group": g.name},
+                                                  "index": index_name, "as_of": g.as_of, "group": g.name,
+                                                  "unpaired": g.unpaired},
                             ruled=bool(g.rules), problem=problem))
     cells: list[Cell] = []
     problems: dict[str, str] = {}
@@ -132,7 +135,8 @@ def plan(spec: MatrixSpec, path: Path = DEFAULT_MATRIX) -> tuple[list[Cell], dic
             raise MatrixError(f"{path}: {r.where}: index {index_name!r} is not in `indexes`")
         problem = r.problem
         try:
-            pins = apply_couplings(spec.couplings, f["pins"], f"{path}: {r.where} ({r.name})")
+            pins = dict(f["pins"]) if f["unpaired"] else apply_couplings(spec.couplings, f["pins"],
+                                                                         f"{path}: {r.where} ({r.name})")
         except PairingError as exc:
             if not r.ruled:
                 raise

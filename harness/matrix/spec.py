@@ -95,6 +95,7 @@ class CellSpec(Strict):
     python: str | None = None
     index: str | None = None
     as_of: datetime | None = None
+    unpaired: bool = False  # pins taken as written: no coupling fills or checks them (see GroupSpec.unpaired)
 
     _pins = field_validator("pins")(_check_pins)
 
@@ -162,6 +163,10 @@ class GroupSpec(Strict):
     as_of: datetime | None = None
     exclude: list[dict[str, str]] = Field(default_factory=list)
     include: list[dict[str, Pin]] = Field(default_factory=list)
+    # True: the cells' pins are taken as written, and no coupling fills or checks them: cells that measure a
+    # pairing of releases that no row allows (a coupling case: torchrec 1.1 with fbgemm-gpu 1.2). Write every
+    # coupled package's pin; uv still refuses what the packages' own requirements exclude.
+    unpaired: bool = False
 
     @field_validator("axes", mode="before")
     @classmethod

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 from harness.model.case import Case
@@ -86,7 +87,7 @@ def results_table(results: list[Result], cells: list[str] | None = None) -> Tabl
         rows.append([
             *([cells[i]] if cells else []), r.case, r.variant, r.device, str(r.nproc),
             f"[{STYLE[r.outcome]}]{r.outcome.value}[/]", r.expected.value if r.expected else "-", mark,
-            f"{r.duration_s:.1f}s" if r.launched else "", r.reason[:160],
+            f"{r.duration_s:.1f}s" if r.launched else "", escape(r.reason[:160]),  # a log line may hold "[...]"
         ])
     return whole_columns(table, rows, {"cell", "case", "variant", "dev", "n", "outcome", "expected"})
 
