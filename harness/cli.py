@@ -76,7 +76,7 @@ DEFAULT_CASES = Path("cases") if Path("cases").is_dir() else Path(__file__).reso
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of `bugmatrix` and `python -m harness`; returns the process exit code."""
-    parser = _parser()
+    parser = build_parser()
     args = parser.parse_args(argv)
     if "db" in vars(args):  # an explicit --db must exist for a reading command; the default may be absent
         args.db_given = args.db is not None
@@ -125,7 +125,9 @@ def _option(flag: str) -> argparse.ArgumentParser:
     return parent
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
+    """The full `bugmatrix` parser, every command and option registered (the docs' CLI reference is generated
+    from it)."""
     parser = argparse.ArgumentParser(prog="bugmatrix", description=__doc__)
     parser.add_argument("--cases-dir", type=Path, default=DEFAULT_CASES, help="folder of case folders")
     sub = parser.add_subparsers(dest="command", required=True)
