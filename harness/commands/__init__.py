@@ -1,7 +1,12 @@
 """The commands of `bugmatrix`, one module each, above every other layer: each registers its options
-(`add_parser`) and carries them out (`cmd_*`), driving the layers below; `harness/cli.py` dispatches to them."""
+(`add_parser(subparsers, parents)`) and carries them out (`run(args) -> ExitCode`), driving the layers below through
+one `Context` (harness/commands/context.py); `harness/cli.py` imports only the module of the command it was given."""
 
 from __future__ import annotations
+
+# The commands in the order `bugmatrix --help` lists them; each is the module harness/commands/<name>.py.
+COMMANDS = ("list", "new", "run", "matrix", "env", "report", "compare", "bisect", "narrow", "expect", "compat",
+            "record", "audit", "osv", "merge", "nightly")
 
 
 class UsageError(Exception):

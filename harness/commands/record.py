@@ -17,8 +17,7 @@ import sys
 from pathlib import Path
 
 from harness.commands import UsageError
-
-USAGE_ERROR, CHANGED = 2, 1
+from harness.model.exitcode import ExitCode
 
 
 def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
@@ -39,15 +38,12 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
                       help="for .json sources: the machine they ran on (cpu=..., cores=..., gpu=..., driver=..., "
                       "cuda=..., nccl=...); repeatable")
     fold.add_argument("--offline", action="store_true", help="look nothing up: keep the record's version dates")
-    fold.set_defaults(func=cmd_fold)
     imp = steps.add_parser("import", help="write the record into a results store", parents=[parents["--record"]])
     imp.add_argument("--db", type=Path, required=True, help="the store to write (created when missing)")
-    imp.set_defaults(func=cmd_import)
     tables = steps.add_parser("tables", help="regenerate the cases and compatibility tables of a page from the "
                               "record alone", parents=[parents["--record"], parents["--matrix"]])
     tables.add_argument("--page", type=Path, default=Path("README.md"), help="the page holding the tables")
     tables.add_argument("--check", action="store_true", help="write nothing; exit 1 when the page differs")
-    tables.set_defaults(func=cmd_tables)
 
 
 def _pairs(items: list[str], flag: str) -> dict[str, str]:
@@ -60,7 +56,12 @@ def _pairs(items: list[str], flag: str) -> dict[str, str]:
     return out
 
 
-def cmd_fold(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> ExitCode:
+    """Carry out `record fold`, `record import` or `record tables`."""
+    return {"fold": fold, "import": import_, "tables": tables}[args.step](args)
+
+
+def fold(args: argparse.Namespace) -> ExitCode:
     """Fold each source into the record and write what changed."""
     from harness.matrix.expand import load_matrix
     from harness.model.case import PROBES_DIR, discover
@@ -99,10 +100,10 @@ def cmd_fold(args: argparse.Namespace) -> int:
     written = write(args.record, record)
     say.print(f"{args.record}: {len(record.rows)} row(s); {len(written)} file(s) written"
               + (f" ({', '.join(written)})" if written else ""), soft_wrap=True, highlight=False)
-    return 0
+    return ExitCode.OK
 
 
-def cmd_import(args: argparse.Namespace) -> int:
+def import_(args: argparse.Namespace) -> ExitCode:
     """Write every row of the record into `--db`."""
     from harness.output.console import make_console
     from harness.session.folding import import_record
@@ -112,10 +113,10 @@ def cmd_import(args: argparse.Namespace) -> int:
     record = load(args.record)
     count = import_record(record, ResultStore(args.db))
     make_console(stderr=True).print(f"{args.db}: {count} result(s) imported from {args.record}", highlight=False)
-    return 0
+    return ExitCode.OK
 
 
-def cmd_tables(args: argparse.Namespace) -> int:
+def tables(args: argparse.Namespace) -> ExitCode:
     """Regenerate (or, with --check, compare) the page's generated tables."""
     from harness.output.console import make_console
     from harness.output.pages import REGION, generated_tables, regenerate
@@ -133,14 +134,14 @@ def cmd_tables(args: argparse.Namespace) -> int:
     err = make_console(stderr=True)
     if new == page:
         err.print(f"{args.page}: the tables are what {args.record} generates", highlight=False)
-        return 0
+        return ExitCode.OK
     if args.check:
         err.print(f"{args.page}: the tables differ from what {args.record} generates "
                   "(`bugmatrix record tables` rewrites them; never edit them by hand)", highlight=False)
-        return CHANGED
+        return ExitCode.FAILED
     args.page.write_text(new, encoding="utf-8")
     err.print(f"wrote {args.page}", highlight=False)
-    return 0
+    return ExitCode.OK
 
 
 if __name__ == "__main__":  # pragma: no cover

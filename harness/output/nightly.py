@@ -12,7 +12,8 @@ The steps:
 plan       `plan_jobs`: `job_matrix` (harness/output/github.py) minus the CUDA cells unless GPU runners are
            enabled (a notice names the cells left out); an empty plan is an error. Output `matrix`; the summary
            lists the planned cells.
-cell       `run_cell`: `bugmatrix run [CASES] --cell CELL --db RESULTS/SLUG.db --redo`, its exit code kept as
+cell       `run_cell`: what `bugmatrix run [CASES] --cell CELL --db RESULTS/SLUG.db --redo` does, driven
+           directly (a `Runner`, never a command line), its exit code kept as
            RESULTS/SLUG.exit-code (and output `exit-code`), an error annotation when it is not 0; the step exits
            with that code, so the cell shows red (the job is continue-on-error: the verdict is the aggregate's).
 baseline   `find_baseline`: the newest successful *scheduled* nightly's `bugmatrix-results` artifact, downloaded
@@ -74,7 +75,8 @@ LABEL_COLOR = "B60205"
 LABEL_DESCRIPTION = "bugmatrix nightly: a fixed bug came back"
 MAX_OPEN_ISSUES = 500
 
-Runner = Callable[[list[str]], int]  # `bugmatrix` argv -> exit code
+# `bugmatrix run` of (cell, db, case substrings, matrix file) -> its exit code
+Runner = Callable[[str, Path, list[str], "Path | None"], int]
 Gh = Callable[[list[str]], str]  # `gh` argv (without "gh") -> stdout; raises GhError when gh fails
 
 
@@ -198,16 +200,6 @@ def run_plan(matrix: Matrix, cells: str, cases: str, cuda_runners: bool, gh: Act
 # --- cell ------------------------------------------------------------------------------------------------------
 
 
-def cell_argv(cell: str, db: Path, cases: str | Iterable[str] | None, matrix: Path | None = None) -> list[str]:
-    """`bugmatrix run` for one cell: --redo, since a nightly launches everything, even where a self-hosted runner
-    kept last night's workspace; the case substrings come after `--`, so none is ever read as an option."""
-    argv = ["run", "--cell", cell, "--db", str(db), "--redo"]
-    if matrix is not None:
-        argv += ["--matrix", str(matrix)]
-    substrings = split_list(cases)
-    return argv + (["--", *substrings] if substrings else [])
-
-
 def exit_code_file(results: Path, slug: str) -> Path:
     """Where a cell keeps `bugmatrix run`'s exit code, beside its store (both travel in its artifact)."""
     return results / f"{slug}.exit-code"
@@ -219,7 +211,7 @@ def run_cell(cell: str, slug: str, cases: str | None, results: Path, runner: Run
     job reads it); returns that exit code (0: every outcome as expected)."""
     results.mkdir(parents=True, exist_ok=True)
     try:
-        rc = runner(cell_argv(cell, results / f"{slug}.db", cases, matrix))
+        rc = int(runner(cell, results / f"{slug}.db", split_list(cases), matrix))
     except Exception:  # a crash is that cell's failure, recorded like any other; the other cells go on
         traceback.print_exc()
         rc = 1

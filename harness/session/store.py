@@ -50,8 +50,8 @@ from harness.model.cell import COMPAT_PREFIX
 from harness.model.job import LOCAL_CELL
 from harness.model.outcome import Outcome, RankStatus
 from harness.model.result import Result
+from harness.session.basics import DEFAULT_DB
 
-DEFAULT_DB = Path(os.environ.get("BUGMATRIX_DB", ".bugmatrix/results.db"))
 SCHEMA_VERSION = 4
 
 _SCHEMA = """

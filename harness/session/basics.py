@@ -1,0 +1,13 @@
+"""What a command names before it opens anything: the default results store and the default record folder.
+
+Light on purpose (as harness/matrix/basics.py): `bugmatrix --help` names both defaults and must not load the store,
+the record or pydantic to do so; harness/session/store.py and harness/session/record.py import them from here.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+DEFAULT_DB = Path(os.environ.get("BUGMATRIX_DB", ".bugmatrix/results.db"))
+DEFAULT_RECORD = Path(os.environ.get("BUGMATRIX_RECORD", "record"))
