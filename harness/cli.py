@@ -19,12 +19,12 @@ DEFAULT_CASES = Path("cases") if Path("cases").is_dir() else Path(__file__).reso
 def one_line_errors() -> tuple[type[Exception], ...]:
     """Errors whose message already says what is wrong in one line (the file and field, the run, the package).
     Evaluated only when an exception reaches `main`, so that a command imports only what it uses."""
-    from harness.analysis.bisect import BisectError
     from harness.launch.interpreter import InterpreterError
     from harness.matrix.basics import IndexLookupError, MatrixError
     from harness.matrix.git import GitError
     from harness.model.case_schema import CaseError
     from harness.session.store import StoreError
+    from harness.workflows.bisect import BisectError
 
     return (StoreError, MatrixError, CaseError, IndexLookupError, BisectError, GitError, InterpreterError, UsageError)
 

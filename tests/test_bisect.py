@@ -9,14 +9,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.analysis.bisect import BisectRequest
-from harness.analysis.bisect import bisect as bisect_case
 from harness.cli import main
 from harness.matrix.cellenvs import CellEnvironments
 from harness.matrix.envcache import EnvCache
 from harness.matrix.expand import load_matrix
 from harness.model.case import discover
 from harness.session.store import ResultStore, recording
+from harness.workflows.bisect import BisectRequest
+from harness.workflows.bisect import bisect as bisect_case
+from harness.workflows.probing import Probing
 
 from .fakeindex import FakeRelease, build_index, fake_torch, make_git_repo
 
@@ -126,7 +127,7 @@ def test_commit_level_names_the_commit(tmp_path: Path, capsys) -> None:
 
 
 def test_the_policy_goes_from_releases_to_commits_without_the_cli(tmp_path: Path) -> None:
-    """`harness.analysis.bisect.bisect` owns the release -> commit policy: after an unambiguous release boundary
+    """`harness.workflows.bisect.bisect` owns the release -> commit policy: after an unambiguous release boundary
     it bisects the first-parent commits between those two releases (no command line involved)."""
     buggy = [True] * 3 + [False] * 3  # the 4th commit fixes it; v1.0.0 on the first, v1.1.0 on the last
     shas = make_git_repo(tmp_path / "repo", buggy, tags={0: "v1.0.0", 5: "v1.1.0"})
@@ -136,8 +137,8 @@ def test_the_policy_goes_from_releases_to_commits_without_the_cli(tmp_path: Path
     store = ResultStore(root / "r.db")
     said: list[str] = []
     with recording(store, "test", "test") as run_id:
-        levels = bisect_case(matrix, CellEnvironments(matrix, EnvCache(root / "envs")),
-                             BisectRequest(case, "bug", 1, "cpu", "fakelib"), store, run_id, said.append)
+        levels = bisect_case(Probing(matrix, CellEnvironments(matrix, EnvCache(root / "envs")), store, run_id,
+                                     say=said.append), BisectRequest(case, "bug", 1, "cpu", "fakelib"))
     assert [level for level, _ in levels] == ["release", "commit"]
     release, commit = levels[0][1], levels[1][1]
     assert (str(release.last_old), str(release.first_new)) == ("1.0.0", "1.1.0")
@@ -146,7 +147,8 @@ def test_the_policy_goes_from_releases_to_commits_without_the_cli(tmp_path: Path
     assert len(store.results(run_id)) == len(release.probes) + len(commit.probes)  # every probe recorded
     no_commits = BisectRequest(case, "bug", 1, "cpu", "fakelib", commits=False)
     with recording(store, "test", "test") as run_id:
-        levels = bisect_case(matrix, CellEnvironments(matrix, EnvCache(root / "envs")), no_commits, store, run_id)
+        levels = bisect_case(Probing(matrix, CellEnvironments(matrix, EnvCache(root / "envs")), store, run_id),
+                             no_commits)
     assert [level for level, _ in levels] == ["release"]
 
 
@@ -161,3 +163,4 @@ def test_bisect_ends_with_the_command_for_each_side(tmp_path: Path, capsys) -> N
     assert "releases 1.2.0 (reproduced) → 1.3.0 (fixed)" in out
     assert "# 1.2.0: reproduced" in out and "# 1.3.0: fixed" in out
     assert "--with fakelib==1.3.0" in out and "--nproc_per_node=1 cases/fakelib-1-bug/repro.py --device cpu" in out
+

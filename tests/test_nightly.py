@@ -1,6 +1,6 @@
 """The nightly workflow's steps (`bugmatrix nightly plan|cell|baseline|aggregate|issues`) as ordinary code.
 
-Unit tests of each decision in harness/output/nightly.py, then three nights end to end through the CLI, as
+Unit tests of each decision in harness/workflows/nightly.py, then three nights end to end through the CLI, as
 .github/workflows/nightly.yml calls it (each step with its own $GITHUB_OUTPUT and $GITHUB_STEP_SUMMARY):
 
   night 1  fakelib-lts on 1.2 (reproduces, as expected), fakelib-latest on 1.4 (fixed, as expected), a CUDA cell
@@ -30,15 +30,15 @@ import pytest
 import yaml
 
 import harness.commands.run
-import harness.output.nightly as nightly
+import harness.workflows.nightly as nightly
 from harness.analysis.compare import compare, comparison
 from harness.cli import main
 from harness.commands.run import RunOptions
 from harness.matrix.expand import load_matrix
 from harness.model.outcome import Outcome
 from harness.model.result import Result
-from harness.output.nightly import Actions
 from harness.session.store import ResultStore
+from harness.workflows.nightly import Actions
 
 CASE = "fakelib-1-bug"
 GPU = ["self-hosted", "linux", "x64", "gpu"]

@@ -37,14 +37,15 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
 
 def run(args: argparse.Namespace) -> ExitCode:
     """Release-level, then commit-level bisection; 0 when a boundary was found, 1 when refused or ambiguous."""
-    from harness.analysis.bisect import BisectError, BisectRequest, bisect, bisect_commands, bisect_summary
-    from harness.analysis.search import BisectRefused
     from harness.launch.execute import default_devices
     from harness.launch.interpreter import machine_name
     from harness.matrix.git import GitError
     from harness.model.case import discover, select
     from harness.output.payloads import bisect_json
     from harness.session.store import recording
+    from harness.workflows.bisect import BisectError, BisectRequest, bisect, bisect_commands, bisect_summary
+    from harness.workflows.probing import Probing
+    from harness.workflows.search import BisectRefused
 
     ctx = Context(args)
     err = ctx.err
@@ -59,15 +60,16 @@ def run(args: argparse.Namespace) -> ExitCode:
         return ExitCode.USAGE_ERROR
     request = BisectRequest(
         case, args.variant, args.nproc or max(case.spec.nproc), args.device or default_devices()[0], args.package,
-        args.old, args.new, args.pre, args.repeat, args.jobs, args.git, args.old_ref, args.new_ref,
+        args.old, args.new, args.pre, git=args.git, old_ref=args.old_ref, new_ref=args.new_ref,
         commits=not args.no_commits, dates=args.dates, channel=args.channel,
     )
     store = ctx.reader(writable=True)
     with recording(store, command_line(), machine_name()) as run_id:
         try:
             matrix = ctx.matrix
-            levels = bisect(matrix, ctx.environments(matrix), request, store, run_id,
-                            say=lambda line: err.print(line, soft_wrap=True))
+            probing = Probing(matrix, ctx.environments(matrix), store, run_id, cores=args.jobs, repeat=args.repeat,
+                              say=lambda line: err.print(line, soft_wrap=True))
+            levels = bisect(probing, request)
         except (BisectError, BisectRefused, MatrixError, GitError) as exc:  # a refusal is a complete, recorded run
             err.print(f"[red]bisect refused:[/] {exc}", soft_wrap=True)
             return ExitCode.FAILED

@@ -60,6 +60,8 @@ def run(args: argparse.Namespace) -> ExitCode:
     from harness.output.console import LOG_WIDTH, is_terminal
     from harness.output.progress import LaunchLines, ProgressDisplay, progress_bar
     from harness.session.store import recording
+    from harness.workflows.compat import walk
+    from harness.workflows.probing import Probing
 
     ctx = Context(args)
     err = ctx.err
@@ -91,20 +93,10 @@ def run(args: argparse.Namespace) -> ExitCode:
             recording(store, command_line(), machine_name()) as run_id,
             progress_bar("compat", err, transient=True, disable=args.json or not terminal) as progress,
         ):
-            done = compat.walk(
-                grid,
-                probes,
-                matrix,
-                ctx.environments(matrix),
-                store,
-                run_id,
-                cores=args.jobs,
-                repeat=args.repeat,
-                redo=args.redo,
-                disk_budget=args.disk_budget,
-                observers=[ProgressDisplay(progress) if terminal else LaunchLines(err)],
-                say=lambda line: err.print(line, soft_wrap=True, highlight=False, markup=False),
-            )
+            probing = Probing(matrix, ctx.environments(matrix), store, run_id, cores=args.jobs, repeat=args.repeat,
+                              redo=args.redo, observers=[ProgressDisplay(progress) if terminal else LaunchLines(err)],
+                              say=lambda line: err.print(line, soft_wrap=True, highlight=False, markup=False))
+            done = walk(grid, probes, probing, disk_budget=args.disk_budget)
         unknown = sum(1 for _, r in done if compat.verdict(r)[0] is compat.Kind.UNKNOWN)
         err.print(
             f"recorded as run {run_id} in {store.path}: {len(done)} probe(s), {unknown} not established",

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from harness.commands import UsageError
 from harness.matrix.basics import DEFAULT_MATRIX, DEFAULT_ROOT, MatrixError
 from harness.model.exitcode import ExitCode
-from harness.session.basics import DEFAULT_DB, DEFAULT_RECORD
+from harness.session.basics import DEFAULT_DB, default_record
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from harness.matrix.expand import Matrix
     from harness.model.case import Case
     from harness.model.case_schema import CaseError
-    from harness.session.store import ResultStore
+    from harness.session.store import ResultStore, Store
 
 
 def options() -> dict[str, argparse.ArgumentParser]:
@@ -38,9 +38,10 @@ def options() -> dict[str, argparse.ArgumentParser]:
             parent.add_argument("--db", type=Path, default=None, help=f"results store (default {DEFAULT_DB}); a "
                                 "reading command given one that does not exist stops (exit 2)")
         elif flag == "--record":
-            parent.add_argument("--record", type=Path, default=DEFAULT_RECORD,
+            record = default_record()
+            parent.add_argument("--record", type=Path, default=record,
                                 help=f"the committed record that reading commands layer the store over (default "
-                                f"{DEFAULT_RECORD})")
+                                f"{record})")
         elif flag == "--matrix":
             parent.add_argument("--matrix", type=Path, default=DEFAULT_MATRIX,
                                 help=f"matrix file (default {DEFAULT_MATRIX})")
@@ -154,7 +155,7 @@ class Context:
         return open_reader(args.db, args.db_given, discover(args.cases_dir)[0], args.record, writable,
                            getattr(args, "probes_dir", None) or PROBES_DIR)
 
-    def store(self) -> ResultStore:
+    def store(self) -> Store:
         """The store a command records in: `--db` (default .bugmatrix/results.db), or the null store with
         `--no-store`."""
         from harness.session.store import NullStore, ResultStore

@@ -1,5 +1,5 @@
 """`bugmatrix narrow [CASES]`: bisect every interval boundary of the record's and the store's results until it is
-between adjacent versions (see harness/analysis/narrow.py).
+between adjacent versions (see harness/workflows/narrow.py).
 
 Exit codes: 0 every boundary looked at is adjacent afterwards, 1 some could not be narrowed (each says why) or, with
 --dry-run, an interval is listed, 2 bad input (an explicit --db that does not exist), 5 nothing measured at all.
@@ -26,14 +26,15 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
 
 
 def run(args: argparse.Namespace) -> ExitCode:
-    """Narrow every interval boundary of the record's and the store's results (see harness/analysis/narrow.py); 0
+    """Narrow every interval boundary of the record's and the store's results (see harness/workflows/narrow.py); 0
     when every boundary it looked at is adjacent afterwards, 1 when some could not be narrowed (each says why) or,
     with --dry-run, while any interval is listed; 5 when there is no result at all."""
-    from harness.analysis.narrow import comments, interval_targets, narrow, selected_axes
     from harness.analysis.precision import between_on_index
     from harness.launch.interpreter import machine_name
     from harness.output.payloads import narrow_json
     from harness.session.store import recording
+    from harness.workflows.narrow import comments, interval_targets, narrow, selected_axes
+    from harness.workflows.probing import Probing
 
     ctx = Context(args)
     err = ctx.err
@@ -64,9 +65,9 @@ def run(args: argparse.Namespace) -> ExitCode:
                       soft_wrap=True, highlight=False)
         return ExitCode.FAILED if targets else ExitCode.OK  # --dry-run: 1 while an interval is left (`expect --check`)
     with recording(store, command_line(), machine_name()) as run_id:
-        done = narrow(targets, cases, matrix, ctx.environments(matrix), store, run_id,
-                      commits=args.commits, cores=args.jobs, repeat=args.repeat,
-                      say=lambda line: err.print(line, soft_wrap=True, markup=False, highlight=False))
+        probing = Probing(matrix, ctx.environments(matrix), store, run_id, cores=args.jobs, repeat=args.repeat,
+                          say=lambda line: err.print(line, soft_wrap=True, markup=False, highlight=False))
+        done = narrow(targets, cases, probing, commits=args.commits)
     left = [d for d in done if d.found is None or d.found.ambiguous]
     pasted = comments(done, store.latest(), cases, between, matrix)
     if args.json:

@@ -1,6 +1,6 @@
 """`bugmatrix nightly plan|cell|baseline|aggregate|issues|record-pr`: the nightly workflow's steps
 (.github/workflows/nightly.yml); they write $GITHUB_OUTPUT and $GITHUB_STEP_SUMMARY when those are set. What each
-step decides is in harness/output/nightly.py; the cell step drives `bugmatrix run`'s session directly
+step decides is in harness/workflows/nightly.py; the cell step drives `bugmatrix run`'s session directly
 (`harness.commands.run.execute`), never through a command line.
 
 Exit codes: as each step says (`plan`: 2 an invalid matrix or an empty plan; `cell`: the run's own code; `aggregate`:
@@ -16,7 +16,7 @@ from pathlib import Path
 from harness.commands.context import Context
 from harness.matrix.basics import MatrixError
 from harness.model.exitcode import ExitCode
-from harness.session.basics import DEFAULT_RECORD
+from harness.session.basics import default_record
 
 
 def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
@@ -50,8 +50,8 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
     n_aggregate.add_argument("--plan", default="", help="the plan step's matrix (JSON): the cells expected")
     n_aggregate.add_argument("--baseline", type=Path, help="compare with this store (or `nightly baseline` "
                              "folder) instead of the committed record (--record), the nightly's baseline")
-    n_aggregate.add_argument("--record", type=Path, default=DEFAULT_RECORD,
-                             help=f"the committed record: the baseline (default {DEFAULT_RECORD})")
+    n_aggregate.add_argument("--record", type=Path, default=default_record(),
+                             help=f"the committed record: the baseline (default {default_record()})")
     n_issues = nightly_steps.add_parser("issues", help="open or comment on one issue per unexpectedly regressed "
                                         "case (gh)")
     n_issues.add_argument("--compare", type=Path, default=Path("results/compare.json"),
@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> ExitCode:
 
 def plan(args: argparse.Namespace) -> int:
     """`nightly plan`: the job matrix of the nightly's cell jobs."""
-    from harness.output import nightly
+    from harness.workflows import nightly
 
     actions = nightly.Actions.from_env()
     try:
@@ -95,7 +95,7 @@ def cell(args: argparse.Namespace) -> int:
     """`nightly cell`: `bugmatrix run` in one cell (its session driven directly), its exit code kept for the
     aggregate job."""
     from harness.commands.run import RunOptions, execute
-    from harness.output import nightly
+    from harness.workflows import nightly
 
     def runner(cell: str, db: Path, cases: list[str], matrix: Path | None) -> int:
         options = RunOptions(cases_dir=args.cases_dir, cases=cases, cell=[cell], db=db, redo=True)
@@ -109,15 +109,15 @@ def cell(args: argparse.Namespace) -> int:
 
 def baseline(args: argparse.Namespace) -> int:
     """`nightly baseline`: the previous successful scheduled nightly's results, downloaded with gh."""
-    from harness.output import nightly
+    from harness.workflows import nightly
 
     return nightly.fetch_baseline(args.dir, nightly.run_gh, nightly.Actions.from_env())
 
 
 def aggregate(args: argparse.Namespace) -> int:
     """`nightly aggregate`: merge, report, compare, decide."""
-    from harness.output import nightly
     from harness.session.store import StoreError
+    from harness.workflows import nightly
 
     actions = nightly.Actions.from_env()
     try:
@@ -137,7 +137,7 @@ def aggregate(args: argparse.Namespace) -> int:
 
 def issues(args: argparse.Namespace) -> int:
     """`nightly issues`: one issue per unexpectedly regressed case, opened or commented on with gh."""
-    from harness.output import nightly
+    from harness.workflows import nightly
 
     return nightly.open_issues(args.compare, args.run_url, nightly.run_gh, nightly.Actions.from_env(),
                                dry_run=args.dry_run)
@@ -146,7 +146,7 @@ def issues(args: argparse.Namespace) -> int:
 def record_pr(args: argparse.Namespace) -> int:
     """`nightly record-pr`: one pull request with tonight's results folded into the record, and the expect rules
     they call for."""
-    from harness.output import nightly
+    from harness.workflows import nightly
 
     # no matrix: every boundary is then unknown: nothing is derived, each variant says why
     matrix = Context(args).optional_matrix(invalid_is_none=True)

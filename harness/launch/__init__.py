@@ -1,1 +1,3 @@
-"""launch"""
+"""One job, launched and judged: the interpreter an environment provides (`interpreter`), the torchrun launch with
+its rank wrapper, time bounds and stack dumps (`torchrun`, `rank_wrapper`, `execute`), and what the ranks' logs and
+exit codes say (`logscan`, `classify`), against the case's expect rules (`expectations`). Above `model` only."""

@@ -10,4 +10,9 @@ import os
 from pathlib import Path
 
 DEFAULT_DB = Path(os.environ.get("BUGMATRIX_DB", ".bugmatrix/results.db"))
-DEFAULT_RECORD = Path(os.environ.get("BUGMATRIX_RECORD", "record"))
+
+
+def default_record() -> Path:
+    """The default record folder: $BUGMATRIX_RECORD, else `record` (read when called: harness/session/record.py
+    reads it once, at its own import, as `DEFAULT_RECORD`)."""
+    return Path(os.environ.get("BUGMATRIX_RECORD", "record"))

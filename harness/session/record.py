@@ -45,8 +45,10 @@ from typing import TypeVar
 from harness.model.cell import COMPAT_PREFIX
 from harness.model.outcome import Outcome
 from harness.model.result import Result
-from harness.session.basics import DEFAULT_RECORD
+from harness.session.basics import default_record
 from harness.session.store import ResultStore, Run, StoreError
+
+DEFAULT_RECORD = default_record()
 
 EXCERPT_LINE = 300  # characters kept of one deciding line
 EXCERPT_LINES = 4
