@@ -162,5 +162,34 @@ def test_bisect_ends_with_the_command_for_each_side(tmp_path: Path, capsys) -> N
     assert code == 0, out
     assert "releases 1.2.0 (reproduced) → 1.3.0 (fixed)" in out
     assert "# 1.2.0: reproduced" in out and "# 1.3.0: fixed" in out
-    assert "--with fakelib==1.3.0" in out and "--nproc_per_node=1 cases/fakelib-1-bug/repro.py --device cpu" in out
+    script = tmp_path / "cases" / "fakelib-1-bug" / "repro.py"  # where the case lives, not the catalogue's path
+    assert "--with fakelib==1.3.0" in out and f"--nproc_per_node=1 {script} --device cpu" in out
 
+
+def test_a_case_that_matches_nothing_says_so_and_records_nothing(tmp_path: Path, capsys) -> None:
+    root = project(tmp_path, [True, False])
+    capsys.readouterr()
+    code = main(["--cases-dir", str(root / "cases"), "bisect", "nosuchcase", "--package", "fakelib",
+                 "--matrix", str(root / "matrix.yaml"), "--db", str(root / "r.db")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "()" not in err and f"no case in {root / 'cases'} matches 'nosuchcase'" in err, err
+    assert not (root / "r.db").exists()
+
+
+@pytest.mark.parametrize("package", ["torchrec", "nosuchpkg"])
+def test_a_package_the_case_does_not_install_is_refused_before_any_probe(tmp_path: Path, capsys,
+                                                                         package: str) -> None:
+    """Moving a package the case does not install cannot change its outcome: refused in one line before a run is
+    begun (none left `interrupted`) or a probe launched."""
+    root = project(tmp_path, [True] * 4 + [False] * 4)
+    capsys.readouterr()
+    code = main(["--cases-dir", str(root / "cases"), "bisect", "fakelib-1-bug", "--package", package,
+                 "--device", "cpu", "--matrix", str(root / "matrix.yaml"), "--envs", str(root / "envs"),
+                 "--db", str(root / "r.db"), "-j", "1"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert f"--package {package}" in err and "torch, fakelib" in err, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert not (root / "r.db").exists(), "a run was begun"
+    assert not (root / "envs").exists(), "a probe environment was built"

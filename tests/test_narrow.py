@@ -73,7 +73,8 @@ def test_narrow_turns_an_interval_into_adjacent_releases_and_a_second_run_launch
     # a comment ready to paste upstream, with the one command that reproduces each side anywhere
     assert "Paste upstream:" in out and "--exclude-newer 2024-02-03T00:00:01Z" in out, out
     assert "--with fakelib==1.2 --with torch==2.5.0 python -m torch.distributed.run --standalone" in out, out
-    assert "--with fakelib==1.3" in out and "cases/fakelib-1-bug/repro.py --device cpu" in out
+    # the script where this case lives (--cases-dir), not the catalogue's cases/<id>/repro.py
+    assert "--with fakelib==1.3" in out and f" {project / 'cases' / 'fakelib-1-bug' / 'repro.py'} --device cpu" in out
     store = ResultStore(project / "r.db")
     narrow_run = store.runs()[-1].run_id
     assert launched_in(store, narrow_run) <= math.ceil(math.log2(len(VERSIONS))) + 1

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shlex
 from datetime import datetime
+from pathlib import Path
 
 from harness.analysis.transitions import Axis, Boundary
 from harness.matrix.envcache import exclude_newer
@@ -21,6 +22,16 @@ from harness.matrix.resolve import companions, made_at
 from harness.model.case import Case
 from harness.model.common import logical_name
 from harness.model.result import Result
+
+CATALOGUE = Path(__file__).resolve().parents[2] / "cases"  # the cases of this checkout
+
+
+def script_path(case: Case) -> str:
+    """The case's script as a command names it: `cases/<id>/<script>` for a case of this checkout's catalogue (the
+    path every reader of the repository has), else the path it was loaded from (a `--cases-dir` elsewhere)."""
+    if case.folder.resolve().parent == CATALOGUE:
+        return f"cases/{case.id}/{case.spec.script}"
+    return str(case.script)
 
 
 def repro_command(case: Case, result: Result, matrix: Matrix | None = None, python: str = "3.11") -> str:
@@ -49,7 +60,7 @@ def repro_command(case: Case, result: Result, matrix: Matrix | None = None, pyth
         command += ["--with", requirement]
     args = case.spec.variants[result.variant].args if result.variant in case.spec.variants else []
     command += ["python", "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={result.nproc}",
-                f"cases/{case.id}/{case.spec.script}", "--device", result.device, *args]
+                script_path(case), "--device", result.device, *args]
     return shlex.join(command)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 
+from harness.commands import UsageError
 from harness.commands.context import Context, command_line, dates, positive
 from harness.matrix.basics import MatrixError
 from harness.model.exitcode import ExitCode
@@ -41,6 +42,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     from harness.launch.interpreter import machine_name
     from harness.matrix.git import GitError
     from harness.model.case import discover, select
+    from harness.model.common import logical_name
     from harness.output.payloads import bisect_json
     from harness.session.store import recording
     from harness.workflows.bisect import BisectError, BisectRequest, bisect, bisect_commands, bisect_summary
@@ -51,13 +53,22 @@ def run(args: argparse.Namespace) -> ExitCode:
     err = ctx.err
     cases, _ = discover(args.cases_dir)
     matches = [c for c in cases if c.id == args.case] or select(cases, [args.case])
-    if len(matches) != 1:
-        err.print(f"[red]case {args.case!r} matches {len(matches)} cases[/] ({', '.join(c.id for c in matches)})")
+    if not matches:
+        err.print(f"[red]no case in {args.cases_dir} matches {args.case!r}[/] (`bugmatrix list` shows them)",
+                  soft_wrap=True)
+        return ExitCode.USAGE_ERROR
+    if len(matches) > 1:
+        err.print(f"[red]case {args.case!r} matches {len(matches)} cases[/] ({', '.join(c.id for c in matches)})",
+                  soft_wrap=True)
         return ExitCode.USAGE_ERROR
     case = matches[0]
     if args.variant not in case.spec.variants:
         err.print(f"[red]{case.id} has no variant {args.variant!r}[/] ({', '.join(case.spec.variants)})")
         return ExitCode.USAGE_ERROR
+    if logical_name(args.package) not in {logical_name(p) for p in case.spec.packages}:
+        # moving a package the case does not install cannot change its outcome: refused before a run is begun
+        raise UsageError(f"--package {args.package}: {case.id} installs {', '.join(case.spec.packages)}; "
+                         "bisect one of those")
     request = BisectRequest(
         case, args.variant, args.nproc or max(case.spec.nproc), args.device or default_devices()[0], args.package,
         args.old, args.new, args.pre, git=args.git, old_ref=args.old_ref, new_ref=args.new_ref,

@@ -77,6 +77,7 @@ def execute(options: RunOptions) -> ExitCode:
     """Run the selected cases (here, or across matrix cells); exit 0 only when every observed outcome that counts
     equals the expected one (see `harness.model.result.misses`), 5 when the selection matches nothing or nothing
     could run, and record nothing for a selection that matches nothing."""
+    from harness.launch.execute import unrunnable
     from harness.launch.interpreter import InterpreterError, inspect_interpreter, machine_name, prefetch_gpus
     from harness.model.result import counts, misses
     from harness.output.console import is_terminal
@@ -93,7 +94,7 @@ def execute(options: RunOptions) -> ExitCode:
         Session,
     )
     from harness.session.plan import Selection, plan_cells, plan_local
-    from harness.session.store import recording
+    from harness.session.store import NullStore, Store, recording
 
     prefetch_gpus()  # where only nvidia-smi can count the GPUs, its 0.3-1 s overlaps the loading and listing below
     ctx = Context(options)  # type: ignore[arg-type]  # RunOptions has every attribute the context reads
@@ -127,7 +128,10 @@ def execute(options: RunOptions) -> ExitCode:
             f" in {options.cases_dir}" if cases else f": no cases in {options.cases_dir}")]
         err.print(f"[red]nothing to run:[/] {'; '.join(why)} (nothing recorded)", soft_wrap=True)
         return ExitCode.NOTHING_RAN
-    store = ctx.store()
+    if python is not None and all(unrunnable(job, python) for job in jobs):
+        store: Store = NullStore()  # a run that launches nothing records nothing (each job says why it skips)
+    else:
+        store = ctx.store()
     collector = Collector()
     terminal = is_terminal()
     observers: list[Observer] = [collector]
