@@ -44,8 +44,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--cases-dir", type=Path, default=DEFAULT_CASES, help="folder of case folders")
     sub = parser.add_subparsers(dest="command", required=True)
     parents = options()
-    for name in (only,) if only else COMMANDS:
-        command(name).add_parser(sub, parents)
+    for name in COMMANDS:
+        if only is None or name == only:
+            command(name).add_parser(sub, parents)
+        else:  # named only, so that a usage line or an error lists every command as the full parser does
+            sub.add_parser(name)
     return parser
 
 

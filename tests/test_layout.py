@@ -9,6 +9,7 @@ the user's behalf (`workflows`: bisect, narrow, the compat walk, the nightly) an
 
 from __future__ import annotations
 
+import argparse
 import ast
 from pathlib import Path
 
@@ -168,3 +169,34 @@ def test_every_module_and_public_function_says_what_it_promises(path: Path) -> N
 def test_the_entry_point_is_a_dispatcher() -> None:
     """harness/cli.py parses and dispatches; what each command does lives in harness/commands/<name>.py."""
     assert len((HARNESS / "cli.py").read_text().splitlines()) <= 150
+
+
+def test_the_dispatcher_imports_only_the_command_it_is_given() -> None:
+    """`bugmatrix list` loads harness/commands/list.py and what it uses, no other command (start-up stays small);
+    `build_parser()` still registers every command, for the CLI reference."""
+    import subprocess
+    import sys
+
+    from harness.cli import build_parser
+    from harness.commands import COMMANDS
+
+    probe = ("import sys\nfrom harness.cli import main\nmain(['list', '--json'])\n"
+             "print(sorted(m for m in sys.modules if m.startswith('harness.commands.')), file=sys.stderr)\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=HARNESS.parent,
+                          check=True)
+    assert done.stderr.strip().splitlines()[-1] == "['harness.commands.context', 'harness.commands.list']"
+    [sub] = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    assert tuple(sub.choices) == COMMANDS
+    stubs = [name for name, parser in sub.choices.items() if len(parser._actions) < 2]  # only -h: not registered
+    assert not stubs, f"build_parser() leaves out the options of {stubs}"
+
+
+def test_an_error_of_a_dispatched_command_line_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    """The parser `main` builds for one command still names them all, as the full one does (its usage line)."""
+    from harness.cli import main
+    from harness.commands import COMMANDS
+
+    with pytest.raises(SystemExit) as stopped:
+        main(["record", "fold", "--no-such-option"])
+    assert stopped.value.code == 2
+    assert "{" + ",".join(COMMANDS) + "}" in capsys.readouterr().err
