@@ -1,6 +1,7 @@
 """The commands of `bugmatrix`, one module each, above every other layer: each registers its options
 (`add_parser(subparsers, parents)`) and carries them out (`run(args) -> ExitCode`), driving the layers below through
-one `Context` (harness/commands/context.py); `harness/cli.py` imports only the module of the command it was given."""
+one `Context` (harness/commands/context.py); `harness/cli.py` imports only the module of the command it was given.
+Each module's docstring lists its exit codes, the values of `ExitCode` (harness/model/exitcode.py)."""
 
 from __future__ import annotations
 
