@@ -2,6 +2,7 @@
 process, best of N.
 
     uv run python benchmarks/bench_audit.py [--record /tmp/bench-audit-record] [--cells 78] [--runs 5]
+        [--against DIR]   # also time another checkout in the same run, e.g. `git archive <ref> | tar -x -C DIR`
 
 The synthetic record (built once at `--record` and reused; never commit it) holds, for every case x variant of
 cases/ on both devices, `--cells` cells at 1 and 2 ranks, each cell pinning the case's packages at a version of
@@ -11,7 +12,9 @@ is about 2,500. The freeze is 300 lines as `pip freeze` writes them: the five li
 and hashes, and 295 other distributions the record does not know (each listed as not covered).
 
 Timed: the whole `python -m harness audit -r freeze.txt --record ... --json` process, fresh each time (its bytecode
-cached), after one warm-up run that also warms the page cache; and `--help` (start-up alone) for scale.
+cached), after one warm-up run that also warms the page cache; and `--help` (start-up alone) for scale. With
+`--against DIR`, the same commands of that checkout (the baseline: the code before a change) run in turn with these,
+so that both see the same load: on a busy machine only such a pair compares (the CPU seconds more than the wall).
 Target: under 1 s.
 """
 
@@ -77,6 +80,7 @@ def main() -> None:
     parser.add_argument("--record", type=Path, default=Path("/tmp/bench-audit-record"))
     parser.add_argument("--cells", type=int, default=78)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--against", type=Path, help="another checkout of bugmatrix to time in the same run")
     args = parser.parse_args()
     if not (args.record / "results").is_dir():
         started = time.perf_counter()
@@ -90,28 +94,38 @@ def main() -> None:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env |= {"BUGMATRIX_DB": "/nonexistent/bench-audit.db",
             "PYTHONPYCACHEPREFIX": str(Path(os.environ.get("TMPDIR", "/tmp")) / "bench-audit-pycache")}
-    commands = {
-        "audit -r freeze.txt (300 lines) --json": [*py, "audit", "-r", str(requirements), "--record",
-                                                   str(args.record), "--json"],
-        "python -m harness --help (start-up alone)": [*py, "--help"],
-    }
+
+    def commands(root: Path) -> dict[str, tuple[Path, list[str]]]:
+        return {
+            "audit -r freeze.txt (300 lines) --json": (root, [*py, "audit", "-r", str(requirements), "--record",
+                                                              str(args.record), "--json"]),
+            "python -m harness --help (start-up alone)": (root, [*py, "--help"]),
+        }
+
+    checkouts = {"": ROOT} | ({" [baseline]": args.against.resolve()} if args.against else {})
     load = os.getloadavg()
     print(f"record {args.record}: {rows:,} rows; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
-          f"{os.cpu_count()} cores")
-    for name, command in commands.items():
-        warm = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=env, check=False)
-        if warm.returncode not in (0, 1):
-            sys.exit(f"{name}: exit {warm.returncode}: {warm.stderr.strip()[-500:]}")
-        best, cpu = float("inf"), float("inf")
+          f"{os.cpu_count()} cores" + (f"; baseline {args.against}" if args.against else ""))
+    for name in commands(ROOT):
+        timed = {label: commands(root)[name] for label, root in checkouts.items()}
+        for label, (cwd, command) in timed.items():
+            warm = subprocess.run(command, cwd=cwd, capture_output=True, text=True, env=env, check=False)
+            if warm.returncode not in (0, 1):
+                sys.exit(f"{name}{label}: exit {warm.returncode}: {warm.stderr.strip()[-500:]}")
+        best = dict.fromkeys(timed, float("inf"))
+        cpu = dict.fromkeys(timed, float("inf"))
         for _ in range(args.runs):
-            before = os.times()
-            started = time.perf_counter()
-            subprocess.run(command, cwd=ROOT, capture_output=True, env=env, check=False)
-            best = min(best, time.perf_counter() - started)
-            after = os.times()
-            cpu = min(cpu, (after.children_user - before.children_user) + (after.children_system -
-                                                                           before.children_system))
-        print(f"{name:45} best of {args.runs}: {best:6.2f} s wall, {cpu:5.2f} s CPU", flush=True)
+            for label, (cwd, command) in timed.items():  # in turn: each sees the same load
+                before = os.times()
+                started = time.perf_counter()
+                subprocess.run(command, cwd=cwd, capture_output=True, env=env, check=False)
+                best[label] = min(best[label], time.perf_counter() - started)
+                after = os.times()
+                cpu[label] = min(cpu[label], (after.children_user - before.children_user) +
+                                 (after.children_system - before.children_system))
+        for label in timed:
+            print(f"{name + label:56} best of {args.runs}: {best[label]:6.2f} s wall, {cpu[label]:5.2f} s CPU",
+                  flush=True)
     load = os.getloadavg()
     print(f"load average after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
 

@@ -1,7 +1,8 @@
 """Harness overhead per case: `bugmatrix run CASE --variant V --nproc N --redo` vs bare `torchrun --standalone` of
 the same script with the same arguments, as whole-process wall times, interleaved, median ratio over several runs.
 
-    uv run python benchmarks/bench_launch_overhead.py [--case ID] [--variant V] [--nproc N] [--runs K] [--batch B]
+    uv run python benchmarks/bench_launch_overhead.py [--case ID] [--variant V] [--nproc N] [--device D] [--runs K]
+        [--batch B]
 
 Per invocation: one `bugmatrix run` (start-up, interpreter inspection, launch, classification, recording in a
 throw-away store) against one bare torchrun. `--redo` makes every run launch: without it a re-run resumes from the
@@ -41,6 +42,7 @@ def main() -> None:
     parser.add_argument("--case", default="lightning-20020-meta-template-submodule")
     parser.add_argument("--variant", default="bug")
     parser.add_argument("--nproc", type=int, default=2)
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="the device both sides run on")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--batch", type=int, default=3, help="launches per bugmatrix process for the batch figure")
     args = parser.parse_args()
@@ -49,9 +51,9 @@ def main() -> None:
     case = load_case(ROOT / "cases" / args.case / "case.yaml")
     variant_args = case.spec.variants[args.variant].args
     bare = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={args.nproc}",
-            str(case.script), "--device", "cpu", *variant_args]
+            str(case.script), "--device", args.device, *variant_args]
     harness = [sys.executable, "-m", "harness", "run", args.case, "--variant", args.variant,
-               "--nproc", str(args.nproc), "--device", "cpu", "-j", "1", "--redo", "--db", str(db)]
+               "--nproc", str(args.nproc), "--device", args.device, "-j", "1", "--redo", "--db", str(db)]
     timed(bare, (0, 1, 125))  # warm the page cache for both
     rows = []
     for i in range(args.runs):
@@ -61,7 +63,8 @@ def main() -> None:
         print(f"run {i + 1}: bare torchrun {t_bare:6.2f}s  bugmatrix {t_harness:6.2f}s  ratio {t_harness / t_bare:.3f}")
     ratios = [r[2] for r in rows]
     print(
-        f"{args.case}::{args.variant}[cpu-{args.nproc}]  median bare {statistics.median(r[0] for r in rows):.2f}s  "
+        f"{args.case}::{args.variant}[{args.device}-{args.nproc}]  "
+        f"median bare {statistics.median(r[0] for r in rows):.2f}s  "
         f"median bugmatrix {statistics.median(r[1] for r in rows):.2f}s  median ratio {statistics.median(ratios):.3f} "
         f"(min {min(ratios):.3f}, max {max(ratios):.3f}, {args.runs} runs)"
     )

@@ -1,19 +1,20 @@
-"""The `bugmatrix` command line: list cases, run them (here or across matrix cells), manage environments."""
+"""The `bugmatrix` entry point: parse the command line with the parser of the command it names (built by
+`build_parser`, harness/commands/context.py) and run that command (harness/commands/<name>.py), turning one-line errors
+into exit 2 and Ctrl-C, SIGTERM and SIGHUP into exit 130."""
 
 from __future__ import annotations
 
-import argparse
-import importlib
+# isort: off
+# First of all: for a command that launches, where only nvidia-smi can count the GPUs, it starts now and runs while
+# the rest imports (harness/launch/early_smi.py).
+from harness.launch import early_smi  # noqa: F401
+# isort: on
 import signal
 import sys
-from pathlib import Path
-from types import ModuleType
 
 from harness.commands import COMMANDS, UsageError
+from harness.commands.context import build_parser, command
 from harness.model.exitcode import ExitCode
-
-# `cases/` in the current directory, else the one beside this package (a checkout of bugmatrix).
-DEFAULT_CASES = Path("cases") if Path("cases").is_dir() else Path(__file__).resolve().parent.parent / "cases"
 
 
 def one_line_errors() -> tuple[type[Exception], ...]:
@@ -27,29 +28,6 @@ def one_line_errors() -> tuple[type[Exception], ...]:
     from harness.workflows.bisect import BisectError
 
     return (StoreError, MatrixError, CaseError, IndexLookupError, BisectError, GitError, InterpreterError, UsageError)
-
-
-def command(name: str) -> ModuleType:
-    """The module of command `name` (harness/commands/<name>.py), imported on first use."""
-    return importlib.import_module(f"harness.commands.{name}")
-
-
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The full `bugmatrix` parser, every command and option registered (the docs' CLI reference is generated
-    from it); with `only`, that command's alone (what `main` parses a command line with, so that it imports only
-    the command it was given)."""
-    from harness.commands.context import options
-
-    parser = argparse.ArgumentParser(prog="bugmatrix", description=__doc__)
-    parser.add_argument("--cases-dir", type=Path, default=DEFAULT_CASES, help="folder of case folders")
-    sub = parser.add_subparsers(dest="command", required=True)
-    parents = options()
-    for name in COMMANDS:
-        if only is None or name == only:
-            command(name).add_parser(sub, parents)
-        else:  # named only, so that a usage line or an error lists every command as the full parser does
-            sub.add_parser(name)
-    return parser
 
 
 def chosen(argv: list[str]) -> str | None:

@@ -32,8 +32,8 @@ N = 16
 
 
 def project(root: Path, buggy: list[bool], broken: set[int] = frozenset(), git_url: str | None = None,
-            api_from: int = 0) -> Path:
-    releases = [fake_torch("2.5.0", "2024-01-01T00:00:00Z")]
+            api_from: int = 0, torch_uploads: tuple[tuple[str, str], ...] = ()) -> Path:
+    releases = [fake_torch("2.5.0", "2024-01-01T00:00:00Z")] + [fake_torch(v, when) for v, when in torch_uploads]
     for i, bug in enumerate(buggy):
         body = "import no_such_native_ext\n" if i in broken else f"BUGGY = {bug}\nHAS_API = {i >= api_from}\n"
         releases.append(FakeRelease("fakelib", f"1.{i}.0", f"2024-02-{i + 1:02d}T00:00:00Z", module=body,
@@ -83,6 +83,40 @@ def test_broken_releases_are_stepped_over(tmp_path: Path, capsys) -> None:
     [level] = out["levels"]
     assert code == 0 and (level["last_old"], level["first_new"]) == ("1.8.0", "1.9.0")
     assert {p["outcome"] for p in level["probes"]} <= {"reproduced", "fixed", "infra"}
+
+
+def test_a_default_range_starting_at_releases_that_cannot_be_installed_steps_inward(tmp_path: Path, capsys) -> None:
+    """The oldest releases do not import here (as lightning 2.0.0 resolving torch 1.13 on Python 3.11): bisect starts
+    at the oldest that installs, finds the boundary, and says how to start there (`supports:` or --old)."""
+    root = project(tmp_path, [i < 9 for i in range(N)], broken={0, 1, 2})
+    code, out, err = bisect(root, capsys)
+    assert code == 0, err
+    [level] = out["levels"]
+    assert (level["last_old"], level["first_new"]) == ("1.8.0", "1.9.0")
+    assert "fakelib 1.0.0 … 1.2.0 (3 releases) cannot be installed or imported here" in err
+    assert 'started at 1.3.0, the oldest that installs' in err
+    assert 'supports: {fakelib: ">=1.3.0"}' in err and "--old 1.3.0" in err
+    [line] = [line for line in err.splitlines() if "probe 1.0.0: infra" in line]
+    assert "no_such_native_ext" in line, line  # the cause, on the probe's whole first line (issue 27 item 2)
+    root = project(tmp_path / "all-fixed", [False] * N, broken={0, 1, 2})
+    code, out, err = bisect(root, capsys)
+    assert code == 1 and "1.3.0 is fixed, 1.15.0 is fixed (1.0.0 … 1.2.0 (3) cannot be installed" in err
+
+
+def test_the_summary_says_when_torch_moved_with_the_bisected_package(tmp_path: Path, capsys) -> None:
+    """torch 2.6.0 was uploaded between fakelib 1.2.0 and 1.3.0: each probe resolves torch as of its release, so the
+    boundary is also a torch change, and the summary line says so (lightning 2.5.2 + torch 2.7.1 -> 2.5.3 + torch
+    2.8.0)."""
+    root = project(tmp_path, [i < 3 for i in range(6)], torch_uploads=(("2.6.0", "2024-02-03T12:00:00Z"),))
+    code, out, err = bisect(root, capsys)
+    assert code == 0, err
+    assert "releases 1.2.0 + torch 2.5.0 (reproduced) → 1.3.0 + torch 2.6.0 (fixed)" in out["summary"]
+    code, out, err = bisect(root, capsys)  # again: every probe reused from the store, the same line
+    assert code == 0 and "1.2.0 + torch 2.5.0 (reproduced) → 1.3.0 + torch 2.6.0 (fixed)" in out["summary"]
+    assert ResultStore(root / "r.db").results(out["run_id"]) == []  # nothing launched again (issue 27 item 4)
+    root = project(tmp_path / "same-torch", [i < 3 for i in range(6)])  # torch did not move: nothing added
+    code, out, err = bisect(root, capsys)
+    assert "releases 1.2.0 (reproduced) → 1.3.0 (fixed)" in out["summary"]
 
 
 def test_endpoints_that_agree_are_refused(tmp_path: Path, capsys) -> None:
@@ -162,8 +196,8 @@ def test_bisect_ends_with_the_command_for_each_side(tmp_path: Path, capsys) -> N
     assert code == 0, out
     assert "releases 1.2.0 (reproduced) → 1.3.0 (fixed)" in out
     assert "# 1.2.0: reproduced" in out and "# 1.3.0: fixed" in out
-    script = tmp_path / "cases" / "fakelib-1-bug" / "repro.py"  # where the case lives, not the catalogue's path
-    assert "--with fakelib==1.3.0" in out and f"--nproc_per_node=1 {script} --device cpu" in out
+    assert "--with fakelib==1.3.0" in out  # the script where the case lives (not under the default cases/)
+    assert f"--nproc_per_node=1 {(root / 'cases').resolve()}/fakelib-1-bug/repro.py --device cpu" in out
 
 
 def test_a_case_that_matches_nothing_says_so_and_records_nothing(tmp_path: Path, capsys) -> None:

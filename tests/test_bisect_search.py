@@ -98,3 +98,28 @@ def test_with_a_skip_side_the_third_verdict_and_errors_are_stepped_over() -> Non
     truth["1.6.0"], truth["1.9.0"] = R, E  # neither side: like exit 125 in `git bisect run`
     result = search(VERSIONS, prober(truth, []))
     assert (result.last_old, result.first_new, result.ambiguous) == ("1.5.0", "1.7.0", ["1.6.0"])
+
+
+@pytest.mark.parametrize("installs_from", [1, 3, 9])
+def test_an_oldest_release_that_cannot_be_installed_is_stepped_over_not_refused(installs_from: int) -> None:
+    """The default range starts at a release that cannot be installed here (lightning 2.0.0 resolving a torch that
+    does not import on this Python): the search bisects inward to the oldest that installs and starts there."""
+    infra = Outcome.INFRA
+    truth = {v: infra if i < installs_from else (R if i < 12 else F) for i, v in enumerate(VERSIONS)}
+    log: list[str] = []
+    result = search(VERSIONS, prober(truth, log))
+    assert (result.last_old, result.first_new, result.old, result.new) == ("1.11.0", "1.12.0", R, F)
+    assert result.untestable == VERSIONS[:installs_from]
+    assert len(log) <= 2 * math.ceil(math.log2(len(VERSIONS))) + 2  # stepping in is a bisection too
+    truth = {v: infra if i < installs_from else F for i, v in enumerate(VERSIONS)}  # then nothing differs: said whole
+    with pytest.raises(BisectRefused, match=rf"{VERSIONS[installs_from]} is fixed, 1.15.0 is fixed \(1.0.0"):
+        search(VERSIONS, prober(truth, []))
+
+
+def test_a_newest_release_that_cannot_be_installed_is_stepped_over_too() -> None:
+    truth = {v: Outcome.INFRA if i > 12 else (R if i < 5 else F) for i, v in enumerate(VERSIONS)}
+    result = search(VERSIONS, prober(truth, []))
+    assert (result.last_old, result.first_new, result.untestable) == ("1.4.0", "1.5.0", VERSIONS[13:])
+    truth = {v: Outcome.INFRA for v in VERSIONS}  # nothing installs: refused, as before
+    with pytest.raises(BisectRefused, match="1.0.0 is infra, 1.15.0 is infra"):
+        search(VERSIONS, prober(truth, []))

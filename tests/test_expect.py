@@ -153,7 +153,7 @@ def test_an_interval_boundary_is_refused_naming_it_and_the_narrow_command(tmp_pa
     d = derived(tmp_path, case, ("fakelib-1.0", result("1.0", R)), ("fakelib-2.0", result("2.0", F)))
     assert d.new is None
     assert "fixed between 1.0 and 2.0 (9 releases not run)" in d.refused
-    assert f"bugmatrix narrow {CASE} --package fakelib --device cpu" in d.refused
+    assert f"bugmatrix --cases-dir {case.folder.parent} narrow {CASE} --package fakelib --device cpu" in d.refused
 
 
 def test_a_version_between_that_could_not_say_keeps_the_boundary_an_interval(tmp_path: Path, case: Case) -> None:
@@ -227,6 +227,21 @@ def test_rules_that_already_agree_are_unchanged(tmp_path: Path, case: Case) -> N
                 ("w2", result("2.0", F, variant="workaround")), variant="workaround")
     assert dump(d.new) == [{"outcome": "fixed"}] and not d.changed
     assert rewrite(case, [d], "2024-04-01") is None
+
+
+def test_a_bound_written_with_or_without_trailing_zeros_is_the_same_rule(tmp_path: Path, case: Case) -> None:
+    """`"<1.3.0"` in case.yaml and the derived `"<1.3"` allow the same versions: `expect --check` must not call that a
+    change (a new user's `"<2.9"` against `"<2.9.0"`); a real change of bound still is one."""
+    path = case.folder / "case.yaml"
+    path.write_text(CASE_YAML.replace('fakelib: "<1.1"}   # a first guess', 'fakelib: "<1.3.0"}'))
+    same = load_case(path)
+    d = derived(tmp_path, same, *FIX_AT_1_3)
+    assert dump(d.new)[1] == {"when": {"fakelib": "<1.3"}, "outcome": "reproduced"}
+    assert not d.changed and d.summary().endswith("(unchanged)")
+    assert rewrite(same, [d], "2024-04-01") is None
+    path.write_text(CASE_YAML.replace('fakelib: "<1.1"}   # a first guess', 'fakelib: "<1.3.1"}'))
+    d = derived(tmp_path / "moved", load_case(path), *FIX_AT_1_3)
+    assert d.changed
 
 
 # --- writing ----------------------------------------------------------------------------------------------------
@@ -317,7 +332,7 @@ def test_expect_write_turns_measurements_into_rules_that_run_then_meets(
     assert cli(project, "expect") == 1
     out = capsys.readouterr().out
     assert f"{CASE}::bug: refused: fakelib: fixed between 1.0 and 2.0 (9 releases not run)" in out
-    assert f"bugmatrix narrow {CASE} --package fakelib --device cpu" in out
+    assert f"bugmatrix --cases-dir {project / 'cases'} narrow {CASE} --package fakelib --device cpu" in out
     assert f"{CASE}::workaround: fixed (unchanged)" in out
     assert case_file.read_text() == CASE_YAML
 

@@ -310,6 +310,7 @@ def test_ci_runs_lint_tests_and_one_real_case_with_a_uv_cache() -> None:
     assert "ruff check ." in scripts
     assert "uv run pytest -n auto tests" in scripts
     assert "uv run bugmatrix run lightning --nproc 1 --variant bug --device cpu" in scripts
+    assert "uv run --only-group dev mkdocs build --strict" in scripts  # a broken link in the docs fails a PR
     for name, job in doc["jobs"].items():
         uv = [s for s in job["steps"] if s.get("uses", "").startswith("astral-sh/setup-uv@")]
         assert uv and uv[0]["with"]["enable-cache"] is True, f"ci.yml: job {name} has no uv cache"
@@ -361,18 +362,43 @@ def test_nightly_plans_runs_every_cell_and_aggregates() -> None:
 
 def test_nightly_scripts_only_call_bugmatrix() -> None:
     """The workflow's logic is Python (harness/workflows/nightly.py, tested in tests/test_nightly.py): every `run:`
-    is one `uv run bugmatrix` command line, but for moving the report into the Pages site."""
+    is one `uv run bugmatrix` command line, but for building the documentation site in the Pages job."""
     doc = load_workflow(WORKFLOWS / "nightly.yml")
     scripts = [(name, s["run"].strip()) for name, s in steps(doc) if "run" in s]
     assert scripts
     for name, script in scripts:
         assert "\n" not in script, f"job {name}: {script!r} is more than one command"
         if name == "pages":
-            assert script == "mv site/report.html site/index.html"
+            assert script == "uv run --only-group dev mkdocs build --strict --site-dir site"
             continue
         assert script.startswith("uv run bugmatrix "), f"job {name}: {script!r}"
         for shell in ("jq", "|", ";", "&&", "||", ">", "<", "$(", "`"):
             assert shell not in script, f"job {name}: {script!r} has shell logic ({shell})"
+
+
+def test_nightly_publishes_the_docs_site_with_the_report_beside_it() -> None:
+    """The Pages job builds the site from the checkout (mkdocs --strict: a broken link fails the job, not the page),
+    then puts the night's report.html and compat.html into it, and deploys the folder."""
+    job = load_workflow(WORKFLOWS / "nightly.yml")["jobs"]["pages"]
+    order = [s.get("uses", "").split("@")[0] or s["run"] for s in job["steps"]]
+    assert order == ["actions/checkout", "astral-sh/setup-uv", "uv run --only-group dev mkdocs build --strict "
+                     "--site-dir site", "actions/download-artifact", "actions/upload-pages-artifact",
+                     "actions/deploy-pages"]
+    download = job["steps"][3]["with"]
+    assert download == {"name": "bugmatrix-report", "path": "site"}  # report.html and compat.html beside the docs
+    assert job["steps"][4]["with"]["path"] == "site/"
+    uploads = {s["with"]["name"]: s for s in load_workflow(WORKFLOWS / "nightly.yml")["jobs"]["aggregate"]["steps"]
+               if "upload-artifact" in s.get("uses", "")}
+    report_files = uploads["bugmatrix-report"]["with"]["path"].split()
+    assert report_files == ["results/report.html", "results/compat.html"]
+    assert job["permissions"] == {"contents": "read", "pages": "write", "id-token": "write"}
+
+
+def test_the_ci_entry_point_builds_the_docs_strictly() -> None:
+    """.ci/run, what a fresh machine runs, fails on a broken link or a stale generated page."""
+    run = (WORKFLOWS.parent.parent / ".ci" / "run").read_text().splitlines()
+    assert "uv run mkdocs build --strict" in [line.split("#")[0].strip() for line in run]
+    assert "uv run bugmatrix docs --check" in [line.split("#")[0].strip() for line in run]
 
 
 def test_nightly_token_only_where_gh_runs() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -99,3 +100,29 @@ def test_interrupted_matrix_run_keeps_what_finished_and_resumes(project: Path, s
     redo = subprocess.run([*bugmatrix(project, "run", "--all-cells", "--db", str(db), "--json", "--redo",
                                       "--nproc", "1")], capture_output=True, text=True, timeout=300)
     assert json.loads(redo.stdout)["reused"] == [] and len(store.results(store.runs()[-1].run_id)) == 4
+
+
+def test_interrupting_a_run_while_it_builds_an_environment_stops_at_once(project: Path, tmp_path: Path) -> None:
+    """Ctrl-C during an environment build kills the install and ends the run in seconds (it used to wait minutes for
+    the install to finish); the unfinished build is neither kept nor recorded as a failed (`infra`) cell."""
+    slow_uv = tmp_path / "slow-uv"  # every uv command hangs, as a long install does
+    slow_uv.write_text(f"#!{sys.executable}\nimport time\ntime.sleep(300)\n")
+    slow_uv.chmod(0o755)
+    marker = str(slow_uv)  # in the hanging process's command line
+    db = project / "results.db"
+    run = subprocess.Popen([*bugmatrix(project, "run", "--all-cells", "--db", str(db))],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                           env={**os.environ, "BUGMATRIX_UV": str(slow_uv)})
+    deadline = time.monotonic() + 60
+    while not leftovers(marker) and time.monotonic() < deadline and run.poll() is None:
+        time.sleep(0.2)
+    assert leftovers(marker), "the build never started"
+    started = time.monotonic()
+    run.send_signal(signal.SIGINT)
+    _, err = run.communicate(timeout=60)
+    assert run.returncode == 130, err.decode()
+    assert time.monotonic() - started < 15
+    assert leftovers(marker) == []
+    if db.exists():
+        assert all(result.outcome is not Outcome.INFRA for _, _, result in ResultStore(db).results())
+    assert not [p.name for p in (project / "envs").iterdir() if ".building-" in p.name]

@@ -135,6 +135,10 @@ def test_the_harnesss_own_interpreter_is_listed_in_process_as_a_subprocess_would
     here = inspect_interpreter(sys.executable)
     there = _environment(sys.executable, json.loads(subprocess.run([sys.executable, "-c", _INSPECT], check=True,
                                                                    capture_output=True, text=True).stdout))
+    differ = {name: (here.packages.get(name), there.packages.get(name))
+              for name in set(here.packages) | set(there.packages)
+              if here.packages.get(name) != there.packages.get(name)}
+    assert not differ, (differ, sys.path)
     assert here == there and here.get("pydantic") is not None
 
 
@@ -226,3 +230,27 @@ def test_nvidia_smi_is_asked_once_whoever_asks(one_gpu: Path) -> None:
     interpreter.machine_info.cache_clear()
     assert interpreter.gpu_count() == 1 and info["gpu"] == ["NVIDIA H100 80GB HBM3"] and info["driver"] == "580.95.05"
     assert (one_gpu / "calls").read_text() == "--query-gpu=name,driver_version --format=csv,noheader\n"
+
+
+def test_nvidia_smi_starts_before_the_imports_for_a_launching_command_only(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where /proc lists no GPU, `bugmatrix run` starts nvidia-smi as its first import (harness/launch/early_smi.py),
+    and the GPU probe takes that call's answer instead of making another; `report` starts none, nor does a machine
+    whose /proc files list the GPUs."""
+    from harness.launch import early_smi, interpreter
+    from tests.conftest import fake_gpu_machine
+
+    smi = fake_gpu_machine(tmp_path / "fake-gpu", monkeypatch, sleep=0.3)
+    no_proc, listed = tmp_path / "no-proc", tmp_path / "proc"
+    (listed / "0000:18:00.0").mkdir(parents=True)
+    early_smi.take()
+    early_smi.start(["bugmatrix", "report"], str(no_proc))
+    early_smi.start(["bugmatrix", "run", "x"], str(listed))
+    assert early_smi.take() is None
+    early_smi.start(["/x/harness/__main__.py", "run", "torch-177844"], str(no_proc))
+    running = early_smi._started  # noqa: SLF001
+    assert running is not None and running.poll() is None  # started and left running (it sleeps 0.3 s), not awaited
+    assert interpreter.gpus() == interpreter.Gpus(("NVIDIA H100 80GB HBM3",), "580.95.05", "nvidia-smi")
+    assert running.returncode == 0 and early_smi.take() is None  # the probe took that call's answer
+    assert len((smi / "calls").read_text().splitlines()) == 1  # one call in all
+    interpreter.forget_gpus()

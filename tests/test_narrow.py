@@ -64,7 +64,11 @@ def test_narrow_turns_an_interval_into_adjacent_releases_and_a_second_run_launch
     [boundary] = axis["boundaries"]
     assert boundary["adjacent"] is False and boundary["not_run"] == VERSIONS[1:-1]
     assert boundary["text"] == "fixed between 1.0 and 2.0 (9 releases not run)"
-    assert boundary["narrow"] == "bugmatrix narrow fakelib-1-bug --package fakelib --device cpu"
+    # the case lives outside the default cases/: every printed command says where (`--cases-dir`, its real path)
+    assert boundary["narrow"] == f"bugmatrix --cases-dir {project / 'cases'} narrow fakelib-1-bug --package fakelib " \
+                                 "--device cpu"
+    assert f"narrow with `{boundary['narrow']}`" in axis["summary"]
+    assert f"{project}/cases/fakelib-1-bug/repro.py --device cpu" in boundary["reproduce"]["before"]
     assert "--with fakelib==1.0" in boundary["reproduce"]["before"] and "fakelib==2.0" in boundary["reproduce"]["after"]
 
     assert cli(project, "narrow", "-j", "1") == 0
@@ -73,8 +77,7 @@ def test_narrow_turns_an_interval_into_adjacent_releases_and_a_second_run_launch
     # a comment ready to paste upstream, with the one command that reproduces each side anywhere
     assert "Paste upstream:" in out and "--exclude-newer 2024-02-03T00:00:01Z" in out, out
     assert "--with fakelib==1.2 --with torch==2.5.0 python -m torch.distributed.run --standalone" in out, out
-    # the script where this case lives (--cases-dir), not the catalogue's cases/<id>/repro.py
-    assert "--with fakelib==1.3" in out and f" {project / 'cases' / 'fakelib-1-bug' / 'repro.py'} --device cpu" in out
+    assert "--with fakelib==1.3" in out and f"{project}/cases/fakelib-1-bug/repro.py --device cpu" in out
     store = ResultStore(project / "r.db")
     narrow_run = store.runs()[-1].run_id
     assert launched_in(store, narrow_run) <= math.ceil(math.log2(len(VERSIONS))) + 1
@@ -86,6 +89,26 @@ def test_narrow_turns_an_interval_into_adjacent_releases_and_a_second_run_launch
     assert cli(project, "narrow", "-j", "1") == 0  # idempotent: nothing left to narrow, nothing launched
     assert len(store.runs()) == runs_before
     assert "every boundary in the record and the store is adjacent" in capsys.readouterr().err
+
+
+def test_narrow_of_a_case_not_in_the_cases_dir_is_refused_not_called_adjacent(
+        project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The store holds an open interval for the case; run from a folder whose cases/ lacks it (the command `report`
+    used to print, without --cases-dir), narrow must not say "every boundary ... is adjacent" and exit 0."""
+    assert cli(project, "run", "--all-cells", "-j", "1") == 0
+    other = project / "other-cases"
+    other.mkdir()
+    capsys.readouterr()
+    argv = ["--matrix", str(project / "matrix.yaml"), "--db", str(project / "r.db"), "--envs", str(project / "envs")]
+    assert main(["--cases-dir", str(other), "narrow", "fakelib-1-bug", "--dry-run", *argv]) == 2
+    err = capsys.readouterr().err
+    assert f"no case matching fakelib-1-bug in {other}" in err and "adjacent" not in err
+    assert main(["--cases-dir", str(other), "narrow", "--dry-run", *argv]) == 0  # all cases: says what it skipped
+    err = capsys.readouterr().err
+    assert "not looked at: the results of 1 case(s) not in" in err and "fakelib-1-bug" in err
+    assert "every boundary in the record and the store is adjacent" not in err
+    assert cli(project, "narrow", "fakelib-1-bug", "--dry-run") == 1  # with the right folder: the interval is there
+    assert "fixed between 1.0 and 2.0" in capsys.readouterr().out
 
 
 def test_a_boundary_that_cannot_be_narrowed_says_why(project: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -105,6 +105,19 @@ def test_new_writes_both_files_of_a_valid_case(tmp_path: Path, capsys) -> None:
     assert [c["id"] for c in listed["cases"]] == ["torchrec-3006-meta-string-device"] and listed["errors"] == []
 
 
+def test_the_run_command_new_prints_finds_the_case_where_it_was_written(tmp_path: Path, capsys) -> None:
+    """A case written with --cases-dir: the suggested `run` carries it, so that it runs the draft (skip), rather than
+    "nothing to run" (exit 5) from the default cases/."""
+    import re
+    import shlex
+
+    assert new(tmp_path, "https://github.com/pytorch/pytorch/issues/123456", "--slug", "x") == 0
+    out = capsys.readouterr().out
+    printed = re.search(r"`(bugmatrix [^`]*run torch-123456-x)`", out)
+    assert printed and printed.group(1) == f"bugmatrix --cases-dir {tmp_path} run torch-123456-x", out
+    assert main([*shlex.split(printed.group(1))[1:], "--device", "cpu", "--no-store"]) == 0  # skips, as expected
+
+
 def test_new_from_a_pr_lists_it_as_upstream_and_fix(tmp_path: Path) -> None:
     assert new(tmp_path, "https://github.com/pytorch/pytorch/pull/121157", "--slug", "assign-requires-grad",
                "--packages", "torch") == 0

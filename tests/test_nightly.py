@@ -600,7 +600,7 @@ class Replay:
             rcs["record-pr"], steps["record-pr"] = self.step(base / "record-pr", [
                 "--cases-dir", str(branch / "cases"), "nightly", "record-pr", "--matrix", str(base / "no-matrix.yaml"),
                 "--db", str(results / "nightly.db"), "--record", str(branch / "record"), "--page",
-                str(branch / "README.md"), "--run-url", url])
+                str(branch / "docs" / "cases.md"), "--page", str(branch / "docs" / "compat.md"), "--run-url", url])
             if merge and (branch / "record").is_dir():  # a person merged the pull request
                 shutil.rmtree(self.record, ignore_errors=True)
                 shutil.copytree(branch / "record", self.record)
@@ -779,9 +779,9 @@ def record_pr(project: Path, pulls: FakePulls, monkeypatch: pytest.MonkeyPatch, 
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(folder / "summary.md"))
     out = io.StringIO()
     monkeypatch.setattr(sys, "stdout", out)
+    monkeypatch.chdir(project)  # the checkout: its README.md and docs/ are the pages by default
     rc = main(["--cases-dir", str(project / "cases"), "nightly", "record-pr", "--matrix", str(project / "matrix.yaml"),
-               "--db", str(db), "--record", str(project / "record"), "--page", str(project / "README.md"),
-               "--run-url", URL, *more])
+               "--db", str(db), "--record", str(project / "record"), "--run-url", URL, *more])
     step = Step(folder, out)
     return rc, step
 
@@ -790,8 +790,12 @@ def test_a_new_release_that_fixes_a_case_gets_a_pull_request_with_the_record_and
         fake_project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     db = store(fake_project / "nightly.db", ("fakelib-1.5", result(R, R, "1.5")),
                ("fakelib-2.0", result(F, R, "2.0")))  # the new release: fixed, where the case expects reproduced
-    (fake_project / "README.md").write_text("# fake\n<!-- cases-table: generated -->\nold\n<!-- /cases-table -->\n"
-                                           "<!-- compat-tables: generated -->\n<!-- /compat-tables -->\n")
+    (fake_project / "README.md").write_text("# fake\n\nNo generated table here.\n")
+    (fake_project / "docs").mkdir()
+    (fake_project / "docs" / "cases.md").write_text("# cases\n<!-- cases-table: generated -->\nold\n"
+                                                    "<!-- /cases-table -->\n")
+    (fake_project / "docs" / "compat.md").write_text("# compat\n<!-- compat-tables: generated -->\nold compat\n"
+                                                     "<!-- /compat-tables -->\n")
     pulls = FakePulls()
     rc, step = record_pr(fake_project, pulls, monkeypatch, db)
     assert rc == 0, step.log
@@ -810,11 +814,12 @@ def test_a_new_release_that_fixes_a_case_gets_a_pull_request_with_the_record_and
     [rules] = [json.loads(line) for line in (fake_project / "record" / "rules.jsonl").read_text().splitlines()]
     assert (rules["case"], rules["variant"], rules["rules"]) == (CASE, "bug", "fakelib <2.0: reproduced; otherwise "
                                                                                 "fixed")
-    readme = (fake_project / "README.md").read_text()
-    assert f"| `{CASE}` — fakelib bug |" in readme and "old" not in readme  # the tables regenerated from it
+    cases_page = (fake_project / "docs" / "cases.md").read_text()
+    assert f"| `{CASE}` — fakelib bug |" in cases_page and "old" not in cases_page  # the tables regenerated from it
+    assert "old compat" not in (fake_project / "docs" / "compat.md").read_text()
     assert pulls.git_calls[0] == ["checkout", "-B", "bugmatrix/record"]
-    assert pulls.git_calls[1] == ["add", "--", str(fake_project / "record"), str(case_file),
-                                  str(fake_project / "README.md")]
+    assert pulls.git_calls[1] == ["add", "--", str(fake_project / "record"), str(case_file), "docs/cases.md",
+                                  "docs/compat.md"]  # README.md holds no table: left out
     assert pulls.git_calls[-1] == ["push", "--force", "origin", "HEAD:refs/heads/bugmatrix/record"]
     assert ["auth", "setup-git"] in pulls.gh_calls
     assert pulls.gh_calls[-1] == ["workflow", "run", "ci.yml", "--ref", "bugmatrix/record"]  # its CI

@@ -143,6 +143,48 @@ def test_a_record_file_that_does_not_parse_names_file_and_line_and_nothing_is_wr
     assert snapshot == sorted((p, p.stat().st_mtime_ns) for p in tmp_path.rglob("*"))
 
 
+def test_a_file_read_in_one_parse_still_names_the_line_that_is_not_one_object(tmp_path: Path, case: Case) -> None:
+    """The whole-file parse (the fast path) must not accept what the line-by-line reading refuses."""
+    record = Record()
+    fold_store(record, _store(tmp_path / "r.db", case, _two_cells(case)), [case])
+    write(tmp_path / "rec", record)
+    path = tmp_path / "rec" / "results" / f"{case.id}.jsonl"
+    first, second = path.read_text().splitlines()
+    path.write_text(f"{first},{second}\n")  # two objects on one line: a valid array when the lines are joined
+    with pytest.raises(RecordError, match=rf"{path.name}:1: not a JSON object \(Extra data\)"):
+        load(tmp_path / "rec")
+    cut = second.index(",") + 1  # one object over two lines
+    path.write_text(f"{first}\n{second[:cut]}\n{second[cut:]}\n")
+    with pytest.raises(RecordError, match=rf"{path.name}:2: not a JSON object"):
+        load(tmp_path / "rec")
+    path.write_text(f"{first}\n[{second}]\n")
+    with pytest.raises(RecordError, match=rf"{path.name}:2: not a JSON object$"):
+        load(tmp_path / "rec")
+    path.write_text(first.replace('"nproc":1', '"nproc":true') + "\n")  # bool is no int (the fast check says so)
+    with pytest.raises(RecordError, match=rf"{path.name}:1: nproc: True is not a int"):
+        load(tmp_path / "rec")
+    path.write_text(first.replace('"duration_s":8.0', '"duration_s":8') + "\n\n" + second + "\n")
+    assert [row["duration_s"] for row in load(tmp_path / "rec").rows] == [8, 8.0]
+
+
+def test_a_result_read_from_the_record_is_the_model_a_constructed_one_is(tmp_path: Path, case: Case) -> None:
+    """`from_row` builds Results without pydantic's per-field handling: the same model, every field set, usable."""
+    from harness.session.record import from_row, to_row
+
+    original = _result(case, "2.0.1", Outcome.REPRODUCED, 1000.0)
+    _, cell, read = from_row(to_row("run-1", "torch-2.0.1", original, "m-1"))
+    assert cell == "torch-2.0.1"
+    expected = Result.model_construct(**{**read.__dict__})
+    assert read == expected and read.model_fields_set == set(Result.model_fields) == expected.model_fields_set
+    assert read.model_dump() == expected.model_dump()
+    assert (read.case, read.outcome, read.versions, read.tallies, read.started_at) == (
+        original.case, original.outcome, original.versions, original.tallies, original.started_at)
+    copy = read.model_copy(update={"expected": Outcome.FIXED})
+    assert copy.ok is False and read.expected is None
+    read.reason = "changed"  # an assignment works as on any model (the fields-set is the instance's own)
+    assert read.reason == "changed" and expected.reason != "changed"
+
+
 def test_layered_reader_prefers_the_newest_and_writes_to_the_local_store_only(tmp_path: Path, case: Case) -> None:
     record = Record()
     fold_store(record, _store(tmp_path / "r.db", case, _two_cells(case)), [case])
@@ -161,12 +203,12 @@ def test_layered_reader_prefers_the_newest_and_writes_to_the_local_store_only(tm
     assert not (tmp_path / "absent.db").exists()
 
 
-def test_reading_commands_answer_from_the_record_with_no_store_and_never_create_one(tmp_path: Path,
-                                                                                   case: Case) -> None:
+def test_reading_commands_answer_from_the_record_with_no_store_and_never_create_one(
+        tmp_path: Path, case: Case, monkeypatch: pytest.MonkeyPatch) -> None:
     record = Record()
     fold_store(record, _store(tmp_path / "r.db", case, _two_cells(case)), [case])
     write(tmp_path / "rec", record)
-    os.chdir(tmp_path)  # no .bugmatrix/ here
+    monkeypatch.chdir(tmp_path)  # no .bugmatrix/ here (and the next test in this worker starts where it should)
     cases = str(case.folder.parent)
     out = tmp_path / "report.json"
     assert main(["--cases-dir", cases, "report", "--record", "rec", "--format", "json", "-o", str(out),
@@ -190,15 +232,36 @@ def test_an_empty_file_given_as_the_store_is_refused_and_left_empty(tmp_path: Pa
     assert empty.read_bytes() == b""
 
 
-def test_the_committed_readme_tables_are_what_the_committed_record_generates() -> None:
-    """A hand edit of the cases or compatibility tables fails here (the record generates them offline)."""
-    from harness.output.pages import generated_tables, regenerate
+def test_the_committed_tables_are_what_the_committed_record_generates() -> None:
+    """A hand edit of the cases table (docs/cases.md) or the compatibility tables (docs/compat.md) fails here (the
+    record generates them offline)."""
+    from harness.output.pages import generated_tables, page_files, regenerate, regions_in, stale_pages
 
-    page = (ROOT / "README.md").read_text()
     tables = generated_tables(ROOT / "record", ROOT / "cases", ROOT / "matrix.yaml")
-    assert regenerate(page, tables) == page, "README's tables differ from `bugmatrix record tables`"
+    held = {name: page for page in page_files(ROOT) for name in regions_in(page.read_text())}
+    assert held["cases-table"] == ROOT / "docs" / "cases.md" and held["compat-tables"] == ROOT / "docs" / "compat.md"
+    assert stale_pages(page_files(ROOT), tables) == [], "the tables differ from `bugmatrix record tables`"
+    page = held["cases-table"].read_text()
     edited = page.replace("| case | upstream |", "| case | upstream (edited) |", 1)
-    assert regenerate(edited, tables) != edited
+    assert edited != page and regenerate(edited, tables) == page
+
+
+def test_record_tables_checks_and_rewrites_the_pages_that_hold_the_tables(tmp_path: Path) -> None:
+    """`bugmatrix record tables [--check] --page ...`: 0 when the pages are what the record generates, 1 on a hand edit
+    (nothing written), and the rewrite repairs it; a page list without the tables is a one-line error (2)."""
+    import shutil
+
+    cases_page, compat_page = tmp_path / "cases.md", tmp_path / "compat.md"
+    shutil.copy(ROOT / "docs" / "cases.md", cases_page)
+    shutil.copy(ROOT / "docs" / "compat.md", compat_page)
+    command = ["--cases-dir", str(ROOT / "cases"), "record", "tables", "--record", str(ROOT / "record"), "--matrix",
+               str(ROOT / "matrix.yaml"), "--page", str(cases_page), "--page", str(compat_page)]
+    assert main([*command, "--check"]) == 0
+    edited = cases_page.read_text().replace("| case | upstream |", "| case | upstream (edited) |", 1)
+    cases_page.write_text(edited)
+    assert main([*command, "--check"]) == 1 and cases_page.read_text() == edited
+    assert main(command) == 0 and cases_page.read_text() == (ROOT / "docs" / "cases.md").read_text()
+    assert main(command[:-4] + ["--page", str(compat_page)]) == 2  # the cases table is on no page given
 
 
 def test_the_record_reads_the_same_offline() -> None:

@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
@@ -184,6 +185,7 @@ class _Cell:
     results: list[Result]
 
 
+@lru_cache(maxsize=8192)  # a record holds few distinct versions; an audit compares them thousands of times
 def _key(text: str) -> tuple:
     release, _, commit = text.partition(" @ ")
     try:
@@ -200,10 +202,17 @@ def _matches(recorded: str | None, pin: Pin) -> bool:
         return _same_commit(commit, pin.commit)
     if commit:
         return False
+    mine, theirs = _public(release), _public(pin.version)
+    return release == pin.version if mine is None or theirs is None else mine == theirs
+
+
+@lru_cache(maxsize=8192)
+def _public(text: str) -> str | None:
+    """`2.6.0` of `2.6.0+cu124` (None: not a version)."""
     try:
-        return Version(release).public == Version(pin.version).public
+        return Version(text).public
     except InvalidVersion:
-        return release == pin.version
+        return None
 
 
 def _combine(statuses: Iterable[str]) -> str:
@@ -376,11 +385,11 @@ class Auditor:
             points: dict[tuple, list[_Cell]] = defaultdict(list)
             for c in line:
                 points[_key(c.versions[q])].append(c)
-            ordered = [(k, _combine(c.status for c in points[k]), points[k][0].versions[q]) for k in sorted(points)]
             here = _key(target.pins[q].text)
-            after = [(k, v) for k, s, v in ordered if k > here and s == FIXED]
-            if after:
-                return f"{q}=={Version(after[0][1].partition(' @ ')[0]).public}"
+            after = [k for k in points if k > here and _combine(c.status for c in points[k]) == FIXED]
+            if after:  # the first release measured fixed after the pin (one pass: no sort needed)
+                first = points[min(after)][0].versions[q]
+                return f"{q}=={Version(first.partition(' @ ')[0]).public}"
         return None
 
     def _reproduce(self, case: Case, variant: str, target: Target, device: str, used: list[_Cell]) -> str:

@@ -53,13 +53,14 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from harness.analysis.transitions import Between, Boundary, short
 from harness.launch.expectations import environment_of, expected_outcome, rule_holds
 from harness.launch.interpreter import Environment, Installed
-from harness.model.case import Case, load_case
+from harness.model.case import Case, cases_dir_option, load_case
 from harness.model.case_schema import DEVICE, NPROC, CaseError, GitCondition, Rule, Variant
 from harness.model.common import DEVICES, logical_name
 from harness.model.common import primary_package as primary_of
@@ -133,7 +134,7 @@ class Derivation:
     @property
     def changed(self) -> bool:
         """True when the derived rules differ from the case's."""
-        return self.new is not None and _dump(self.new) != _dump(self.old)
+        return self.new is not None and _meaning(self.new) != _meaning(self.old)
 
     @property
     def name(self) -> str:
@@ -178,8 +179,11 @@ def rules_text(rules: list[Rule]) -> str:
     return "; ".join(parts)
 
 
-def _dump(rules: list[Rule]) -> list[dict[str, Any]]:
-    return [r.model_dump(mode="json") for r in rules]
+def _meaning(rules: list[Rule]) -> list[tuple[str, dict[str, Any]]]:
+    """The rules as compared for a change: a version condition by the versions it allows (`<2.9` is `<2.9.0`), the
+    other conditions (device, nproc, git) as written."""
+    return [(rule.outcome.value, {key: SpecifierSet(cond) if isinstance(cond, str) and key not in (DEVICE, NPROC)
+                                  else cond for key, cond in rule.when.items()}) for rule in rules]
 
 
 def _key(version: str) -> tuple[Version, int, str]:
@@ -382,8 +386,9 @@ def _adjacent(d: Derivation, before: str, after: str, old: Outcome, new: Outcome
             else:
                 text = (f"{old.value} in {before}, {new.value} in {after}, with {len(untested)} release(s) not run"
                         + (f" and {', '.join(undecided)} undecided" if undecided else ""))
-            hint = (f"narrow it with `bugmatrix narrow {d.case.id} --package {d.package} --device {device}`" if kind
-                    else f"run the releases between (`bugmatrix bisect {d.case.id} --package {d.package} --variant "
+            bugmatrix = f"bugmatrix {cases_dir_option(d.case.folder.parent)}"
+            hint = (f"narrow it with `{bugmatrix}narrow {d.case.id} --package {d.package} --device {device}`" if kind
+                    else f"run the releases between (`{bugmatrix}bisect {d.case.id} --package {d.package} --variant "
                     f"{d.variant} --device {device} --old {before} --new {after}`, at each world size: `--nproc N`)")
             raise Refused(f"{d.package}: {text}: the boundary is an interval; {hint}")
     word = kind or f"{new.value}"

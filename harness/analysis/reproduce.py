@@ -12,31 +12,23 @@ from __future__ import annotations
 
 import shlex
 from datetime import datetime
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.analysis.transitions import Axis, Boundary
-from harness.matrix.envcache import exclude_newer
-from harness.matrix.expand import Matrix
 from harness.matrix.git import git_url
-from harness.matrix.resolve import companions, made_at
-from harness.model.case import Case
+from harness.model.case import Case, script_path
 from harness.model.common import logical_name
 from harness.model.result import Result
 
-CATALOGUE = Path(__file__).resolve().parents[2] / "cases"  # the cases of this checkout
-
-
-def script_path(case: Case) -> str:
-    """The case's script as a command names it: `cases/<id>/<script>` for a case of this checkout's catalogue (the
-    path every reader of the repository has), else the path it was loaded from (a `--cases-dir` elsewhere)."""
-    if case.folder.resolve().parent == CATALOGUE:
-        return f"cases/{case.id}/{case.spec.script}"
-    return str(case.script)
+if TYPE_CHECKING:  # the planner is imported only when a matrix is given (`audit` prints commands without one)
+    from harness.matrix.expand import Matrix
 
 
 def repro_command(case: Case, result: Result, matrix: Matrix | None = None, python: str = "3.11") -> str:
     """A shell command that runs `result`'s job again with its exact versions (see the module docstring). With a
     matrix, the cut-off date comes from its index (and commit dates from local clones); without, it is left out."""
+    if matrix is not None:
+        from harness.matrix.resolve import companions, exclude_newer, made_at
     withs, stamps = [], []
     for dist, recorded in sorted(result.versions.items()):
         version, _, commit = recorded.partition(" @ ")

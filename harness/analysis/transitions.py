@@ -19,9 +19,12 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
+from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
+from harness.model.case import cases_dir_option
 from harness.model.common import logical_name
 from harness.model.outcome import Outcome
 from harness.model.result import Result
@@ -113,9 +116,10 @@ class Axis:
     def unknown_in(self) -> list[str]:
         return [p.version for p in self.points if p.status in (UNKNOWN, MIXED)]
 
-    def narrow_command(self) -> str:
-        """The command that closes this axis's interval boundaries."""
-        return f"bugmatrix narrow {self.case} --package {self.package} --device {self.device}"
+    def narrow_command(self, cases_dir: Path | None = None) -> str:
+        """The command that closes this axis's interval boundaries (`--cases-dir` when the case lives elsewhere)."""
+        return (f"bugmatrix {cases_dir_option(cases_dir)}narrow {self.case} --package {self.package} "
+                f"--device {self.device}")
 
     def boundaries(self, between: Between | None = None) -> list[Boundary]:
         """Each fix and regression along the axis with its precision (see the module docstring)."""
@@ -143,9 +147,9 @@ class Axis:
                 out.append(("regressed", before.version, after.version))
         return out
 
-    def summary(self, between: Between | None = None) -> str:
+    def summary(self, between: Between | None = None, cases_dir: Path | None = None) -> str:
         """One line: where it reproduces, where it was fixed or came back (each with its precision), what could
-        not say."""
+        not say (the narrow command with `--cases-dir` when the case lives outside the default folder)."""
         if not self.points:
             return "no results"
         parts = []
@@ -155,7 +159,7 @@ class Axis:
         elif not self.reproduced_unplaced:  # else the unplaced commits say where
             parts.append("never reproduced")
         for b in self.boundaries(between):
-            parts.append(b.text() + (f" — narrow with `{self.narrow_command()}`" if b.untested else ""))
+            parts.append(b.text() + (f" — narrow with `{self.narrow_command(cases_dir)}`" if b.untested else ""))
         if self.unknown_in:
             parts.append(f"could not say: {', '.join(map(short, self.unknown_in))}")
         if self.unplaced:
@@ -181,6 +185,7 @@ def short(version: str, digits: int = 12) -> str:
     return f"{release} @ {commit[:digits]}" if commit else release
 
 
+@lru_cache(maxsize=8192)  # few distinct versions, sorted again for every axis
 def _sort_key(text: str) -> tuple[Version, int, str]:
     version, _, commit = text.partition(" @ ")
     try:
@@ -233,7 +238,7 @@ def _ordered(package: str, versions: list[str], dater: Dater | None) -> tuple[li
     git installs among them, everything sorts by the date `dater` gives (upload, commit date) when it can date them
     all, else the releases sort by version and the commits are left unplaced, never sorted by their version strings."""
     commits = [v for v in versions if " @ " in v]
-    releases = sorted((v for v in versions if " @ " not in v), key=_sort_key)
+    releases = list(_releases_in_order(frozenset(v for v in versions if " @ " not in v)))
     if not commits:
         return releases, []
     if dater is not None:
@@ -242,6 +247,11 @@ def _ordered(package: str, versions: list[str], dater: Dater | None) -> tuple[li
         if all(d is not None for d in dates.values()):
             return sorted(versions, key=lambda v: (dates[v], _sort_key(v))), []
     return releases, sorted(commits, key=_sort_key)
+
+
+@lru_cache(maxsize=1024)  # every variant of a case has the same points: sorted once
+def _releases_in_order(releases: frozenset[str]) -> tuple[str, ...]:
+    return tuple(sorted(sorted(releases), key=_sort_key))
 
 
 def _version_of(results: list[Result], package: str) -> str | None:

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 # The commands in the order `bugmatrix --help` lists them; each is the module harness/commands/<name>.py.
 COMMANDS = ("list", "new", "run", "matrix", "env", "report", "compare", "bisect", "narrow", "expect", "compat",
-            "record", "audit", "osv", "merge", "nightly")
+            "record", "audit", "osv", "docs", "merge", "nightly")
+DESCRIPTION = "The `bugmatrix` command line: list cases, run them (here or across matrix cells), manage environments."
 
 
 class UsageError(Exception):
     """A command line that cannot be carried out as asked; one line, exit 2."""
+

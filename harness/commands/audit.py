@@ -74,6 +74,13 @@ def _read(args: argparse.Namespace, known: dict[str, set[str]], spec: str | None
 
 def run(args: argparse.Namespace) -> ExitCode:
     """Answer the audit (or the upgrade view) and print it; the exit code says whether a bug applies."""
+    from harness.session.record import gc_paused
+
+    with gc_paused():  # the record's results and the answers are acyclic: the collector would only slow it down
+        return _audit(args)
+
+
+def _audit(args: argparse.Namespace) -> int:
     from harness.analysis import audit
     from harness.model.case import discover
     from harness.output import audit as view

@@ -43,6 +43,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     from harness.matrix.git import GitError
     from harness.model.case import discover, select
     from harness.model.common import logical_name
+    from harness.model.result import Result
     from harness.output.payloads import bisect_json
     from harness.session.store import recording
     from harness.workflows.bisect import BisectError, BisectRequest, bisect, bisect_commands, bisect_summary
@@ -75,16 +76,17 @@ def run(args: argparse.Namespace) -> ExitCode:
         commits=not args.no_commits, dates=args.dates, channel=args.channel,
     )
     store = ctx.reader(writable=True)
+    probed: dict[str, Result] = {}  # each candidate's result, reused probes included
     with recording(store, command_line(), machine_name()) as run_id:
         try:
             matrix = ctx.matrix
             probing = Probing(matrix, ctx.environments(matrix), store, run_id, cores=args.jobs, repeat=args.repeat,
                               say=lambda line: err.print(line, soft_wrap=True))
-            levels = bisect(probing, request)
+            levels = bisect(probing, request, probed)
         except (BisectError, BisectRefused, MatrixError, GitError) as exc:  # a refusal is a complete, recorded run
             err.print(f"[red]bisect refused:[/] {exc}", soft_wrap=True)
             return ExitCode.FAILED
-    summary = bisect_summary(case.id, args.variant, args.package, levels)
+    summary = bisect_summary(case.id, args.variant, args.package, levels, probed, case.spec.packages)
     if args.json:
         print(bisect_json(run_id, summary, levels))
     else:
@@ -95,6 +97,6 @@ def run(args: argparse.Namespace) -> ExitCode:
         console.print(summary, soft_wrap=True, markup=False, highlight=False)
         if levels:
             console.print("\nTo reproduce each side anywhere:", highlight=False)
-            for command in bisect_commands(case, levels[-1][1], store.results(run_id), matrix):
+            for command in bisect_commands(case, levels[-1][1], store.results(run_id), matrix, probed):
                 console.print(command, soft_wrap=True, markup=False, highlight=False)
     return ExitCode.FAILED if any(r.ambiguous for _, r in levels) else ExitCode.OK

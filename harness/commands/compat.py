@@ -24,7 +24,7 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
     )
     p.add_argument("--lane", action="append", choices=["fbgemm", "torchrec", "lightning", "litgpt"],
                    help="probe only these lanes (repeatable; default: all)")
-    # open-ended: a release uploaded tonight is probed tonight (the README's table names its bounds)
+    # open-ended: a release uploaded tonight is probed tonight (docs/compat.md's tables name their bounds)
     for lane, default in (("torch", ">=2.4"), ("fbgemm", ">=1.0"), ("lightning", ">=2.0"), ("litgpt", ">=0.4")):
         p.add_argument(f"--{lane}", default=default, metavar="SPEC",
                        help=f"{lane} releases to probe, the newest of each minor (default {default!r})")

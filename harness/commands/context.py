@@ -1,21 +1,24 @@
-"""What every command shares: the options declared once (`options`), their value types, and the `Context` a command
-builds once from its arguments: the matrix (or none), the store (or the null store), the cells' environments, the
-cases and the consoles. Everything heavy is imported on first use, so a command loads only what it reads."""
+"""What every command shares: the parser (`build_parser`, each command registering its own), the options declared
+once (`options`), their value types, and the `Context` a command builds once from its arguments: the matrix (or
+none), the store (or the null store), the cells' environments, the cases and the consoles. Everything heavy is
+imported on first use, so a command loads only what it reads."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from datetime import date
 from functools import cached_property
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING
 
-from harness.commands import UsageError
-from harness.matrix.basics import DEFAULT_MATRIX, DEFAULT_ROOT, MatrixError
+from harness.commands import COMMANDS, DESCRIPTION, UsageError
+from harness.matrix.basics import DEFAULT_MATRIX, DEFAULT_ROOT, ENVS_FALLBACK, MatrixError
 from harness.model.exitcode import ExitCode
-from harness.session.basics import DEFAULT_DB, default_record
+from harness.session.basics import DB_FALLBACK, RECORD_FALLBACK, default_record
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -35,24 +38,46 @@ def options() -> dict[str, argparse.ArgumentParser]:
         if flag == "--json":
             parent.add_argument("--json", action="store_true", help="machine-readable output")
         elif flag == "--db":
-            parent.add_argument("--db", type=Path, default=None, help=f"results store (default {DEFAULT_DB}); a "
-                                "reading command given one that does not exist stops (exit 2)")
+            parent.add_argument("--db", type=Path, default=None, help=f"results store (default $BUGMATRIX_DB, else "
+                                f"{DB_FALLBACK}); a reading command given one that does not exist stops (exit 2)")
         elif flag == "--record":
-            record = default_record()
-            parent.add_argument("--record", type=Path, default=record,
+            parent.add_argument("--record", type=Path, default=default_record(),
                                 help=f"the committed record that reading commands layer the store over (default "
-                                f"{record})")
+                                f"$BUGMATRIX_RECORD, else {RECORD_FALLBACK})")
         elif flag == "--matrix":
             parent.add_argument("--matrix", type=Path, default=DEFAULT_MATRIX,
                                 help=f"matrix file (default {DEFAULT_MATRIX})")
         elif flag == "--envs":
             parent.add_argument("--envs", type=Path, default=DEFAULT_ROOT,
-                                help=f"environments folder (default {DEFAULT_ROOT})")
+                                help=f"environments folder (default $BUGMATRIX_ENVS, else {ENVS_FALLBACK})")
         elif flag == "--jobs":
             parent.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1,
                                 help="cores to use (a 2-rank case takes 2)")
         found[flag] = parent
     return found
+
+
+def command(name: str) -> ModuleType:
+    """The module of command `name` (harness/commands/<name>.py), imported on first use."""
+    return importlib.import_module(f"harness.commands.{name}")
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The full `bugmatrix` parser, every command and option registered (docs/reference/cli.md is generated from
+    it); with `only`, that command's alone (what harness/cli.py parses a command line with, so that it imports only
+    the command it was given)."""
+    from harness.model.basics import default_cases_dir
+
+    parser = argparse.ArgumentParser(prog="bugmatrix", description=DESCRIPTION)
+    parser.add_argument("--cases-dir", type=Path, default=default_cases_dir(), help="folder of case folders")
+    sub = parser.add_subparsers(dest="command", required=True)
+    parents = options()
+    for name in COMMANDS:
+        if only is None or name == only:
+            command(name).add_parser(sub, parents)
+        else:  # named only, so that a usage line or an error lists every command as the full parser does
+            sub.add_parser(name)
+    return parser
 
 
 def positive(text: str) -> int:

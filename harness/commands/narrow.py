@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 
+from harness.commands import UsageError
 from harness.commands.context import Context, command_line, positive
 from harness.model.exitcode import ExitCode
 
@@ -39,6 +40,9 @@ def run(args: argparse.Namespace) -> ExitCode:
     ctx = Context(args)
     err = ctx.err
     cases = {c.id: c for c in ctx.cases(args.cases)[0]}
+    if args.cases and not cases:  # never "every boundary is adjacent" over a case it could not read
+        raise UsageError(f"no case matching {' '.join(args.cases)} in {args.cases_dir} (a case kept elsewhere: "
+                         "bugmatrix --cases-dir DIR narrow ...)")
     matrix = ctx.matrix
     store = ctx.reader(writable=not args.dry_run)
     between = between_on_index(matrix, cases)
@@ -61,8 +65,15 @@ def run(args: argparse.Namespace) -> ExitCode:
                       "that cannot be placed without a local clone", soft_wrap=True)
             return ExitCode.FAILED
         if not targets:
-            err.print("no interval boundary to narrow: every boundary in the record and the store is adjacent",
-                      soft_wrap=True, highlight=False)
+            unread = sorted({r.case for _, r in latest if r.case not in cases
+                             and (not args.cases or any(p in r.case for p in args.cases))})
+            if unread:  # results of cases not in --cases-dir: their boundaries were not looked at
+                err.print(f"not looked at: the results of {len(unread)} case(s) not in {args.cases_dir} "
+                          f"({', '.join(unread[:5])}{' …' if len(unread) > 5 else ''}; pass --cases-dir)",
+                          soft_wrap=True, highlight=False)
+            err.print(f"no interval boundary to narrow: every boundary of the cases in {args.cases_dir} is adjacent"
+                      if unread else "no interval boundary to narrow: every boundary in the record and the store "
+                      "is adjacent", soft_wrap=True, highlight=False)
         return ExitCode.FAILED if targets else ExitCode.OK  # --dry-run: 1 while an interval is left (`expect --check`)
     with recording(store, command_line(), machine_name()) as run_id:
         probing = Probing(matrix, ctx.environments(matrix), store, run_id, cores=args.jobs, repeat=args.repeat,

@@ -30,6 +30,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     from rich.markup import escape
 
     from harness.model import scaffold
+    from harness.model.case import cases_dir_option
 
     try:
         upstream = scaffold.parse_url(args.url)
@@ -52,6 +53,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     if taken:
         console.print(f"[yellow]note:[/] {upstream.ref} already has a case: {', '.join(taken)}", soft_wrap=True,
                       highlight=False)
-    console.print(f'until both files are written, `bugmatrix run {case_id}` can only skip ("{scaffold.NOT_WRITTEN}"); '
-                  'see cases/README.md, "Starting a case"', soft_wrap=True, highlight=False)
+    run = f"bugmatrix {cases_dir_option(args.cases_dir)}run {case_id}"
+    console.print(escape(f'until both files are written, `{run}` can only skip ("{scaffold.NOT_WRITTEN}"); see '
+                         'cases/README.md, "Starting a case"'), soft_wrap=True, highlight=False)
     return ExitCode.OK

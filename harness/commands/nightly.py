@@ -16,7 +16,7 @@ from pathlib import Path
 from harness.commands.context import Context
 from harness.matrix.basics import MatrixError
 from harness.model.exitcode import ExitCode
-from harness.session.basics import default_record
+from harness.session.basics import RECORD_FALLBACK, default_record
 
 
 def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
@@ -51,7 +51,8 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
     n_aggregate.add_argument("--baseline", type=Path, help="compare with this store (or `nightly baseline` "
                              "folder) instead of the committed record (--record), the nightly's baseline")
     n_aggregate.add_argument("--record", type=Path, default=default_record(),
-                             help=f"the committed record: the baseline (default {default_record()})")
+                             help=f"the committed record: the baseline (default $BUGMATRIX_RECORD, else "
+                             f"{RECORD_FALLBACK})")
     n_issues = nightly_steps.add_parser("issues", help="open or comment on one issue per unexpectedly regressed "
                                         "case (gh)")
     n_issues.add_argument("--compare", type=Path, default=Path("results/compare.json"),
@@ -66,8 +67,9 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
     n_record.add_argument("--run-url", required=True, help="the nightly run, linked from the pull request")
     n_record.add_argument("--branch", default="bugmatrix/record", help="the pull request's branch "
                           "(default: bugmatrix/record)")
-    n_record.add_argument("--page", type=Path, default=Path("README.md"),
-                          help="the page whose generated tables the pull request updates (default: README.md)")
+    n_record.add_argument("--page", type=Path, action="append",
+                          help="a page whose generated tables the pull request updates (repeatable; default: "
+                          "README.md and the pages under docs/ that hold them)")
     n_record.add_argument("--dry-run", action="store_true", help="print the pull request's body; write nothing")
 
 
@@ -152,4 +154,4 @@ def record_pr(args: argparse.Namespace) -> int:
     matrix = Context(args).optional_matrix(invalid_is_none=True)
     return nightly.open_record_pr(args.db, args.record, args.cases_dir, matrix, args.run_url, nightly.run_gh,
                                   nightly.run_git, nightly.Actions.from_env(), branch=args.branch,
-                                  dry_run=args.dry_run, page=args.page, refresh=matrix is not None)
+                                  dry_run=args.dry_run, pages=args.page, refresh=matrix is not None)

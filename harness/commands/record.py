@@ -3,7 +3,7 @@ pages' tables from it.
 
     bugmatrix record fold [STORE.db | RUN.json ...]      # default: .bugmatrix/results.db
     bugmatrix record import --db PATH                    # the record as a results store (round trip, local tools)
-    bugmatrix record tables [--check] [--page README.md] # the cases and compatibility tables, from the record only
+    bugmatrix record tables [--check] [--page PAGE ...]  # the cases and compatibility tables, from the record only
 
 Exit codes: 0 done (for `tables --check`: the page is what the record generates), 1 `tables --check` found a page
 that differs, 2 input that cannot be read (one line naming the file; nothing written).
@@ -29,8 +29,8 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
                             parents=[parents["--record"], parents["--matrix"]])
     fold.add_argument("sources", nargs="*", type=Path, help="store files (.db) or `bugmatrix run --json` output "
                       "(.json); default: .bugmatrix/results.db")
-    fold.add_argument("--cell", help="for .json sources: the cell to record them under (instead of `local`), a name "
-                      "that says the machine and its pins, e.g. cuda-h100-torch-2.11.0+cu130")
+    fold.add_argument("--cell", help="the cell to record results of the `local` cell under (for .json sources: every "
+                      "result), a name that says the machine and its pins, e.g. h100-torch-2.11.0+cu130")
     fold.add_argument("--pin", action="append", default=[], metavar="PKG=VERSION",
                       help="for .json sources: the exact version a result ran with where the file lost it (e.g. "
                       "torch=2.11.0+cu130); repeatable")
@@ -42,7 +42,8 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
     imp.add_argument("--db", type=Path, required=True, help="the store to write (created when missing)")
     tables = steps.add_parser("tables", help="regenerate the cases and compatibility tables of a page from the "
                               "record alone", parents=[parents["--record"], parents["--matrix"]])
-    tables.add_argument("--page", type=Path, default=Path("README.md"), help="the page holding the tables")
+    tables.add_argument("--page", type=Path, action="append", help="a page holding the tables (repeatable; default: "
+                        "README.md and every page under docs/ that holds one: docs/cases.md, docs/compat.md)")
     tables.add_argument("--check", action="store_true", help="write nothing; exit 1 when the page differs")
 
 
@@ -91,7 +92,7 @@ def fold(args: argparse.Namespace) -> ExitCode:
             added, replaced = fold_payload(record, payload, cases, args.cell, machine, pins,
                                            f"bugmatrix run --json > {source.name}")
         else:
-            added, replaced = fold_store(record, ResultStore(source, readonly=True), cases)
+            added, replaced = fold_store(record, ResultStore(source, readonly=True), cases, args.cell)
         say.print(f"{source}: {added} row(s) added, {replaced} replaced", soft_wrap=True, highlight=False)
     if not args.offline:
         matrix = load_matrix(args.matrix) if args.matrix.is_file() else None
@@ -117,30 +118,34 @@ def import_(args: argparse.Namespace) -> ExitCode:
 
 
 def tables(args: argparse.Namespace) -> ExitCode:
-    """Regenerate (or, with --check, compare) the page's generated tables."""
+    """Regenerate (or, with --check, compare) the record's tables wherever the pages hold them (`bugmatrix docs`
+    regenerates every generated part)."""
     from harness.output.console import make_console
-    from harness.output.pages import REGION, generated_tables, regenerate
+    from harness.output.pages import RECORD_REGIONS, generated_tables, page_files, regions_in, stale_pages
 
-    try:
-        page = args.page.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"{args.page}: cannot be read ({exc.strerror})") from None
-    found = {m.group("name") for m in REGION.finditer(page)}
-    missing = {"cases-table", "compat-tables"} - found
+    pages = args.page or page_files(Path("."))
+    found: set[str] = set()
+    for page in pages:
+        try:
+            found |= set(regions_in(page.read_text(encoding="utf-8")))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"{page}: cannot be read ({getattr(exc, 'strerror', None) or exc})") from None
+    missing = set(RECORD_REGIONS) - found
     if missing:
-        raise UsageError(f"{args.page}: no generated region {', '.join(sorted(missing))} "
+        raise UsageError(f"{', '.join(map(str, pages)) or 'no page'}: no generated region {', '.join(sorted(missing))} "
                          "(<!-- NAME: ... --> ... <!-- /NAME -->)")
-    new = regenerate(page, generated_tables(args.record, args.cases_dir, args.matrix))
+    generated = generated_tables(args.record, args.cases_dir, args.matrix)
+    stale = stale_pages(pages, generated, write=not args.check)
     err = make_console(stderr=True)
-    if new == page:
-        err.print(f"{args.page}: the tables are what {args.record} generates", highlight=False)
+    if not stale:
+        err.print(f"the tables are what {args.record} generates", highlight=False)
         return ExitCode.OK
+    names = ", ".join(map(str, stale))
     if args.check:
-        err.print(f"{args.page}: the tables differ from what {args.record} generates "
+        err.print(f"{names}: the tables differ from what {args.record} generates "
                   "(`bugmatrix record tables` rewrites them; never edit them by hand)", highlight=False)
         return ExitCode.FAILED
-    args.page.write_text(new, encoding="utf-8")
-    err.print(f"wrote {args.page}", highlight=False)
+    err.print(f"wrote {names}", highlight=False)
     return ExitCode.OK
 
 

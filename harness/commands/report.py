@@ -20,7 +20,7 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
     p.add_argument("cases", nargs="*", help="case ids (substrings); default: every case in the store")
     p.add_argument("--run", help="only this run (default: the newest result of every case x cell)")
     p.add_argument("--format", choices=["table", "markdown", "html", "json", "cases"], default="table",
-                   help="cases: one Markdown row per case (the README's cases table)")
+                   help="cases: one Markdown row per case (the table of docs/cases.md)")
     p.add_argument("-o", "--output", type=Path, help="write to this file instead of stdout")
     p.add_argument("--probes", action="store_true", help="include bisect probes (cells named bisect-*)")
 
@@ -29,6 +29,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     """Render the matrix report from the store (newest result per case x cell, or one run)."""
     from rich.console import Console
 
+    from harness.model.case import discover
     from harness.output import reports as matrix_report
     from harness.output.console import LOG_WIDTH
 
@@ -36,7 +37,9 @@ def run(args: argparse.Namespace) -> ExitCode:
     results = ctx.reader().latest(args.run)
     if args.cases:
         results = [(cell, r) for cell, r in results if any(part in r.case for part in args.cases)]
-    if not results:
+    asked_unmeasured = args.cases and any(part in case.id for case in discover(args.cases_dir)[0]
+                                          for part in args.cases)  # shown as not measured below
+    if not results and not asked_unmeasured:
         which = f" for run {args.run}" if args.run else ""
         ctx.err.print(f"[yellow]no results in {args.record} or {args.db}{which}[/]")
         return ExitCode.FAILED

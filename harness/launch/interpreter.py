@@ -22,16 +22,22 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 from pydantic import BaseModel
 
+from harness.launch import early_smi
 from harness.model.common import distributions
 
 
 def _inspect():  # standard library only, no annotations: its source also runs in any interpreter (Python >= 3.8)
     import json
+    import os
     import sys
     from importlib import metadata
 
     out = {}
-    for dist in metadata.distributions():
+    # The installed environment only: not the current directory ('' or its absolute path, which `python -c` and a
+    # harness process started elsewhere see differently; ranks start in their case's folder anyway).
+    here = os.getcwd() if os.path.isdir(".") else None
+    path = [p for p in sys.path if p and os.path.abspath(p) != here]
+    for dist in metadata.distributions(path=path):
         # Name and Version head the metadata file's header block: reading them there is ~10x faster than
         # `dist.metadata` (an email parse of the whole file, per access); anything unusual takes the parser.
         head = (dist.read_text("METADATA") or dist.read_text("PKG-INFO") or "").partition("\n\n")[0]
@@ -222,16 +228,23 @@ def _gpus_from_proc() -> Gpus | None:
 
 def _gpus_from_smi() -> Gpus:
     """The GPUs `nvidia-smi --query-gpu=name,driver_version` lists: one call; none without it or when it fails."""
-    smi = shutil.which("nvidia-smi")
-    if not smi:
-        return Gpus()
+    early = early_smi.take()  # started before the harness's imports, where /proc listed no GPU
     try:
-        proc = subprocess.run([smi, "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                              capture_output=True, text=True, timeout=30, check=False)
+        if early is not None:
+            stdout, _ = early.communicate(timeout=30)
+            returncode = early.returncode
+        else:
+            smi = shutil.which("nvidia-smi")
+            if not smi:
+                return Gpus()
+            proc = subprocess.run([smi, *early_smi.QUERY], capture_output=True, text=True, timeout=30, check=False)
+            stdout, returncode = proc.stdout, proc.returncode
     except (OSError, subprocess.TimeoutExpired):
+        if early is not None:
+            early.kill()
         return Gpus()
-    rows = [line.rsplit(", ", 1) for line in proc.stdout.splitlines() if ", " in line]
-    if proc.returncode != 0 or not rows:
+    rows = [line.rsplit(", ", 1) for line in stdout.splitlines() if ", " in line]
+    if returncode != 0 or not rows:
         return Gpus()
     return Gpus(models=tuple(row[0] for row in rows), driver=rows[0][-1], source="nvidia-smi")
 
@@ -251,10 +264,16 @@ def machine_name() -> str:
     return json.dumps({"host": platform.node(), **machine_info()}, sort_keys=True)
 
 
+MACHINE_ENV = "BUGMATRIX_MACHINE"  # a JSON object of facts the harness cannot read cheaply itself (cuda, nccl)
+
+
 @lru_cache(maxsize=1)
 def machine_info() -> dict[str, object]:
     """What a result was measured on, without the host name: OS, architecture, CPU model and cores, and with an
-    NVIDIA driver, each GPU's model and the driver version (`gpus`: probed once per process)."""
+    NVIDIA driver, each GPU's model and the driver version (`gpus`: probed once per process); plus the facts
+    $BUGMATRIX_MACHINE adds (a JSON object of strings and numbers, e.g. `{"cuda": "13.0", "nccl": "2.28.9"}`, as
+    tools/gpu_kit.py reads them once from the interpreter's torch, off the launch path). A value that is not
+    such an object raises InterpreterError naming the variable (one line, exit 2)."""
     info: dict[str, object] = {"os": platform.system(), "arch": platform.machine(), "cores": os.cpu_count() or 0,
                                "cpu": _cpu_model()}
     found = gpus()
@@ -262,7 +281,21 @@ def machine_info() -> dict[str, object]:
         info["gpu"] = sorted(set(found.models))
         if found.driver:
             info["driver"] = found.driver
-    return info
+    return info | _machine_env()
+
+
+def _machine_env() -> dict[str, object]:
+    text = os.environ.get(MACHINE_ENV, "").strip()
+    if not text:
+        return {}
+    try:
+        extra = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InterpreterError(f"${MACHINE_ENV}: not JSON ({exc})") from None
+    if not isinstance(extra, dict) or not all(isinstance(k, str) and isinstance(v, (str, int, float))
+                                              and not isinstance(v, bool) for k, v in extra.items()):
+        raise InterpreterError(f"${MACHINE_ENV}: expected a JSON object of strings and numbers, got {text[:80]!r}")
+    return extra
 
 
 def _cpu_model() -> str:

@@ -39,6 +39,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -77,6 +78,34 @@ def abort_all() -> None:
         procs = list(_active)
     for proc in procs:
         kill_tree(proc)
+
+
+def run_abortable(command: list[str], timeout: float, **popen: Any) -> subprocess.CompletedProcess[str]:
+    """`subprocess.run` (text, output captured) for a command a run waits on besides its launches (an environment
+    build, a cache clean): `abort_all` kills it and its descendants as it kills a launch, and it then raises
+    `LaunchAborted`, as it does when the run is already interrupted; after `timeout` seconds its tree is killed and
+    `subprocess.TimeoutExpired` raised. Without this, Ctrl-C waited minutes for an install in progress."""
+    if _stopping.is_set():
+        raise LaunchAborted("the run was interrupted")
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, **popen)
+    with _active_lock:
+        _active.add(proc)  # type: ignore[arg-type]
+    try:
+        if _stopping.is_set():  # abort_all ran between the check above and the registration
+            kill_tree(proc)  # type: ignore[arg-type]
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill_tree(proc)  # type: ignore[arg-type]
+            proc.communicate()
+            raise
+    finally:
+        with _active_lock:
+            _active.discard(proc)  # type: ignore[arg-type]
+    if _stopping.is_set():
+        raise LaunchAborted("the run was interrupted")
+    return subprocess.CompletedProcess(command, proc.returncode, out, err)
 
 
 def allow_launches() -> None:

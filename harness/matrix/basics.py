@@ -11,7 +11,8 @@ import os
 from pathlib import Path
 
 DEFAULT_MATRIX = Path("matrix.yaml")
-DEFAULT_ROOT = Path(os.environ.get("BUGMATRIX_ENVS", ".bugmatrix/envs"))
+ENVS_FALLBACK = ".bugmatrix/envs"  # where $BUGMATRIX_ENVS is not set (the help and the docs name this one)
+DEFAULT_ROOT = Path(os.environ.get("BUGMATRIX_ENVS", ENVS_FALLBACK))
 
 
 class MatrixError(Exception):

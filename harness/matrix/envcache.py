@@ -34,12 +34,12 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from harness.launch.interpreter import Environment, InterpreterError, inspect_interpreter
+from harness.launch.torchrun import run_abortable
 from harness.matrix.basics import DEFAULT_ROOT
-from harness.matrix.resolve import ResolvedCell
+from harness.matrix.resolve import ResolvedCell, exclude_newer
 
 MARKER = "bugmatrix-env.json"
 BUILD_TIMEOUT_S = 1800
@@ -270,12 +270,10 @@ def clean_cache(packages: tuple[str, ...] = BIG_PACKAGES) -> str:
     # the clean away from installs in progress (environments already built keep their hardlinks).
     try:
         with cache_in_use(shared=False):
-            proc = subprocess.run(uv_command("cache", "clean", "--force", *sorted(names)), capture_output=True,
-                                  text=True, check=False, timeout=600)
+            proc = run_abortable(uv_command("cache", "clean", "--force", *sorted(names)), 600)
             # `cache clean NAME` drops uv's entries for NAME but leaves the unpacked wheels (archive-v0), which hold
             # the bytes: measured, it freed 2 MiB of a 29 GiB cache; `prune` removes the now unreferenced ones.
-            pruned = subprocess.run(uv_command("cache", "prune", "--force"), capture_output=True, text=True,
-                                    check=False, timeout=600)
+            pruned = run_abortable(uv_command("cache", "prune", "--force"), 600)
     except subprocess.TimeoutExpired:
         return "uv cache clean: timed out after 600 s; nothing more was cleaned"
     return (proc.stdout + proc.stderr + pruned.stdout + pruned.stderr).strip()
@@ -298,17 +296,12 @@ def disk_usage(path: Path) -> int:
     return total
 
 
-def exclude_newer(as_of: datetime) -> str:
-    """uv's cutoff for `as_of`: exclusive, whole seconds, so one second past the newest pinned upload."""
-    return (as_of.astimezone(timezone.utc) + timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _run(command: list[str], timeout: float) -> str | None:
     """None on success, else the last lines of the command's output (or why it could not run)."""
     try:
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # the smoke check's
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False,  # imports
-                              stdin=subprocess.DEVNULL, env=env)  # leave bytecode for every later launch
+        proc = run_abortable(command, timeout, stdin=subprocess.DEVNULL, env=env)  # imports leave bytecode
+        # for every later launch; Ctrl-C kills the build at once (LaunchAborted), never recorded as a failed cell
     except subprocess.TimeoutExpired:
         return f"timed out after {timeout:.0f}s: {' '.join(command[:4])} ..."
     except OSError as exc:

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
@@ -93,6 +91,9 @@ def _fetch(index: str, name: str) -> str:
             return path.read_text(encoding="utf-8")
         except OSError as exc:
             raise IndexLookupError(f"{name}: not on the index {index} ({exc.strerror})") from None
+    import urllib.error  # here, not at the top: a reader of the record never asks an index
+    import urllib.request
+
     request = urllib.request.Request(url, headers={"Accept": _ACCEPT, "User-Agent": "bugmatrix"})
     try:
         with urllib.request.urlopen(request, timeout=60) as response:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.model.basics import default_cases_dir
 from harness.model.case_schema import CaseError, CaseSpec, load_spec
 
 CASE_FILE = "case.yaml"
@@ -52,6 +54,27 @@ def discover(root: Path, patterns: list[str] | None = None) -> tuple[list[Case],
         except CaseError as exc:
             errors.append(exc)
     return cases, errors
+
+
+def _is_default(cases_dir: Path) -> bool:
+    return cases_dir.resolve() == default_cases_dir().resolve()
+
+
+def cases_dir_option(cases_dir: Path | None) -> str:
+    """`--cases-dir DIR ` for a `bugmatrix` command printed for the user to run, when DIR is not the folder a plain
+    `bugmatrix` reads (else ''): without it, the printed command would not find the case."""
+    return "" if cases_dir is None or _is_default(cases_dir) else f"--cases-dir {shlex.quote(str(cases_dir))} "
+
+
+def script_path(case: Case) -> str:
+    """The case's script as a printed command names it: `cases/<id>/repro.py` for a case of the default folder (the
+    form an upstream comment shows), else where the case really lives (relative to here when below it)."""
+    if _is_default(case.folder.parent):
+        return f"cases/{case.id}/{case.spec.script}"
+    try:
+        return str(case.script.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(case.script.resolve())
 
 
 def select(cases: list[Case], patterns: list[str]) -> list[Case]:

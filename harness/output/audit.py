@@ -4,9 +4,12 @@ view A -> B as one table (the bugs it fixes, brings in and keeps, and whether th
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from harness.analysis.audit import Answer, Change, Uncovered
-from harness.analysis.compat import Upgrade
+
+if TYPE_CHECKING:  # the compatibility grid is imported only by the upgrade view
+    from harness.analysis.compat import Upgrade
 
 
 def to_json(affected: list[Answer], not_covered: list[Uncovered]) -> str:

@@ -53,9 +53,33 @@ class MatrixReport:
             return "infra", rs
         return cell_status(rs), rs
 
+    def unmeasured(self) -> list[tuple[str, str, str, str]]:
+        """(case, variant, devices, summary) for every variant of the report's cases that no result measured at all
+        (a CUDA-only case before any GPU run): its rules, said as not measured, never as a verdict."""
+        measured = {r.case for _, r in self.results}
+        return [(case_id, name, ", ".join(case.spec.devices), f"not measured; its rules say: {rules_text(variant)}")
+                for case_id, case in sorted(self.cases.items()) if case_id not in measured
+                for name, variant in case.spec.variants.items()]
+
     def summaries(self) -> list[tuple[Axis, str]]:
         """Each case's primary axis and its one-line summary, every boundary with its precision."""
-        return [(a, a.summary(self.between)) for a in self.axes if a.package == self.primary.get(a.case)]
+        return [(a, a.summary(self.between, self.cases_dir(a.case))) for a in self.axes
+                if a.package == self.primary.get(a.case)]
+
+    def cases_dir(self, case_id: str) -> Path | None:
+        """The folder the case was read from (for the commands a report prints), None when unknown."""
+        case = self.cases.get(case_id)
+        return case.folder.parent if case is not None else None
+
+
+def rules_text(variant: Any) -> str:
+    """A variant's expect rules in a line: 'reproduced where fbgemm-gpu <1.8.0; else fixed'."""
+    parts = []
+    for rule in variant.expect:
+        where = ", ".join(f"{k} {v}" for k, v in rule.when.items())
+        parts.append(f"{rule.outcome.value} where {where}" if where else
+                     (f"else {rule.outcome.value}" if parts else rule.outcome.value))
+    return "; ".join(parts)
 
 
 def build_report(results: list[tuple[str, Result]], case_packages: dict[str, list[str]],
@@ -80,6 +104,7 @@ def to_table(report: MatrixReport) -> Table:
     for column in ("case", "variant", "dev", "package", "summary"):
         table.add_column(column, overflow="fold")
     rows = [[axis.case, axis.variant, axis.device, axis.package, summary] for axis, summary in report.summaries()]
+    rows += [[case, variant, devices, "—", summary] for case, variant, devices, summary in report.unmeasured()]
     return whole_columns(table, rows, {"case", "variant", "dev", "package"})
 
 
@@ -91,6 +116,8 @@ def to_markdown(report: MatrixReport, changes: list[Change] | None = None) -> st
     lines += ["| case | variant | dev | package | summary |", "|---|---|---|---|---|"]
     for axis, summary in report.summaries():
         lines.append(f"| {axis.case} | {axis.variant} | {axis.device} | {axis.package} | {summary} |")
+    for case, variant, devices, summary in report.unmeasured():
+        lines.append(f"| {case} | {variant} | {devices} | — | {summary} |")
     lines += ["", "R reproduced · F fixed · ? could not say (error/timeout/skip) · I infra · blank: not run", ""]
     lines.append("| case · variant | " + " | ".join(report.cells) + " |")
     lines.append("|---|" + "---|" * len(report.cells))
@@ -101,8 +128,8 @@ def to_markdown(report: MatrixReport, changes: list[Change] | None = None) -> st
 
 
 def to_cases_markdown(report: MatrixReport) -> str:
-    """The README's cases table: one row per case on its primary package's axis — where the bug reproduces, where
-    it was fixed and where it came back, each boundary with its precision (adjacent or an interval), per bug
+    """The cases table (docs/cases.md): one row per case on its primary package's axis — where the bug reproduces,
+    where it was fixed and where it came back, each boundary with its precision (adjacent or an interval), per bug
     variant (variants with the same story share a line), and the workarounds with what they showed."""
     by_case: dict[str, list[tuple[Axis, list[Boundary]]]] = defaultdict(list)
     for axis in report.axes:
@@ -151,7 +178,7 @@ def to_cases_markdown(report: MatrixReport) -> str:
 
 
 def _span_text(versions: list[str]) -> str:
-    """A span as the README's cases table shows it (commits cut to 8 hex digits)."""
+    """A span as the cases table (docs/cases.md) shows it (commits cut to 8 hex digits)."""
     return span(versions, digits=8)
 
 
@@ -257,12 +284,13 @@ def to_json(report: MatrixReport) -> str:
         "cells": report.cells,
         "axes": [
             {"case": a.case, "variant": a.variant, "device": a.device, "package": a.package,
-             "summary": a.summary(report.between), "reproduced_in": a.reproduced_in, "unknown_in": a.unknown_in,
+             "summary": a.summary(report.between, report.cases_dir(a.case)), "reproduced_in": a.reproduced_in,
+             "unknown_in": a.unknown_in,
              "changes": [{"kind": k, "last_before": b, "first_after": f} for k, b, f in a.changes()],
              "boundaries": [{"kind": b.kind, "before": b.before, "after": b.after, "adjacent": b.adjacent,
                              "not_run": None if b.untested is None else list(b.untested),
                              "could_not_say": list(b.undecided), "text": b.text(),
-                             "narrow": None if b.adjacent else a.narrow_command(),
+                             "narrow": None if b.adjacent else a.narrow_command(report.cases_dir(a.case)),
                              "reproduce": _commands(report, a, b)}
                             for b in a.boundaries(report.between)],
              "points": [{"version": p.version, "status": p.status, "cells": p.cells} for p in a.points],

@@ -9,10 +9,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-DEFAULT_DB = Path(os.environ.get("BUGMATRIX_DB", ".bugmatrix/results.db"))
+DB_FALLBACK = ".bugmatrix/results.db"  # where $BUGMATRIX_DB is not set (the help and the docs name this one)
+RECORD_FALLBACK = "record"  # where $BUGMATRIX_RECORD is not set (the help and the docs name this one)
+DEFAULT_DB = Path(os.environ.get("BUGMATRIX_DB", DB_FALLBACK))
 
 
 def default_record() -> Path:
     """The default record folder: $BUGMATRIX_RECORD, else `record` (read when called: harness/session/record.py
     reads it once, at its own import, as `DEFAULT_RECORD`)."""
-    return Path(os.environ.get("BUGMATRIX_RECORD", "record"))
+    return Path(os.environ.get("BUGMATRIX_RECORD", RECORD_FALLBACK))

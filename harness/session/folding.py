@@ -22,7 +22,7 @@ from harness.matrix.basics import IndexLookupError
 from harness.matrix.expand import Matrix
 from harness.model.case import Case
 from harness.model.common import distributions, logical_name
-from harness.model.job import run_digest
+from harness.model.job import LOCAL_CELL, run_digest
 from harness.model.result import Result, counts
 from harness.session.record import (
     Record,
@@ -57,8 +57,10 @@ def rows_of(entries: Iterable[tuple[str, str, Result]], cases: list[Case], machi
     return rows
 
 
-def fold_store(record: Record, store: ResultStore, cases: list[Case]) -> tuple[int, int]:
-    """Fold every counted result of `store` (cases and compat probes) into `record`; (added, replaced)."""
+def fold_store(record: Record, store: ResultStore, cases: list[Case], cell: str | None = None) -> tuple[int, int]:
+    """Fold every counted result of `store` (cases and compat probes) into `record`; (added, replaced). With
+    `cell`, the results of the store's `local` cell (a run outside the matrix: a GPU machine's own interpreter) are
+    recorded under that name instead."""
     runs, machines, machine_of = {}, {}, {}
     for run in store.runs():
         description = _describe(run.machine)
@@ -67,6 +69,8 @@ def fold_store(record: Record, store: ResultStore, cases: list[Case]) -> tuple[i
         machine_of[run.run_id] = mid
         runs[run.run_id] = {"started": iso(run.started_at), "machine": mid, "command": run.command}
     entries = store.results() + store.results(compat=True)
+    if cell:
+        entries = [(run_id, cell if at == LOCAL_CELL else at, result) for run_id, at, result in entries]
     return fold(record, rows_of(entries, cases, machine_of), runs, machines)
 
 

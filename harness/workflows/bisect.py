@@ -26,13 +26,14 @@ from datetime import date
 from packaging.version import Version
 
 from harness.analysis.precision import allowed_releases
-from harness.analysis.transitions import FIXED, REPRODUCED, cell_status
+from harness.analysis.transitions import FIXED, REPRODUCED, cell_status, short
 from harness.launch.execute import infra_result
 from harness.matrix.basics import MatrixError
 from harness.matrix.expand import Matrix, apply_couplings, pairing_row
 from harness.matrix.git import Commit, git_candidates, git_checkout, resolve_ref
 from harness.model.case import Case
 from harness.model.cell import BISECT_PREFIX, Cell, GitPin
+from harness.model.common import logical_name
 from harness.model.job import Job
 from harness.model.outcome import Outcome
 from harness.model.result import Result
@@ -41,7 +42,7 @@ from harness.session.scheduler import run_scheduled
 from harness.workflows.datebisect import DevBuild, commit_range, date_line, date_summary
 from harness.workflows.datebisect import probe_cell as dev_cell
 from harness.workflows.probing import Probing
-from harness.workflows.search import SearchResult, search
+from harness.workflows.search import BisectRefused, SearchResult, search
 
 
 class BisectError(Exception):
@@ -121,6 +122,7 @@ class CaseProber:
     index_url: str | None = None  # where dev builds come from (a pre-release channel), for date candidates
     on_probe: Callable[[str, Outcome, str], None] | None = None
     log: list[tuple[str, Outcome, str]] = field(default_factory=list)
+    results: dict[str, Result] = field(default_factory=dict)  # candidate -> its result (the largest world size)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
@@ -163,6 +165,9 @@ class _ProbeLog(Observer):
     def result_ready(self, job: Job, result: Result, reused: bool) -> None:
         candidate = job.cell_name.removeprefix(f"{BISECT_PREFIX}{self.prober.package}-")
         self.prober.log.append((candidate, result.outcome, result.reason))
+        kept = self.prober.results.get(candidate)
+        if kept is None or result.nproc >= kept.nproc:  # reused or launched alike
+            self.prober.results[candidate] = result
         if self.prober.on_probe:
             self.prober.on_probe(candidate, result.outcome, result.reason)
 
@@ -191,10 +196,11 @@ class BisectRequest:
 Level = tuple[str, SearchResult]  # ("release" | "commit", what the search found)
 
 
-def bisect(probing: Probing, request: BisectRequest) -> list[Level]:
+def bisect(probing: Probing, request: BisectRequest, probed: dict[str, Result] | None = None) -> list[Level]:
     """The release level (unless both refs are given), then the commit level when a source repository is known
     (see the module docstring). Raises `BisectError`/`BisectRefused`/`MatrixError`/`GitError` when it cannot
-    start or the endpoints do not differ; every probe is recorded."""
+    start or the endpoints do not differ; every probe is recorded. `probed`, when given, is filled with each
+    candidate's result, reused ones included (for `bisect_summary` and `bisect_commands`)."""
     r, matrix, say = request, probing.matrix, probing.say
     source = r.git or r.case.spec.sources.get(r.package) or matrix.source(r.package)
     prober = CaseProber(
@@ -202,6 +208,8 @@ def bisect(probing: Probing, request: BisectRequest) -> list[Level]:
         on_probe=lambda c, o, why: say(f"  probe {c}: {o.value}  {(why.splitlines() or [''])[0]}"),
         resume=Resume(probing.store),  # a probe the record or the store already holds (same script, pins) is reused
     )
+    if probed is not None:
+        prober.results = probed
     parallel = max(1, probing.cores // r.nproc)
     levels: list[Level] = []
     if r.dates:
@@ -228,7 +236,15 @@ def bisect(probing: Probing, request: BisectRequest) -> list[Level]:
         versions = release_candidates(matrix, r.case, r.package, r.device, r.old, r.new, r.pre)
         say(f"bisecting {r.case.id}::{r.variant} over {len(versions)} {r.package} releases "
             f"{versions[0]} … {versions[-1]}")
-        levels.append(("release", search(versions, prober, parallel=parallel)))
+        try:
+            found = search(versions, prober, parallel=parallel)
+        except BisectRefused as exc:
+            if Outcome.INFRA in {o for c, o, _ in prober.log if c in (versions[0], versions[-1])}:
+                raise BisectRefused(f"{exc}; {untestable_hint(r.case, r.package, [])}") from None
+            raise
+        if found.untestable:
+            say(f"[yellow]{untestable_hint(r.case, r.package, found.untestable, versions, found)}[/]")
+        levels.append(("release", found))
     refs: tuple[str, str] | None = None
     if r.old_ref and r.new_ref:
         refs = (r.old_ref, r.new_ref)
@@ -250,11 +266,34 @@ def bisect(probing: Probing, request: BisectRequest) -> list[Level]:
     return levels
 
 
-def bisect_summary(case: str, variant: str, package: str, levels: list[Level]) -> str:
-    """One line fit for an upstream issue comment."""
+def untestable_hint(case: Case, package: str, stepped: list[str], versions: list[str] | None = None,
+                    found: SearchResult | None = None) -> str:
+    """What a bisection whose default range starts (or ends) at releases that cannot be installed here did, and how
+    to start where it can: the case's `supports:` or `--old`/`--new`."""
+    where = case.folder / "case.yaml"
+    if not stepped or found is None or versions is None:
+        return (f"an endpoint cannot be installed or imported here (infra: the probe says why); give --old/--new "
+                f"releases that install, or narrow `supports: {{{package}: ...}}` in {where}")
+    older = stepped[0] == versions[0]
+    start = versions[len(stepped)] if older else versions[-len(stepped) - 1]
+    probed = [c for c, _ in found.probes if c in stepped]
+    shown = stepped[0] if len(stepped) == 1 else f"{stepped[0]} … {stepped[-1]} ({len(stepped)} releases)"
+    flag, bound = ("--old", ">=") if older else ("--new", "<=")
+    return (f"{package} {shown} cannot be installed or imported here (infra, probed {', '.join(map(str, probed))}): "
+            f"started at {start}, the {'oldest' if older else 'newest'} that installs; to start there next time, "
+            f"set `supports: {{{package}: \"{bound}{start}\"}}` in {where} or pass {flag} {start}")
+
+
+def bisect_summary(case: str, variant: str, package: str, levels: list[Level],
+                   probed: dict[str, Result] | None = None, packages: list[str] | tuple[str, ...] = ()) -> str:
+    """One line fit for an upstream issue comment. With the probes' results (`probed`) and the case's `packages`,
+    each side names the case's other packages that moved with the bisected one (lightning 2.5.2 + torch 2.7.1 →
+    2.5.3 + torch 2.8.0): the change may be theirs."""
     parts = []
     for level, r in levels:
-        where = f"{r.last_old} ({r.old.value}) → {r.first_new} ({r.new.value})"
+        old_with, new_with = _moved_with(package, packages, (probed or {}).get(str(r.last_old)),
+                                         (probed or {}).get(str(r.first_new)))
+        where = f"{r.last_old}{old_with} ({r.old.value}) → {r.first_new}{new_with} ({r.new.value})"
         if level == "commit":
             where += f" — first {r.new.value} commit {r.first_new.sha} \"{r.first_new.subject}\""
         elif level == "date":
@@ -265,8 +304,22 @@ def bisect_summary(case: str, variant: str, package: str, levels: list[Level]) -
     return f"bugmatrix bisect {case}::{variant} over {package}: " + "; ".join(parts)
 
 
+def _moved_with(package: str, packages: list[str] | tuple[str, ...], old: Result | None,
+                new: Result | None) -> tuple[str, str]:
+    """(` + torch 2.7.1`, ` + torch 2.8.0`): the case's other packages whose versions differ between the two sides."""
+    if old is None or new is None:
+        return "", ""
+    sides = [{logical_name(d): v for d, v in r.versions.items()} for r in (old, new)]
+    others = [logical_name(p) for p in packages if logical_name(p) != logical_name(package)]
+    moved = [p for p in others if p in sides[0] and p in sides[1] and sides[0][p] != sides[1][p]]
+    if not moved:
+        return "", ""
+    before, after = (" + " + ", ".join(f"{p} {short(side[p])}" for p in moved) for side in sides)
+    return before, after
+
+
 def bisect_commands(case: Case, found: SearchResult, results: list[tuple[str, str, Result]],
-                    matrix: Matrix | None = None) -> list[str]:
+                    matrix: Matrix | None = None, reused: dict[str, Result] | None = None) -> list[str]:
     """For the two sides of a boundary (`last_old`, `first_new`), a comment line and the command that reproduces
     the recorded probe anywhere (harness/analysis/reproduce.py)."""
     from harness.analysis.reproduce import repro_command
@@ -274,6 +327,7 @@ def bisect_commands(case: Case, found: SearchResult, results: list[tuple[str, st
     lines = []
     for candidate in (found.last_old, found.first_new):
         probed = [r for _, cell, r in results if cell.endswith(f"-{candidate}") and cell.startswith(BISECT_PREFIX)]
+        probed += [r for c, r in (reused or {}).items() if c == str(candidate)]  # a probe reused, not launched
         if probed:
             result = max(probed, key=lambda r: r.nproc)
             lines += [f"# {candidate}: {result.outcome.value}", repro_command(case, result, matrix)]

@@ -31,8 +31,9 @@ record-pr  `open_record_pr`: tonight's store folded into the record (harness/ses
            result with the same fingerprint and verdict leaves its row unchanged, so a night that changed nothing
            opens nothing), and for every case x variant whose decisive outcome tonight is not the expected one,
            `bugmatrix expect`'s derivation (harness/analysis/expect.py) over everything the record then holds; the
-           record, the rewritten case files and the page's regenerated tables go on one branch (`bugmatrix/record`,
-           force-pushed from the checkout's HEAD) and one pull request is opened or edited, its body the outcome
+           record, the rewritten case files and the pages' regenerated tables (docs/cases.md, docs/compat.md) go
+           on one branch (`bugmatrix/record`, force-pushed from the checkout's HEAD) and one pull request is
+           opened or edited, its body the outcome
            changes, the rule diff and, for a bug that came back, the regression (its issue, the run). Its CI: a pull
            request pushed with the workflow's GITHUB_TOKEN starts no workflow, so the step dispatches `ci.yml` on
            the branch (`gh workflow run`; workflow_dispatch is the event GITHUB_TOKEN may start), whose checks then
@@ -657,12 +658,13 @@ def record_pr_commands(paths: list[str], branch: str, body: str) -> tuple[list[l
 
 def open_record_pr(db: Path, record_root: Path, cases_dir: Path, matrix: Matrix | None, url: str, gh: Gh,
                    git: Git, actions: Actions, branch: str = RECORD_BRANCH, dry_run: bool = False,
-                   today: str | None = None, page: Path | None = None, refresh: bool = True) -> ExitCode:
+                   today: str | None = None, pages: list[Path] | None = None, refresh: bool = True) -> ExitCode:
     """The record-pr step: fold tonight's store into the record, rewrite the rules it contradicts, regenerate the
-    page's tables, and open or update one pull request with all of it; then dispatch CI on the branch (a pull
-    request pushed with the workflow's GITHUB_TOKEN triggers no workflow, but a `workflow_dispatch` does). 0 when
-    there was nothing to change or the pull request was opened or updated (or, dry, its body printed), 1 when git
-    or gh failed, 2 without tonight's store. It never touches the verdict."""
+    record's tables in `pages` (default: README.md and docs/ of the current folder, wherever they are held), and
+    open or update one pull request with all of it; then dispatch CI on the branch (a pull request pushed with
+    the workflow's GITHUB_TOKEN triggers no workflow, but a `workflow_dispatch` does). 0 when there was nothing to
+    change or the pull request was opened or updated (or, dry, its body printed), 1 when git or gh failed, 2
+    without tonight's store. It never touches the verdict."""
     import datetime
 
     if not db.is_file():
@@ -686,16 +688,17 @@ def open_record_pr(db: Path, record_root: Path, cases_dir: Path, matrix: Matrix 
         actions.say(plan.body)
         return ExitCode.OK
     from harness.analysis.expect import write_case
-    from harness.output.pages import regenerate_page
+    from harness.output.pages import page_files, regenerate_page
     from harness.session.record import write
 
     for edit in plan.edits:
         write_case(edit)
     write(record_root, plan.record)
     paths = [str(record_root), *(str(e.path) for e in plan.edits)]
-    if page is not None and page.is_file() and regenerate_page(page, record_root, cases_dir,
-                                                               matrix.path if matrix is not None else Path("-")):
-        paths.append(str(page))
+    for page in pages if pages is not None else page_files(Path(".")):
+        if page.is_file() and regenerate_page(page, record_root, cases_dir,
+                                              matrix.path if matrix is not None else Path("-")):
+            paths.append(str(page))
     git_cmds, gh_cmds = record_pr_commands(paths, branch, plan.body)
     try:
         for command in gh_cmds:

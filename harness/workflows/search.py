@@ -8,6 +8,9 @@ finds the first candidate showing the new outcome (and the last showing the old)
   decisive (`reproduced`/`fixed`) and the other decisive or `skip`. A `skip` endpoint (exit 125: the script cannot
   test that version, e.g. the API it drives does not exist yet) makes the search find where the case becomes
   testable: what `bugmatrix expect` needs to write a `skip` rule with an exact bound.
+- An endpoint that cannot be installed or imported here (`infra`: e.g. an old release that resolves a torch which
+  does not import on this Python) is stepped over: the search bisects inward for the nearest candidate that can be
+  (assuming those that cannot come first, or last), starts there, and lists the ones stepped over as `untestable`.
 - A probe whose outcome is neither side (error, infra, timeout, flaky; skip unless an endpoint is skip; the third
   verdict when one side is skip) is *skipped*, like exit 125 in `git bisect run`: the nearest untested candidate to
   the midpoint is tried instead. When every candidate in the remaining range is skipped, the answer is the range
@@ -46,6 +49,7 @@ class SearchResult(Generic[T]):
     probes: list[tuple[T, Outcome]] = field(default_factory=list)
     skipped: list[T] = field(default_factory=list)
     ambiguous: list[T] = field(default_factory=list)  # untestable candidates between last_old and first_new
+    untestable: list[T] = field(default_factory=list)  # endpoints stepped over: they cannot be installed here (infra)
 
 
 def search(candidates: Sequence[T], probe: Prober[T], parallel: int = 1,
@@ -67,12 +71,19 @@ def search(candidates: Sequence[T], probe: Prober[T], parallel: int = 1,
 
     lo, hi = 0, len(candidates) - 1
     run([lo, hi])
+    if seen[lo] is Outcome.INFRA and seen[hi] is not Outcome.INFRA:
+        lo = _installable(lo, hi, seen, run)
+    elif seen[hi] is Outcome.INFRA and seen[lo] is not Outcome.INFRA:
+        hi = _installable(hi, lo, seen, run)
+    untestable = [*candidates[:lo], *candidates[hi + 1:]]
     old, new = seen[lo], seen[hi]
     sides = (old, new)
     bounding = any(o in DECISIVE for o in sides) and all(o in SIDES for o in sides)
     if old == new or not bounding:
+        stepped = (f" ({_span(untestable)} cannot be installed or imported here: infra)" if untestable else "")
         raise BisectRefused(
             f"the endpoints do not differ: {candidates[lo]} is {old.value}, {candidates[hi]} is {new.value}"
+            + stepped
             + ("" if bounding else " (an endpoint must be reproduced or fixed, the other reproduced, fixed or skip)")
         )
     levels = max(1, (max(1, parallel) + 1).bit_length() - 1)  # 2**levels - 1 probes per round
@@ -83,8 +94,25 @@ def search(candidates: Sequence[T], probe: Prober[T], parallel: int = 1,
     return SearchResult(
         old=old, new=new, last_old=candidates[lo], first_new=candidates[hi],
         probes=[(candidates[i], seen[i]) for i in order],
-        skipped=[candidates[i] for i in order if seen[i] not in sides], ambiguous=ambiguous,
+        skipped=[candidates[i] for i in order if seen[i] not in sides], ambiguous=ambiguous, untestable=untestable,
     )
+
+
+def _installable(bad: int, good: int, seen: dict[int, Outcome], run: Callable[[list[int]], None]) -> int:
+    """The candidate nearest `bad` (an endpoint that is `infra`) that is not `infra`, bisecting towards `good` (one
+    that is not): the releases that cannot be installed here are taken to lie together at that end."""
+    while abs(good - bad) > 1:
+        mid = (bad + good) // 2
+        run([mid])
+        if seen[mid] is Outcome.INFRA:
+            bad = mid
+        else:
+            good = mid
+    return good
+
+
+def _span(items: Sequence[object]) -> str:
+    return str(items[0]) if len(items) == 1 else f"{items[0]} … {items[-1]} ({len(items)})"
 
 
 SIDES = (*DECISIVE, Outcome.SKIP)  # what an endpoint may show; at least one of the two is decisive
