@@ -193,7 +193,8 @@ def test_a_rebuilt_environment_gets_the_versions_of_its_first_build(tmp_path: Pa
     assert cache.environment(resolved.key).get("fakedep").version == "1.5"
 
 
-def test_a_cache_clean_waits_for_installs_in_progress(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_cache_clean_waits_for_installs_in_progress(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("BUGMATRIX_LOCKS", str(tmp_path))
     order: list[str] = []
     installing = threading.Event()
@@ -215,6 +216,8 @@ def test_a_cache_clean_waits_for_installs_in_progress(tmp_path: Path, monkeypatc
     for t in threads:
         t.join(timeout=10)
     assert order == ["install done", "clean"]
+    # the clean that had to wait said so (a disk-budget run otherwise sat silent behind another run's install)
+    assert "waiting for installs in progress in another bugmatrix process" in capsys.readouterr().err
 
 
 def test_a_cuda_cell_built_from_the_repository_root_keeps_fbgemm_gpu(tmp_path: Path,

@@ -16,6 +16,7 @@ from harness.model.scaffold import NOT_WRITTEN, PLACEHOLDER_SIGNATURE, parse_pac
 from .test_case_protocol import CASES, check_script
 
 ISSUE = "https://github.com/pytorch/pytorch/issues/123456"
+LIGHTNING_ISSUE = "https://github.com/Lightning-AI/pytorch-lightning/issues/123456"
 
 
 @pytest.mark.parametrize(
@@ -164,7 +165,7 @@ def draft(tmp_path: Path, slug: str = "draft") -> Path:
 
 
 @pytest.mark.parametrize("url", [ISSUE, "https://github.com/meta-pytorch/torchrec/pull/2484",
-                                 "https://github.com/Lightning-AI/litgpt/issues/1"])
+                                 "https://github.com/Lightning-AI/litgpt/issues/1", LIGHTNING_ISSUE])
 def test_the_draft_script_follows_the_canonical_setup(tmp_path: Path, url: str) -> None:
     assert new(tmp_path, url, "--slug", "draft") == 0
     (script,) = tmp_path.glob("*/repro.py")
@@ -178,6 +179,21 @@ def run_script(script: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_the_unfilled_script_exits_125_with_a_todo_line(tmp_path: Path) -> None:
     proc = run_script(draft(tmp_path) / "repro.py")
+    assert proc.returncode == 125, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1].endswith(
+        f"{NOT_WRITTEN}: set SIGNATURE and write the_call_that_fails()")
+
+
+def test_a_lightning_draft_has_no_process_group_of_its_own_and_skips(tmp_path: Path) -> None:
+    """The Trainer makes the process group a Lightning case needs: its draft has no init_dist, runs at one rank,
+    and exits 125 with the TODO line until it is written."""
+    assert new(tmp_path, LIGHTNING_ISSUE, "--slug", "draft") == 0
+    (folder,) = tmp_path.glob("lightning-*")
+    text = (folder / "repro.py").read_text()
+    code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith(("#", "`")))
+    assert "init_dist(" not in code and "init_process_group(" not in code and "import lightning" in text
+    assert "nproc: [1]" in (folder / "case.yaml").read_text()
+    proc = run_script(folder / "repro.py")
     assert proc.returncode == 125, proc.stdout + proc.stderr
     assert proc.stdout.strip().splitlines()[-1].endswith(
         f"{NOT_WRITTEN}: set SIGNATURE and write the_call_that_fails()")

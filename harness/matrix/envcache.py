@@ -29,6 +29,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -241,8 +242,17 @@ def cache_in_use(shared: bool) -> Iterator[None]:
     exclusively, so a disk-budget clean never deletes wheels under an install in progress (in any process)."""
     lock_dir = Path(os.environ.get("BUGMATRIX_LOCKS", Path(tempfile.gettempdir()) / "bugmatrix-locks"))
     lock_dir.mkdir(parents=True, exist_ok=True)
-    with open(lock_dir / "uv-cache.lock", "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+    path = lock_dir / "uv-cache.lock"
+    mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
+    with open(path, "w") as fh:
+        try:
+            fcntl.flock(fh, mode | fcntl.LOCK_NB)
+        except BlockingIOError:  # say why nothing happens: the wait can last as long as another run's install
+            held = "a clean of uv's cache (a --disk-budget)" if shared else "installs in progress"
+            sys.stderr.write(f"waiting for {held} in another bugmatrix process to finish ({path}); "
+                             f"{'installing' if shared else 'cleaning uv cache'} afterwards\n")
+            sys.stderr.flush()
+            fcntl.flock(fh, mode)
         try:
             yield
         finally:

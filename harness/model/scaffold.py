@@ -137,7 +137,7 @@ def render_case_yaml(upstream: Upstream, slug: str, packages: list[str]) -> str:
         f"packages: {_flow(packages)}",
         *(["sources:", *sources] if sources else []),
         "script: repro.py",
-        "nproc: [1, 2]",
+        f"nproc: {_flow([str(n) for n in _nprocs(upstream)])}",
         "devices: [cpu, cuda]",
         "timeout: 180",
         f"signature: {json.dumps(PLACEHOLDER_SIGNATURE)}   # TODO: a regex for the text the bug prints",
@@ -255,7 +255,81 @@ if __name__ == "__main__":
 '''
 
 
+LIGHTNING_TEMPLATE = '''\
+"""{ref}: TODO one line saying what breaks.
+
+{link}
+
+TODO: what the bug is, which versions have it (and the fix, when known), and what this script checks.
+
+    python repro.py [--device cpu|cuda]
+
+A world of one: the Trainer (or Fabric) runs on one device and creates any process group itself, so this
+script has no `init_dist`. For a DDP bug, run it under torchrun and give the Trainer
+`devices=int(os.environ["WORLD_SIZE"])` (cases/lightning-18086-*). For a silent wrong value, compare the
+value with the right one and return 1 after printing the signature when they differ.
+
+Exit code: 0 = fixed, 1 = bug reproduced (the signature is printed first), 125 = cannot test here
+(no CUDA, more than one rank; and, until it is written, this draft from `bugmatrix new`).
+"""
+
+import argparse
+import os
+import sys
+
+import lightning as L
+import torch
+
+SIGNATURE = {signature}  # TODO: the text the bug prints (case.yaml's signature must match it)
+
+
+def the_call_that_fails(accelerator):
+    """TODO: the smallest Trainer/Fabric code that hits the bug (e.g. `L.Trainer(accelerator=accelerator,
+    devices=1, logger=False, enable_progress_bar=False).fit(model)`); the bug's exception must escape from here."""
+    raise NotImplementedError("TODO: write the_call_that_fails()")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--device", choices=["cpu", "cuda"],
+                        default="cuda" if torch.cuda.is_available() else "cpu")
+    # TODO: the case's own variant options (case.yaml's `args`), if any
+    args = parser.parse_args()
+
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("SKIP: --device cuda but CUDA is not available")
+        return 125
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        print("SKIP: a world of 1 only (the Trainer on one device)")
+        return 125
+    if SIGNATURE.startswith("TODO"):  # the draft: delete this `if` once SIGNATURE and the call are written
+        print(f"lightning {{L.__version__}}: {not_written}: set SIGNATURE and write the_call_that_fails()",
+              flush=True)
+        return 125
+    try:
+        the_call_that_fails("gpu" if args.device == "cuda" else "cpu")
+    except RuntimeError as e:  # TODO: only the exception the bug raises
+        if SIGNATURE not in str(e):
+            raise
+        print(f"REPRODUCED: {{SIGNATURE}}", flush=True)
+        return 1
+    print("OK: TODO what the fixed behaviour is", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+'''
+
+
+def _nprocs(upstream: Upstream) -> list[int]:
+    """The draft's world sizes: 1 for Lightning (its template runs the Trainer on one device), else 1 and 2."""
+    return [1] if upstream.library.name == "lightning" else [1, 2]
+
+
 def render_repro(upstream: Upstream, packages: list[str]) -> str:
-    """The draft `repro.py`: the canonical set-up of cases/README.md, exiting 125 until it is written."""
-    return REPRO_TEMPLATE.format(ref=upstream.ref, link=upstream.url, packages=", ".join(packages),
-                                 signature=json.dumps(PLACEHOLDER_SIGNATURE), not_written=NOT_WRITTEN)
+    """The draft `repro.py`: the canonical set-up of cases/README.md, exiting 125 until it is written. A Lightning
+    case gets a script without a process group of its own (the Trainer makes one where it needs it)."""
+    template = LIGHTNING_TEMPLATE if upstream.library.name == "lightning" else REPRO_TEMPLATE
+    return template.format(ref=upstream.ref, link=upstream.url, packages=", ".join(packages),
+                           signature=json.dumps(PLACEHOLDER_SIGNATURE), not_written=NOT_WRITTEN)
