@@ -32,11 +32,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.analysis.narrow import intervals  # noqa: E402
 from harness.analysis.precision import between_on_index  # noqa: E402
 from harness.matrix.expand import load_matrix  # noqa: E402
 from harness.model.case import discover  # noqa: E402
 from harness.session.store import ResultStore  # noqa: E402
+from harness.workflows.narrow import intervals  # noqa: E402
 
 
 def main() -> None:

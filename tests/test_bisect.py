@@ -9,14 +9,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.analysis.bisect import BisectRequest
-from harness.analysis.bisect import bisect as bisect_case
 from harness.cli import main
 from harness.matrix.cellenvs import CellEnvironments
 from harness.matrix.envcache import EnvCache
 from harness.matrix.expand import load_matrix
 from harness.model.case import discover
 from harness.session.store import ResultStore, recording
+from harness.workflows.bisect import BisectRequest
+from harness.workflows.bisect import bisect as bisect_case
+from harness.workflows.probing import Probing
 
 from .fakeindex import FakeRelease, build_index, fake_torch, make_git_repo
 
@@ -160,7 +161,7 @@ def test_commit_level_names_the_commit(tmp_path: Path, capsys) -> None:
 
 
 def test_the_policy_goes_from_releases_to_commits_without_the_cli(tmp_path: Path) -> None:
-    """`harness.analysis.bisect.bisect` owns the release -> commit policy: after an unambiguous release boundary
+    """`harness.workflows.bisect.bisect` owns the release -> commit policy: after an unambiguous release boundary
     it bisects the first-parent commits between those two releases (no command line involved)."""
     buggy = [True] * 3 + [False] * 3  # the 4th commit fixes it; v1.0.0 on the first, v1.1.0 on the last
     shas = make_git_repo(tmp_path / "repo", buggy, tags={0: "v1.0.0", 5: "v1.1.0"})
@@ -170,8 +171,8 @@ def test_the_policy_goes_from_releases_to_commits_without_the_cli(tmp_path: Path
     store = ResultStore(root / "r.db")
     said: list[str] = []
     with recording(store, "test", "test") as run_id:
-        levels = bisect_case(matrix, CellEnvironments(matrix, EnvCache(root / "envs")),
-                             BisectRequest(case, "bug", 1, "cpu", "fakelib"), store, run_id, said.append)
+        levels = bisect_case(Probing(matrix, CellEnvironments(matrix, EnvCache(root / "envs")), store, run_id,
+                                     say=said.append), BisectRequest(case, "bug", 1, "cpu", "fakelib"))
     assert [level for level, _ in levels] == ["release", "commit"]
     release, commit = levels[0][1], levels[1][1]
     assert (str(release.last_old), str(release.first_new)) == ("1.0.0", "1.1.0")
@@ -180,7 +181,8 @@ def test_the_policy_goes_from_releases_to_commits_without_the_cli(tmp_path: Path
     assert len(store.results(run_id)) == len(release.probes) + len(commit.probes)  # every probe recorded
     no_commits = BisectRequest(case, "bug", 1, "cpu", "fakelib", commits=False)
     with recording(store, "test", "test") as run_id:
-        levels = bisect_case(matrix, CellEnvironments(matrix, EnvCache(root / "envs")), no_commits, store, run_id)
+        levels = bisect_case(Probing(matrix, CellEnvironments(matrix, EnvCache(root / "envs")), store, run_id),
+                             no_commits)
     assert [level for level, _ in levels] == ["release"]
 
 
@@ -196,3 +198,32 @@ def test_bisect_ends_with_the_command_for_each_side(tmp_path: Path, capsys) -> N
     assert "# 1.2.0: reproduced" in out and "# 1.3.0: fixed" in out
     assert "--with fakelib==1.3.0" in out  # the script where the case lives (not under the default cases/)
     assert f"--nproc_per_node=1 {(root / 'cases').resolve()}/fakelib-1-bug/repro.py --device cpu" in out
+
+
+def test_a_case_that_matches_nothing_says_so_and_records_nothing(tmp_path: Path, capsys) -> None:
+    root = project(tmp_path, [True, False])
+    capsys.readouterr()
+    code = main(["--cases-dir", str(root / "cases"), "bisect", "nosuchcase", "--package", "fakelib",
+                 "--matrix", str(root / "matrix.yaml"), "--db", str(root / "r.db")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "()" not in err and f"no case in {root / 'cases'} matches 'nosuchcase'" in err, err
+    assert not (root / "r.db").exists()
+
+
+@pytest.mark.parametrize("package", ["torchrec", "nosuchpkg"])
+def test_a_package_the_case_does_not_install_is_refused_before_any_probe(tmp_path: Path, capsys,
+                                                                         package: str) -> None:
+    """Moving a package the case does not install cannot change its outcome: refused in one line before a run is
+    begun (none left `interrupted`) or a probe launched."""
+    root = project(tmp_path, [True] * 4 + [False] * 4)
+    capsys.readouterr()
+    code = main(["--cases-dir", str(root / "cases"), "bisect", "fakelib-1-bug", "--package", package,
+                 "--device", "cpu", "--matrix", str(root / "matrix.yaml"), "--envs", str(root / "envs"),
+                 "--db", str(root / "r.db"), "-j", "1"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert f"--package {package}" in err and "torch, fakelib" in err, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert not (root / "r.db").exists(), "a run was begun"
+    assert not (root / "envs").exists(), "a probe environment was built"

@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from harness.analysis.search import BisectRefused, search
 from harness.model.outcome import Outcome
+from harness.workflows.search import BisectRefused, search
 
 R, F, S, E = Outcome.REPRODUCED, Outcome.FIXED, Outcome.SKIP, Outcome.ERROR
 VERSIONS = [f"1.{i}.0" for i in range(16)]

@@ -86,6 +86,19 @@ def test_skips_are_counted_apart_and_a_run_where_nothing_ran_is_not_green(
     assert "0 as expected, 0 not, 4 skipped: not installed in" in out and "no-such-package-here" in out, out
 
 
+def test_a_run_that_launches_nothing_records_nothing(
+        make_case: MakeCase, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An interpreter without the case's packages: every job is a skip that never launched, so no run is begun in
+    the store (not even the file is created), and the exit code says nothing ran."""
+    make_case(FIXED, packages=["torch", "no-such-package-here"], variants={"bug": {"expect": [{"outcome": "fixed"}]}})
+    db = tmp_path / "results.db"
+    code = main(["--cases-dir", str(tmp_path / "cases"), "run", "--device", "cpu", "--db", str(db)])
+    out = capsys.readouterr().out
+    assert code == 5, out
+    assert "1 skipped: not installed in" in out and "recorded as run" not in out, out
+    assert not db.exists(), "a run that launched nothing was recorded"
+
+
 def test_a_corrupt_or_foreign_store_is_one_line_and_left_untouched(
         make_case: MakeCase, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     make_case(FIXED, variants={"bug": {"expect": [{"outcome": "fixed"}]}})

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.analysis.bisect import probe_cell as bisect_cell
 from harness.analysis.compat import (
     Grid,
     Kind,
@@ -22,7 +21,6 @@ from harness.analysis.compat import (
     measured,
     upgrade,
     verdict,
-    walk,
 )
 from harness.cli import main
 from harness.matrix.cellenvs import CellEnvironments
@@ -31,6 +29,9 @@ from harness.matrix.expand import load_matrix
 from harness.model.outcome import Outcome
 from harness.model.result import Result
 from harness.session.store import ResultStore, recording
+from harness.workflows.bisect import probe_cell as bisect_cell
+from harness.workflows.compat import walk
+from harness.workflows.probing import Probing
 
 from .fakeindex import FakeRelease, build_index, fake_torch
 
@@ -122,15 +123,8 @@ def walked(project: Path) -> ResultStore:
     store = ResultStore(project / "r.db")
     grid = Grid(["2.4.0", "2.5.0"], {"fbgemm": list(KERNELS)})
     with recording(store, "test", "here") as run_id:
-        walk(
-            grid,
-            load_probes(project / "probes"),
-            matrix,
-            CellEnvironments(matrix, EnvCache(project / "envs")),
-            store,
-            run_id,
-            cores=2,
-        )
+        walk(grid, load_probes(project / "probes"),
+             Probing(matrix, CellEnvironments(matrix, EnvCache(project / "envs")), store, run_id, cores=2))
     return store
 
 

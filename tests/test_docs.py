@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness import cli
 from harness.cli import build_parser, main
+from harness.commands import list as list_command
 from harness.output import pages
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -126,7 +126,7 @@ def _demo_interrupted(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> int:
     def interrupted(args: object) -> int:
         raise KeyboardInterrupt  # what Ctrl-C (or SIGTERM, SIGHUP: main turns both into it) raises mid-command
 
-    monkeypatch.setattr(cli, "cmd_list", interrupted)
+    monkeypatch.setattr(list_command, "run", interrupted)
     return main(["--cases-dir", str(ROOT / "cases"), "list"])
 
 
@@ -190,7 +190,7 @@ def test_a_new_module_and_a_new_command_reach_the_layout_and_the_command_table(t
 
 def test_the_layers_come_in_import_order() -> None:
     order = re.findall(r"^### `harness/(\w+)/`", pages.layout_table(ROOT / "harness"), re.M)
-    assert order == ["model", "launch", "matrix", "session", "analysis", "output", "commands"]
+    assert order == ["model", "launch", "matrix", "session", "analysis", "output", "workflows", "commands"]
 
 
 def test_bugmatrix_docs_check_fails_on_drift_and_docs_repairs_it(tmp_path: Path,

@@ -358,7 +358,7 @@ def test_nightly_plans_runs_every_cell_and_aggregates() -> None:
 
 
 def test_nightly_scripts_only_call_bugmatrix() -> None:
-    """The workflow's logic is Python (harness/output/nightly.py, tested in tests/test_nightly.py): every `run:`
+    """The workflow's logic is Python (harness/workflows/nightly.py, tested in tests/test_nightly.py): every `run:`
     is one `uv run bugmatrix` command line, but for building the documentation site in the Pages job."""
     doc = load_workflow(WORKFLOWS / "nightly.yml")
     scripts = [(name, s["run"].strip()) for name, s in steps(doc) if "run" in s]

@@ -13,7 +13,17 @@ import pytest
 import yaml
 
 import harness.matrix.index
-from harness.analysis.datebisect import (
+from harness.cli import main
+from harness.matrix.axes import forget, select
+from harness.matrix.basics import MatrixError
+from harness.matrix.cellenvs import CellEnvironments
+from harness.matrix.envcache import EnvCache
+from harness.matrix.expand import UNRESOLVED, load_matrix
+from harness.matrix.index import Release
+from harness.matrix.resolve import resolve_cell
+from harness.matrix.spec import AxisRule
+from harness.model.outcome import Outcome
+from harness.workflows.datebisect import (
     Build,
     DateLineError,
     DevBuild,
@@ -25,17 +35,7 @@ from harness.analysis.datebisect import (
     probe_cell,
     read_builds,
 )
-from harness.analysis.search import search
-from harness.cli import main
-from harness.matrix.axes import forget, select
-from harness.matrix.basics import MatrixError
-from harness.matrix.cellenvs import CellEnvironments
-from harness.matrix.envcache import EnvCache
-from harness.matrix.expand import UNRESOLVED, load_matrix
-from harness.matrix.index import Release
-from harness.matrix.resolve import resolve_cell
-from harness.matrix.spec import AxisRule
-from harness.model.outcome import Outcome
+from harness.workflows.search import search
 
 from .fakeindex import FakeRelease, build_index
 

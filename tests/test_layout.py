@@ -1,20 +1,36 @@
-"""The harness's layout is its data path: each layer imports only the layers below it, and says what it promises."""
+"""The harness's layout is its data path: each layer imports only the layers below it, and says what it promises.
+
+Layers, lowest first: case -> cell -> environment -> launch -> outcome -> store (`model`, `launch`, `matrix`,
+`session`), what reads the store without launching (`analysis`), what renders (`output`), what launches and writes on
+the user's behalf (`workflows`: bisect, narrow, the compat walk, the nightly) and the commands (`commands`), with
+`harness/cli.py` dispatching to them. The rules: no upward import, no import cycle, and neither `analysis` nor
+`output` imports, even indirectly, anything that launches.
+"""
 
 from __future__ import annotations
 
+import argparse
 import ast
 from pathlib import Path
 
 import pytest
 
 HARNESS = Path(__file__).resolve().parent.parent / "harness"
-# case -> cell -> environment -> launch -> outcome -> store -> report/compare/bisect, as packages, lowest first
-LAYERS = ["model", "launch", "matrix", "session", "analysis", "output", "commands"]
+LAYERS = ["model", "launch", "matrix", "session", "analysis", "output", "workflows", "commands"]
 ENTRY_POINTS = {"cli.py", "pytest_plugin.py", "__main__.py", "__init__.py"}
+# What launches a job: the launcher itself, the session pipeline and its scheduler, and every workflow.
+LAUNCHING = ("harness.launch.execute", "harness.launch.torchrun", "harness.launch.rank_wrapper",
+             "harness.session.pipeline", "harness.session.scheduler", "harness.workflows")
+READING_ONLY = ("analysis", "output")
 
 
 def modules() -> list[Path]:
     return sorted(p for p in HARNESS.rglob("*.py") if p.name != "rank_wrapper.py")
+
+
+def module_name(path: Path, root: Path = HARNESS) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def layer_of(path: Path) -> int:
@@ -32,6 +48,52 @@ def harness_imports(tree: ast.Module) -> list[str]:
     return found
 
 
+def runtime_imports(tree: ast.Module, known: set[str]) -> set[str]:
+    """The harness modules `tree` imports when it runs, at the top or inside a function (an import under
+    `if TYPE_CHECKING:` is for the type checker only); `from harness.x import y` counts `harness.x.y` too when y is a
+    module."""
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                for other in child.orelse:
+                    visit(other)
+                continue
+            if isinstance(child, ast.ImportFrom) and child.module and child.module.startswith("harness"):
+                found.add(child.module)
+                found.update(f"{child.module}.{a.name}" for a in child.names if f"{child.module}.{a.name}" in known)
+            elif isinstance(child, ast.Import):
+                found.update(a.name for a in child.names if a.name.startswith("harness"))
+            visit(child)
+
+    visit(tree)
+    return found & known
+
+
+def import_graph(root: Path = HARNESS) -> dict[str, set[str]]:
+    """Every harness module under `root` -> the harness modules it imports when it runs."""
+    paths = {module_name(p, root): p for p in root.rglob("*.py")}
+    return {name: runtime_imports(ast.parse(path.read_text()), set(paths)) for name, path in paths.items()}
+
+
+def reach(graph: dict[str, set[str]], start: str) -> set[str]:
+    """The modules `start` imports, directly or through others."""
+    seen: set[str] = set()
+    stack = [start]
+    while stack:
+        for name in graph.get(stack.pop(), ()):
+            if name not in seen:
+                seen.add(name)
+                stack.append(name)
+    return seen
+
+
+def launching_reached(graph: dict[str, set[str]], start: str) -> list[str]:
+    """What `start` imports, directly or not, that launches (`LAUNCHING`)."""
+    return sorted(m for m in reach(graph, start) if m.startswith(LAUNCHING))
+
+
 @pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(HARNESS)))
 def test_a_module_imports_only_its_own_layer_and_those_below(path: Path) -> None:
     own = layer_of(path)
@@ -41,11 +103,52 @@ def test_a_module_imports_only_its_own_layer_and_those_below(path: Path) -> None
         assert target <= own, f"{path.relative_to(HARNESS)} (layer {own}) imports {name} (layer {target})"
 
 
+def test_no_module_imports_itself_through_others() -> None:
+    graph = import_graph()
+    cycles = sorted(name for name in graph if name in reach(graph, name) and not name.endswith("__init__"))
+    assert not cycles, f"import cycles through: {', '.join(cycles)}"
+
+
+@pytest.mark.parametrize("layer", READING_ONLY)
+def test_reading_layers_import_nothing_that_launches(layer: str) -> None:
+    graph = import_graph()
+    found = {name: launching_reached(graph, name) for name in graph if name.startswith(f"harness.{layer}")}
+    assert not {k: v for k, v in found.items() if v}, f"harness/{layer}/ reaches what launches: {found}"
+
+
+def test_a_planted_launching_import_in_output_is_caught(tmp_path: Path) -> None:
+    """The rule above is not vacuous: a copy of the harness with one `output` module importing the bisect workflow
+    through a function-level import (the kind a reviewer misses) fails it."""
+    import shutil
+
+    copy = tmp_path / "harness"
+    shutil.copytree(HARNESS, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    planted = copy / "output" / "tables.py"
+    planted.write_text(planted.read_text() + "\n\ndef _planted() -> None:\n"
+                       "    from harness.workflows.bisect import bisect  # noqa: F401\n")
+    graph = import_graph(copy)
+    assert "harness.workflows.bisect" in launching_reached(graph, "harness.output.tables")
+    assert launching_reached(graph, "harness.output.reports")  # and whatever imports it, indirectly
+    assert not launching_reached(import_graph(), "harness.output.tables")
+
+
+def test_nothing_reenters_the_command_line() -> None:
+    """The nightly and every command drive the layers below; none calls `harness.cli` (its `main(argv)`)."""
+    graph = import_graph()
+    callers = sorted(name for name, imported in graph.items() if "harness.cli" in imported)
+    assert callers == ["harness.__main__"], callers
+
+
 def test_every_layer_is_a_package_the_layout_page_describes() -> None:
     """docs/layout.md is generated from the docstrings (tests/test_docs.py fails when it drifts)."""
     layout = (HARNESS.parent / "docs" / "layout.md").read_text()
     for layer in LAYERS:
-        assert (HARNESS / layer / "__init__.py").is_file()
+        init = HARNESS / layer / "__init__.py"
+        assert init.is_file()
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        assert len(doc.split()) >= 12 and doc.strip(". ") != layer, (
+            f"harness/{layer}/__init__.py: the package docstring must say what the layer holds and promises, "
+            f"not just its name: {doc!r}")
         assert f"### `harness/{layer}/`" in layout, f"docs/layout.md does not describe harness/{layer}/"
     flat = {p.name for p in HARNESS.glob("*.py")}
     assert flat <= ENTRY_POINTS, f"modules outside a layer: {sorted(flat - ENTRY_POINTS)}"
@@ -62,3 +165,39 @@ def test_every_module_and_public_function_says_what_it_promises(path: Path) -> N
         and not ast.get_docstring(node)
     ]
     assert not missing, f"{path.relative_to(HARNESS)}: no docstring on {', '.join(missing)}"
+
+
+def test_the_entry_point_is_a_dispatcher() -> None:
+    """harness/cli.py parses and dispatches; what each command does lives in harness/commands/<name>.py."""
+    assert len((HARNESS / "cli.py").read_text().splitlines()) <= 150
+
+
+def test_the_dispatcher_imports_only_the_command_it_is_given() -> None:
+    """`bugmatrix list` loads harness/commands/list.py and what it uses, no other command (start-up stays small);
+    `build_parser()` still registers every command, for the CLI reference."""
+    import subprocess
+    import sys
+
+    from harness.cli import build_parser
+    from harness.commands import COMMANDS
+
+    probe = ("import sys\nfrom harness.cli import main\nmain(['list', '--json'])\n"
+             "print(sorted(m for m in sys.modules if m.startswith('harness.commands.')), file=sys.stderr)\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=HARNESS.parent,
+                          check=True)
+    assert done.stderr.strip().splitlines()[-1] == "['harness.commands.context', 'harness.commands.list']"
+    [sub] = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    assert tuple(sub.choices) == COMMANDS
+    stubs = [name for name, parser in sub.choices.items() if len(parser._actions) < 2]  # only -h: not registered
+    assert not stubs, f"build_parser() leaves out the options of {stubs}"
+
+
+def test_an_error_of_a_dispatched_command_line_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    """The parser `main` builds for one command still names them all, as the full one does (its usage line)."""
+    from harness.cli import main
+    from harness.commands import COMMANDS
+
+    with pytest.raises(SystemExit) as stopped:
+        main(["record", "fold", "--no-such-option"])
+    assert stopped.value.code == 2
+    assert "{" + ",".join(COMMANDS) + "}" in capsys.readouterr().err

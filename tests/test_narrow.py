@@ -131,10 +131,10 @@ def test_a_boundary_that_cannot_be_narrowed_says_why(project: Path, capsys: pyte
 def test_narrow_by_default_follows_each_cases_own_package(tmp_path: Path) -> None:
     """A lightning-like case whose torch only follows the library's date: by default the interval to narrow is the
     library's; the incidental torch 'interval' is listed only when asked for with --package torch."""
-    from harness.analysis.narrow import intervals
     from harness.matrix.expand import load_matrix
     from harness.model.outcome import Outcome
     from harness.model.result import Result
+    from harness.workflows.narrow import intervals
 
 
     (tmp_path / "matrix.yaml").write_text(yaml.safe_dump({"groups": [

@@ -1,6 +1,6 @@
 """The nightly workflow's steps (`bugmatrix nightly plan|cell|baseline|aggregate|issues`) as ordinary code.
 
-Unit tests of each decision in harness/output/nightly.py, then three nights end to end through the CLI, as
+Unit tests of each decision in harness/workflows/nightly.py, then three nights end to end through the CLI, as
 .github/workflows/nightly.yml calls it (each step with its own $GITHUB_OUTPUT and $GITHUB_STEP_SUMMARY):
 
   night 1  fakelib-lts on 1.2 (reproduces, as expected), fakelib-latest on 1.4 (fixed, as expected), a CUDA cell
@@ -18,7 +18,6 @@ cells are tested in tests/test_matrix_run.py).
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import shutil
@@ -30,15 +29,16 @@ from typing import Any
 import pytest
 import yaml
 
-import harness.cli
-import harness.output.nightly as nightly
+import harness.commands.run
+import harness.workflows.nightly as nightly
 from harness.analysis.compare import compare, comparison
 from harness.cli import main
+from harness.commands.run import RunOptions
 from harness.matrix.expand import load_matrix
 from harness.model.outcome import Outcome
 from harness.model.result import Result
-from harness.output.nightly import Actions
 from harness.session.store import ResultStore
+from harness.workflows.nightly import Actions
 
 CASE = "fakelib-1-bug"
 GPU = ["self-hosted", "linux", "x64", "gpu"]
@@ -217,25 +217,17 @@ def test_bugmatrix_nightly_plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 # --- cell ------------------------------------------------------------------------------------------------------
 
 
-def test_cell_argv_redoes_and_never_reads_a_case_as_an_option() -> None:
-    db = Path("results/c.db")
-    assert nightly.cell_argv("c", db, "") == ["run", "--cell", "c", "--db", "results/c.db", "--redo"]
-    assert nightly.cell_argv("c", db, "lightning torchrec-3006", Path("m.yaml")) == [
-        "run", "--cell", "c", "--db", "results/c.db", "--redo", "--matrix", "m.yaml", "--", "lightning",
-        "torchrec-3006"]
-
-
 @pytest.mark.parametrize("rc", [0, 1, 2])
 def test_a_cell_keeps_its_exit_code_and_shows_red_unless_0(tmp_path: Path, step: Step, rc: int) -> None:
     calls = []
 
-    def runner(argv: list[str]) -> int:
-        calls.append(argv)
+    def runner(cell: str, db: Path, cases: list[str], matrix: Path | None) -> int:
+        calls.append((cell, db, cases, matrix))
         return rc
 
     results = tmp_path / "results"
     assert nightly.run_cell("rec==1.0.*", "rec__1.0._", "x", results, runner, step.actions) == rc
-    assert calls == [["run", "--cell", "rec==1.0.*", "--db", str(results / "rec__1.0._.db"), "--redo", "--", "x"]]
+    assert calls == [("rec==1.0.*", results / "rec__1.0._.db", ["x"], None)]
     assert (results / "rec__1.0._.exit-code").read_text() == f"{rc}\n"
     assert step.outputs == {"exit-code": str(rc)}
     assert step.summary == f"**rec==1.0.***: `bugmatrix run` exited {rc} (0: every outcome as expected)\n"
@@ -246,7 +238,7 @@ def test_a_cell_keeps_its_exit_code_and_shows_red_unless_0(tmp_path: Path, step:
 
 
 def test_a_crashing_run_is_the_cells_failure_not_the_jobs(tmp_path: Path, step: Step) -> None:
-    def runner(argv: list[str]) -> int:
+    def runner(cell: str, db: Path, cases: list[str], matrix: Path | None) -> int:
         raise RuntimeError("boom")
 
     assert nightly.run_cell("c", "c", None, tmp_path, runner, step.actions) == 1
@@ -254,13 +246,13 @@ def test_a_crashing_run_is_the_cells_failure_not_the_jobs(tmp_path: Path, step: 
 
 
 def test_bugmatrix_nightly_cell_runs_bugmatrix_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    seen: list[argparse.Namespace] = []
+    seen: list[RunOptions] = []
 
-    def fake_cmd_run(args: argparse.Namespace) -> int:
-        seen.append(args)
+    def fake_execute(options: RunOptions) -> int:
+        seen.append(options)
         return 1
 
-    monkeypatch.setattr(harness.cli, "cmd_run", fake_cmd_run)
+    monkeypatch.setattr(harness.commands.run, "execute", fake_execute)
     monkeypatch.delenv("GITHUB_OUTPUT", raising=False)
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     rc = main(["--cases-dir", str(tmp_path / "cases"), "nightly", "cell", "--cell", "fakelib-lts", "--cases",
@@ -548,9 +540,9 @@ class Replay:
         (case / "repro.py").write_text("import fakelib\n")
         monkeypatch.setattr(nightly, "run_gh", self.gh)
         monkeypatch.setattr(nightly, "run_git", self.gh.pulls.git)
-        monkeypatch.setattr(harness.cli, "cmd_run", self.fake_run)
+        monkeypatch.setattr(harness.commands.run, "execute", self.fake_run)
 
-    def fake_run(self, args: argparse.Namespace) -> int:
+    def fake_run(self, args: RunOptions) -> int:
         """`bugmatrix run --cell CELL --db DB`: fakelib < 1.3 (and 1.5) has the bug; the case expects it fixed
         from 1.3 on. Exit 1 when an outcome is not the expected one."""
         [cell] = args.cell

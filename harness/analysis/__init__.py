@@ -1,4 +1,4 @@
-"""Reading results, and the searches that launch probes through the pipeline: where outcomes change along a
-version axis, two runs compared, bisection over releases, commits and dates, narrowing, `expect` rules from
-measurement, the compatibility grid, audit and OSV.
-"""
+"""Reading results, never launching: where outcomes change along a version axis (`transitions`), what changed
+between runs (`compare`), what lies between two versions (`precision`), expect rules derived from boundaries
+(`expect`), the compatibility table's verdicts (`compat`), audits and OSV advisories (`audit`, `osv`) and the
+commands that reproduce a result (`reproduce`). Nothing here imports what launches (tests/test_layout.py)."""

@@ -1,7 +1,7 @@
 """`bugmatrix compat`: a measured compatibility table of torch with fbgemm-gpu, torchrec, lightning and litgpt.
 
     grid = Grid.from_index(matrix, torch=">=2.4,<2.15", lanes={"fbgemm": ">=1.0,<1.10", ...})   # what to probe
-    walk(grid, probes, matrix, envs, store, run_id, cores=2, say=print)    # through the one pipeline, per torch
+    walk(grid, probes, probing)             # harness/workflows/compat.py: through the one pipeline, per torch
     table = measured(store)                                                # the newest verdict of every probe
     problems = check(table, matrix)                                        # rows vs measurement (--check)
     rows = generated_rows(table, matrix)                                   # the rows the measurement supports
@@ -16,12 +16,8 @@ Lanes: `fbgemm` (torch x fbgemm-gpu: one fbgemm operator called directly), `torc
 torchrec 1.N, probed where that torch x fbgemm pairing works: a sharded EmbeddingBagCollection lookup),
 `lightning` (torch x lightning: a one-step Trainer.fit), `litgpt` (torch x litgpt: a tiny GPT forward).
 
-The walk goes one torch at a time (every partner of that torch, then the next torch), so that with a disk budget
-(`CellEnvironments`) the environments and cached stacks of finished torches are evicted before the next torch is
-downloaded. Resuming: a probe whose fingerprint (probe files, pins) has a verdict in the store is not run again;
-unlike a case, a resolver refusal, an import failure or a death after the imports is a verdict here (it is what the
-table measures), so those are reused too; any other `infra` (a download failure), a hang or a crash before the call
-is tried again.
+The walk that launches the probes, one torch at a time, and resumes what the store holds, is
+harness/workflows/compat.py; this module only reads: what to probe, the probe cells, the verdicts, the table.
 
 Verdicts (`verdict`), one per probe, never "works" unless the probe itself exited 0:
   works ............... the probe exited 0 (fixed)
@@ -37,7 +33,7 @@ Verdicts (`verdict`), one per probe, never "works" unless the probe itself exite
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -46,15 +42,12 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from harness.matrix.axes import rule_versions
-from harness.matrix.cellenvs import CellEnvironments
 from harness.matrix.expand import Matrix
 from harness.matrix.spec import AxisRule
 from harness.model.case import PROBES_DIR, Case, load_case
 from harness.model.cell import COMPAT_PREFIX, Cell
-from harness.model.job import Job
 from harness.model.outcome import Outcome
 from harness.model.result import Result
-from harness.session.pipeline import MatrixEnvironments, Observer, Recorder, Resume, Session
 from harness.session.store import ResultStore
 
 STAGE_USE = "COMPAT-PROBE stage: use"
@@ -242,94 +235,6 @@ def load_probes(root: Path = PROBES_DIR) -> dict[str, Case]:
 def lane_of(probe_id: str) -> str:
     """The lane a probe id belongs to (`compat-fbgemm` -> `fbgemm`)."""
     return probe_id.removeprefix(COMPAT_PREFIX)
-
-
-class CompatResume(Resume):
-    """Resume for probes: a settled case outcome, or an `infra`/`error` result that is a verdict (a resolver
-    refusal, an import failure, a death after the imports), is reused; other infra (downloads), hangs and crashes
-    before the call are tried again (they may be the machine's load)."""
-
-    def lookup(self, cell: str, fprint: str) -> Result | None:
-        found = super().lookup(cell, fprint)
-        if found is None and not self.redo and fprint:
-            earlier = self.store.standing(cell, fprint, (Outcome.INFRA, Outcome.ERROR, Outcome.TIMEOUT))
-            if earlier is not None and verdict(earlier)[0] in (Kind.REFUSED, Kind.NO_IMPORT, Kind.FAILS_USED):
-                return earlier
-        return found
-
-
-def _job(probe: Case, cell: Cell) -> Job:
-    return Job(case=probe, variant=VARIANT, nproc=1, device="cpu", cell=cell)
-
-
-def walk(
-    grid: Grid,
-    probes: dict[str, Case],
-    matrix: Matrix,
-    envs: CellEnvironments,
-    store: ResultStore,
-    run_id: str,
-    *,
-    cores: int = 1,
-    repeat: int = 1,
-    redo: bool = False,
-    disk_budget: int | None = None,
-    observers: Iterable[Observer] = (),
-    say: Callable[[str], None] = lambda line: None,
-) -> list[tuple[Job, Result]]:
-    """Probe the whole grid through the session pipeline, one torch at a time (see the module docstring); every
-    result is recorded in `store` under `run_id`. Returns (job, result) in the order run.
-
-    With `disk_budget`, usage is checked once per torch, after its probes (`envs` itself should have no budget: uv's
-    cache is shared, and a budget checked before every build would clean the torch stack the next cell of the same
-    torch needs)."""
-    done: list[tuple[Job, Result]] = []
-    resume = CompatResume(store, redo=redo)
-
-    def run(jobs: list[Job]) -> list[Result]:
-        if not jobs:
-            return []
-        session = Session(
-            MatrixEnvironments(envs), resume=resume, repeat=repeat, observers=[Recorder(store, run_id), *observers]
-        )
-        results = session.run(jobs, cores=cores)
-        done.extend(zip(jobs, results, strict=True))
-        return results
-
-    for torch in grid.torch:
-        jobs = []
-        for lane in ("fbgemm", "lightning", "litgpt"):
-            if lane in probes and lane in grid.partners:
-                package = LANES[lane].packages[-1]
-                jobs += [
-                    _job(probes[lane], probe_cell(matrix, {"torch": torch, package: v})) for v in grid.partners[lane]
-                ]
-        results = run(jobs)
-        works = {
-            job.cell.pins.get("fbgemm-gpu")
-            for job, r in zip(jobs, results, strict=True)
-            if job.cell and job.case.id == LANES["fbgemm"].probe and verdict(r)[0] is Kind.WORKS
-        }
-        if "torchrec" in probes and grid.torchrec_of:
-            run(
-                [
-                    _job(probes["torchrec"], probe_cell(matrix, {"torch": torch, "fbgemm-gpu": fb, "torchrec": rec}))
-                    for fb, rec in grid.torchrec_of.items()
-                    if fb in works
-                ]
-            )
-        tally: dict[str, int] = {}
-        for job, result in done:
-            if job.cell and job.cell.pins.get("torch") == torch:
-                kind = verdict(result)[0].value
-                tally[kind] = tally.get(kind, 0) + 1
-        evicted = disk_budget is not None and envs.fit(disk_budget)
-        say(
-            f"torch {torch}: "
-            + ", ".join(f"{n} {k}" for k, n in sorted(tally.items()))
-            + ("; evicted its environments and cached stacks" if evicted else "")
-        )
-    return done
 
 
 # ---------------------------------------------------------------------------------------------- the measured table

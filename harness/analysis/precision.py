@@ -10,14 +10,34 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from harness.analysis.bisect import allowed_releases
 from harness.analysis.transitions import Between
 from harness.matrix.basics import IndexLookupError, MatrixError
 from harness.matrix.expand import Matrix
 from harness.matrix.git import known_position, resolve_ref
+from harness.matrix.index import releases as index_releases
 from harness.model.case import Case
+
+
+def allowed_releases(matrix: Matrix, case: Case, package: str, device: str, pre: bool = False,
+                     supports: bool = True) -> list[str]:
+    """Released versions of `package` on the matrix's index, oldest first, that the case (`supports`, unless
+    `supports` is False) and the matrix's pairings allow (not yanked; pre-releases only with `pre`): what a
+    bisection or narrowing may probe."""
+    dist = matrix.distribution(package, device)
+    allowed = SpecifierSet(case.spec.supports.get(package, "") if supports else "")
+    leads = [c for c in matrix.spec.couplings if c.lead == package]
+    versions = []
+    for release in index_releases(dist, matrix.index_url()):
+        v = release.version
+        if release.yanked or (v.is_prerelease and not pre) or not allowed.contains(v, prereleases=True):
+            continue
+        if leads and not all(any(SpecifierSet(r[package]).contains(v, True) for r in c.rows) for c in leads):
+            continue
+        versions.append(str(v))
+    return versions
 
 
 def between_on_index(matrix: Matrix, cases: dict[str, Case]) -> Between:

@@ -28,8 +28,7 @@ def repro_command(case: Case, result: Result, matrix: Matrix | None = None, pyth
     """A shell command that runs `result`'s job again with its exact versions (see the module docstring). With a
     matrix, the cut-off date comes from its index (and commit dates from local clones); without, it is left out."""
     if matrix is not None:
-        from harness.matrix.envcache import exclude_newer
-        from harness.matrix.resolve import companions, made_at
+        from harness.matrix.resolve import companions, exclude_newer, made_at
     withs, stamps = [], []
     for dist, recorded in sorted(result.versions.items()):
         version, _, commit = recorded.partition(" @ ")

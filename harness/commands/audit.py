@@ -21,8 +21,9 @@ import sys
 from pathlib import Path
 
 from harness.commands import UsageError
+from harness.model.exitcode import ExitCode
 
-AFFECTED, NONE = 1, 0
+AFFECTED, NONE = ExitCode.FAILED, ExitCode.OK
 
 
 def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
@@ -41,7 +42,6 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
     p.add_argument("--ignore", action="append", default=[], metavar="CASE", help="leave this case out (repeatable)")
     p.add_argument("--json", action="store_true", help="the same as --format json")
     p.add_argument("--format", choices=["text", "markdown", "json"], default="text")
-    p.set_defaults(func=cmd_audit)
 
 
 def _read(args: argparse.Namespace, known: dict[str, set[str]], spec: str | None = None):  # noqa: ANN202
@@ -72,7 +72,7 @@ def _read(args: argparse.Namespace, known: dict[str, set[str]], spec: str | None
         raise UsageError(str(exc)) from None
 
 
-def cmd_audit(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> ExitCode:
     """Answer the audit (or the upgrade view) and print it; the exit code says whether a bug applies."""
     from harness.session.record import gc_paused
 

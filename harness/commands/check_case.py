@@ -36,8 +36,9 @@ import sys
 from pathlib import Path
 
 from harness.commands import UsageError
+from harness.model.exitcode import ExitCode
 
-CLEAN, PROBLEMS, NOTHING = 0, 1, 5
+CLEAN, PROBLEMS, NOTHING = ExitCode.OK, ExitCode.FAILED, ExitCode.NOTHING_RAN
 
 
 def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
@@ -48,6 +49,11 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
     # Also accepted after the command; the global `bugmatrix --cases-dir DIR check-case` works too.
     p.add_argument("--cases-dir", type=Path, default=argparse.SUPPRESS, help="folder of case folders")
     p.set_defaults(func=cmd_check_case)
+
+
+def run(args: argparse.Namespace) -> ExitCode:
+    """Check the selected case folders (see the module docstring); the exit code says what was found."""
+    return ExitCode(cmd_check_case(args))
 
 
 def cmd_check_case(args: argparse.Namespace) -> int:

@@ -15,24 +15,21 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 from harness.commands import UsageError
+from harness.commands.context import build_parser
+from harness.model.exitcode import ExitCode
 
-CHANGED = 1
 
-
-def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser],
-               build_parser: Callable[[], argparse.ArgumentParser]) -> None:
-    """Register `docs` and its options; `build_parser` makes the whole parser the CLI reference is generated from."""
+def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
+    """Register `docs` and its options (the CLI reference is generated from `build_parser()`, every command's)."""
     p = sub.add_parser("docs", help="regenerate every generated page part (CLI reference, layout, cases and "
                        "compatibility tables, the README's command table); --check: exit 1 on drift",
                        parents=[parents["--record"], parents["--matrix"]])
     p.add_argument("--root", type=Path, default=Path("."), help="the repository whose README.md and docs/ to "
                    "regenerate (default: the current folder)")
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 when a page differs")
-    p.set_defaults(func=cmd_docs, build_parser=build_parser)
 
 
 def all_tables(parser: argparse.ArgumentParser, record: Path, cases_dir: Path,
@@ -44,7 +41,7 @@ def all_tables(parser: argparse.ArgumentParser, record: Path, cases_dir: Path,
     return {**generated_tables(record, cases_dir, matrix), **code_tables(parser, package)}
 
 
-def cmd_docs(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> ExitCode:
     """Regenerate (or, with --check, compare) every generated region of README.md and docs/."""
     from harness.output.console import make_console
     from harness.output.pages import page_files, regions_in, stale_pages
@@ -52,7 +49,7 @@ def cmd_docs(args: argparse.Namespace) -> int:
     pages = page_files(args.root)
     if not pages:
         raise UsageError(f"{args.root}: no README.md and no docs/ to regenerate")
-    tables = all_tables(args.build_parser(), args.record, args.cases_dir, args.matrix)
+    tables = all_tables(build_parser(), args.record, args.cases_dir, args.matrix)
     for page in pages:
         try:
             unknown = set(regions_in(page.read_text(encoding="utf-8"))) - set(tables)
@@ -65,14 +62,14 @@ def cmd_docs(args: argparse.Namespace) -> int:
     err = make_console(stderr=True)
     if not stale:
         err.print(f"{len(pages)} page(s): every generated part is what its sources give", highlight=False)
-        return 0
+        return ExitCode.OK
     names = ", ".join(str(p) for p in stale)
     if args.check:
         err.print(f"differs from what its sources generate: {names} (`bugmatrix docs` rewrites them; never edit "
                   "a generated part by hand)", soft_wrap=True, highlight=False)
-        return CHANGED
+        return ExitCode.FAILED
     err.print(f"wrote {names}", soft_wrap=True, highlight=False)
-    return 0
+    return ExitCode.OK
 
 
 if __name__ == "__main__":  # pragma: no cover

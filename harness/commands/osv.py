@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from harness.commands import UsageError
+from harness.model.exitcode import ExitCode
 
 
 def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
@@ -26,12 +27,10 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
     export = steps.add_parser("export", help="write one OSV JSON per case into DIR",
                               parents=[parents["--db"], parents["--record"]])
     export.add_argument("folder", type=Path, metavar="DIR")
-    export.set_defaults(func=cmd_export)
     serve = steps.add_parser("serve", help="serve the advisories as the OSV API (query, querybatch, vulns)",
                              parents=[parents["--db"], parents["--record"]])
     serve.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: loopback only)")
     serve.add_argument("--port", type=int, default=8080, help="the port (0: any free port; default 8080)")
-    serve.set_defaults(func=cmd_serve)
 
 
 def advisories(args: argparse.Namespace) -> dict[str, dict]:
@@ -48,7 +47,12 @@ def advisories(args: argparse.Namespace) -> dict[str, dict]:
     return documents(store.latest(), cases, load(args.record).releases)
 
 
-def cmd_export(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> ExitCode:
+    """Carry out `osv export` or `osv serve`."""
+    return export(args) if args.step == "export" else serve(args)
+
+
+def export(args: argparse.Namespace) -> ExitCode:
     """Write the advisories into the folder."""
     from harness.output.osv import write_documents
 
@@ -57,10 +61,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     docs = advisories(args)
     paths = write_documents(docs, args.folder)
     print(f"{args.folder}: {len(paths)} advisory file(s)", file=sys.stderr)
-    return 0
+    return ExitCode.OK
 
 
-def cmd_serve(args: argparse.Namespace) -> int:
+def serve(args: argparse.Namespace) -> ExitCode:
     """Serve the advisories until interrupted."""
     from harness.analysis.osv import OSVIndex
     from harness.output.osv import make_server
@@ -76,7 +80,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         server.serve_forever()
     finally:
         server.server_close()
-    return 0
+    return ExitCode.OK
 
 
 if __name__ == "__main__":  # pragma: no cover

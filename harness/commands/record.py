@@ -17,8 +17,7 @@ import sys
 from pathlib import Path
 
 from harness.commands import UsageError
-
-USAGE_ERROR, CHANGED = 2, 1
+from harness.model.exitcode import ExitCode
 
 
 def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
@@ -39,16 +38,13 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
                       help="for .json sources: the machine they ran on (cpu=..., cores=..., gpu=..., driver=..., "
                       "cuda=..., nccl=...); repeatable")
     fold.add_argument("--offline", action="store_true", help="look nothing up: keep the record's version dates")
-    fold.set_defaults(func=cmd_fold)
     imp = steps.add_parser("import", help="write the record into a results store", parents=[parents["--record"]])
     imp.add_argument("--db", type=Path, required=True, help="the store to write (created when missing)")
-    imp.set_defaults(func=cmd_import)
     tables = steps.add_parser("tables", help="regenerate the cases and compatibility tables of a page from the "
                               "record alone", parents=[parents["--record"], parents["--matrix"]])
     tables.add_argument("--page", type=Path, action="append", help="a page holding the tables (repeatable; default: "
                         "README.md and every page under docs/ that holds one: docs/cases.md, docs/compat.md)")
     tables.add_argument("--check", action="store_true", help="write nothing; exit 1 when the page differs")
-    tables.set_defaults(func=cmd_tables)
 
 
 def _pairs(items: list[str], flag: str) -> dict[str, str]:
@@ -61,7 +57,12 @@ def _pairs(items: list[str], flag: str) -> dict[str, str]:
     return out
 
 
-def cmd_fold(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> ExitCode:
+    """Carry out `record fold`, `record import` or `record tables`."""
+    return {"fold": fold, "import": import_, "tables": tables}[args.step](args)
+
+
+def fold(args: argparse.Namespace) -> ExitCode:
     """Fold each source into the record and write what changed."""
     from harness.matrix.expand import load_matrix
     from harness.model.case import PROBES_DIR, discover
@@ -100,10 +101,10 @@ def cmd_fold(args: argparse.Namespace) -> int:
     written = write(args.record, record)
     say.print(f"{args.record}: {len(record.rows)} row(s); {len(written)} file(s) written"
               + (f" ({', '.join(written)})" if written else ""), soft_wrap=True, highlight=False)
-    return 0
+    return ExitCode.OK
 
 
-def cmd_import(args: argparse.Namespace) -> int:
+def import_(args: argparse.Namespace) -> ExitCode:
     """Write every row of the record into `--db`."""
     from harness.output.console import make_console
     from harness.session.folding import import_record
@@ -113,10 +114,10 @@ def cmd_import(args: argparse.Namespace) -> int:
     record = load(args.record)
     count = import_record(record, ResultStore(args.db))
     make_console(stderr=True).print(f"{args.db}: {count} result(s) imported from {args.record}", highlight=False)
-    return 0
+    return ExitCode.OK
 
 
-def cmd_tables(args: argparse.Namespace) -> int:
+def tables(args: argparse.Namespace) -> ExitCode:
     """Regenerate (or, with --check, compare) the record's tables wherever the pages hold them (`bugmatrix docs`
     regenerates every generated part)."""
     from harness.output.console import make_console
@@ -133,19 +134,19 @@ def cmd_tables(args: argparse.Namespace) -> int:
     if missing:
         raise UsageError(f"{', '.join(map(str, pages)) or 'no page'}: no generated region {', '.join(sorted(missing))} "
                          "(<!-- NAME: ... --> ... <!-- /NAME -->)")
-    tables = generated_tables(args.record, args.cases_dir, args.matrix)
-    stale = stale_pages(pages, tables, write=not args.check)
+    generated = generated_tables(args.record, args.cases_dir, args.matrix)
+    stale = stale_pages(pages, generated, write=not args.check)
     err = make_console(stderr=True)
     if not stale:
         err.print(f"the tables are what {args.record} generates", highlight=False)
-        return 0
+        return ExitCode.OK
     names = ", ".join(map(str, stale))
     if args.check:
         err.print(f"{names}: the tables differ from what {args.record} generates "
                   "(`bugmatrix record tables` rewrites them; never edit them by hand)", highlight=False)
-        return CHANGED
+        return ExitCode.FAILED
     err.print(f"wrote {names}", highlight=False)
-    return 0
+    return ExitCode.OK
 
 
 if __name__ == "__main__":  # pragma: no cover

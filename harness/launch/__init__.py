@@ -1,4 +1,3 @@
-"""One job in one interpreter: what the interpreter has installed, the torchrun launch with per-rank records,
-timeouts and the tree kill, per-rank statuses, the `expect` rules, and launch -> classify -> expected outcome
-(with repeats).
-"""
+"""One job, launched and judged: the interpreter an environment provides (`interpreter`), the torchrun launch with
+its rank wrapper, time bounds and stack dumps (`torchrun`, `rank_wrapper`, `execute`), and what the ranks' logs and
+exit codes say (`logscan`, `classify`), against the case's expect rules (`expectations`). Above `model` only."""

@@ -1,4 +1,3 @@
-"""`matrix.yaml`: its schema, cells from groups and couplings, exact versions and time travel, releases and
-upload times from the index, git sources, and one uv environment per resolved cell (built once per run, within a
-disk budget).
-"""
+"""Where jobs run: matrix.yaml and its expansion into cells (`spec`, `expand`, `axes`), the package index and git
+sources the cells are resolved against (`index`, `git`, `resolve`), and the uv environments built for them, cached
+and evicted under a disk budget (`envcache`, `cellenvs`). Builds environments; launches no case."""

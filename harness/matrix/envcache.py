@@ -35,13 +35,12 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from harness.launch.interpreter import Environment, InterpreterError, inspect_interpreter
 from harness.launch.torchrun import run_abortable
 from harness.matrix.basics import DEFAULT_ROOT
-from harness.matrix.resolve import ResolvedCell
+from harness.matrix.resolve import ResolvedCell, exclude_newer
 
 MARKER = "bugmatrix-env.json"
 BUILD_TIMEOUT_S = 1800
@@ -309,11 +308,6 @@ def disk_usage(path: Path) -> int:
             seen.add((st.st_dev, st.st_ino))
             total += st.st_blocks * 512
     return total
-
-
-def exclude_newer(as_of: datetime) -> str:
-    """uv's cutoff for `as_of`: exclusive, whole seconds, so one second past the newest pinned upload."""
-    return (as_of.astimezone(timezone.utc) + timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def smoke_timeout() -> float:

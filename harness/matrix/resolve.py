@@ -10,7 +10,7 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 
 from packaging.specifiers import SpecifierSet
 
@@ -119,3 +119,8 @@ def made_at(matrix: Matrix, package: str, version: str, commit: str | None) -> d
     except (IndexLookupError, ValueError):
         return None
     return found[-1].uploaded if found else None
+
+
+def exclude_newer(as_of: datetime) -> str:
+    """uv's cutoff for `as_of`: exclusive, whole seconds, so one second past the newest pinned upload."""
+    return (as_of.astimezone(timezone.utc) + timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,4 +1,3 @@
-"""The nouns, importing no other layer: a case and its `case.yaml` schema, a cell and its pins, a job and the
-fingerprint a resumed run matches, outcomes and how ranks and repeats combine, a result; and the facts every layer
-shares once (item ids, devices, the `fbgemm-gpu` / `fbgemm-gpu-cpu` aliases).
-"""
+"""The data every layer above speaks, with no behaviour that reaches outside the process: a case and its schema
+(case.yaml), a cell and its pins, a job and its fingerprint, an outcome and a result, the requirement pins an audit
+reads, the scaffold of a new case, and `ExitCode`. The lowest layer: it imports no other."""

@@ -6,6 +6,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.model.basics import default_cases_dir
 from harness.model.case_schema import CaseError, CaseSpec, load_spec
 
 CASE_FILE = "case.yaml"
@@ -53,11 +54,6 @@ def discover(root: Path, patterns: list[str] | None = None) -> tuple[list[Case],
         except CaseError as exc:
             errors.append(exc)
     return cases, errors
-
-
-def default_cases_dir() -> Path:
-    """The folder a plain `bugmatrix` reads: `cases/` in the current directory, else the one beside this package."""
-    return Path("cases") if Path("cases").is_dir() else Path(__file__).resolve().parent.parent.parent / "cases"
 
 
 def _is_default(cases_dir: Path) -> bool:

@@ -7,7 +7,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 
 from harness.model.job import Job
 from harness.model.result import Result
-from harness.session.pipeline import Observer
+from harness.session.observer import Observer
 
 
 def progress_bar(label: str, console: Console, transient: bool = False, disable: bool = False) -> Progress:

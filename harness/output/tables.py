@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections import Counter
+from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 from rich.table import Table
 
 from harness.model.case import Case
 from harness.model.outcome import Outcome
-from harness.model.result import Result, counts
+from harness.model.result import Result, counts, misses
+
+if TYPE_CHECKING:
+    from harness.matrix.expand import Matrix
 
 STYLE = {
     Outcome.REPRODUCED: "bold red",
@@ -103,3 +107,48 @@ def versions_line(results: list[Result]) -> str:
 def to_json(payload: Any) -> str:
     """Stable, indented JSON of results, cases or errors."""
     return json.dumps(payload, indent=2, sort_keys=False, default=str)
+
+
+def summary_line(results: list[Result], invalid: int = 0) -> str:
+    """`N as expected, M not[, K skipped: reason (count), ...][, I invalid case(s)]`: skips apart, never as expected."""
+    missed = misses(results)
+    counted = [r for r in results if counts(r)]
+    skipped = Counter(r.reason for r in results if not counts(r))
+    line = f"{len(counted) - len(missed)} as expected, {len(missed)} not"
+    if skipped:
+        reasons = ", ".join(f"{why} ({n})" if len(skipped) > 1 else why for why, n in skipped.most_common(3))
+        more = f", and {len(skipped) - 3} more reason(s)" if len(skipped) > 3 else ""
+        line += f", {sum(skipped.values())} skipped: {reasons}{more}"
+    return line + (f", {invalid} invalid case(s)" if invalid else "")
+
+
+def run_json(ok: bool, run_id: str, errors: list[str], reused: list[str], python: str | None, cells: list[str],
+             results: list[Result]) -> str:
+    """`bugmatrix run --json`: the run, what it reused, the interpreter of a local run, and each result by cell."""
+    payload: dict[str, object] = {"ok": ok, "run_id": run_id, "errors": errors, "reused": reused}
+    if python is not None:
+        payload["python"] = python
+    rows = [{"cell": cell, **r.model_dump(mode="json")} for cell, r in zip(cells, results, strict=True)]
+    return to_json({**payload, "results": rows})
+
+
+def matrix_rows(matrix: Matrix) -> list[dict[str, Any]]:
+    """`bugmatrix matrix --json`: each cell with its device, Python, group, pins and infrastructure problem."""
+    return [{"name": c.name, "device": c.device, "python": c.python, "group": c.group,
+             "pins": {k: (v if isinstance(v, str) else f"git:{v.git}") for k, v in c.pins.items()},
+             "problem": matrix.problems.get(c.name)}
+            for c in matrix.cells]
+
+
+def matrix_table(rows: list[dict[str, Any]], title: str) -> Table:
+    """`bugmatrix matrix`: the rows of `matrix_rows` as a table, cell names and pins whole."""
+    table = Table(title=title)
+    for column in ("cell", "device", "python", "pins"):
+        table.add_column(column, overflow="fold")
+    return whole_columns(table, [[row["name"], row["device"], row["python"],
+                                  " ".join(f"{k}{_pin_op(v)}" for k, v in sorted(row["pins"].items()))]
+                                 for row in rows], {"cell"})
+
+
+def _pin_op(pin: str) -> str:
+    return f" {pin}" if pin[:1] in "=<>~!" else f"=={pin}" if not pin.startswith("git:") else f" @ {pin}"

@@ -1,4 +1,3 @@
-"""A run: which jobs (`Selection`, the one object that filters), the pipeline every entry point drives (device ->
-resume -> environment -> run -> observers; the store, progress and JSON are observers), cores, the SQLite results
-store and its do-nothing twin, and the committed record under `record/` with the local store layered over it.
-"""
+"""A run: which jobs (`plan`), the one pipeline every entry point drives and its observers (`pipeline`,
+`observer`, `scheduler`), and where results go and are read from: the SQLite store and its null twin behind one
+`Store` protocol (`store`), the committed record and the readers layered over it (`record`, `readers`, `folding`)."""

@@ -32,27 +32,18 @@ from harness.launch.interpreter import Environment
 from harness.model.cell import Cell
 from harness.model.job import SETTLED, Job, fingerprint, local_pins, run_digest
 from harness.model.result import Result
+from harness.session.observer import Observer
 from harness.session.scheduler import run_scheduled
-from harness.session.store import NullStore, ResultStore
+from harness.session.store import NullStore, Store
 
 if TYPE_CHECKING:
     from harness.matrix.cellenvs import CellEnvironments
 
 
-class Observer:
-    """Something that watches a run; every method does nothing unless overridden."""
-
-    def run_started(self, jobs: list[Job]) -> None:
-        """Called once with every planned job, before the first one runs."""
-
-    def result_ready(self, job: Job, result: Result, reused: bool) -> None:
-        """Called once per job as soon as its result is known; `reused` when it came from an earlier run."""
-
-
 class Recorder(Observer):
     """Saves every new result in the store under the job's cell (reused results are already there)."""
 
-    def __init__(self, store: ResultStore, run_id: str) -> None:
+    def __init__(self, store: Store, run_id: str) -> None:
         self.store, self.run_id = store, run_id
 
     def result_ready(self, job: Job, result: Result, reused: bool) -> None:
@@ -74,7 +65,7 @@ class Collector(Observer):
 class Resume:
     """Step 2: the settled earlier result with the same fingerprint, from any run in `store`, unless `redo`."""
 
-    def __init__(self, store: ResultStore, redo: bool = False) -> None:
+    def __init__(self, store: Store, redo: bool = False) -> None:
         self.store, self.redo = store, redo
 
     def lookup(self, cell: str, fprint: str) -> Result | None:

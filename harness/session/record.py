@@ -47,10 +47,11 @@ from typing import TypeVar
 from harness.model.cell import COMPAT_PREFIX
 from harness.model.outcome import Outcome
 from harness.model.result import Result, trusted
+from harness.session.basics import default_record
 from harness.session.store import ResultStore, Run, StoreError
 
-RECORD_FALLBACK = "record"  # where $BUGMATRIX_RECORD is not set (the help and the docs name this one)
-DEFAULT_RECORD = Path(os.environ.get("BUGMATRIX_RECORD", RECORD_FALLBACK))
+DEFAULT_RECORD = default_record()
+
 EXCERPT_LINE = 300  # characters kept of one deciding line
 EXCERPT_LINES = 4
 NON_VERDICTS = (Outcome.ERROR, Outcome.TIMEOUT, Outcome.INFRA)

@@ -45,15 +45,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from harness.model.cell import COMPAT_PREFIX
 from harness.model.job import LOCAL_CELL
 from harness.model.outcome import Outcome, RankStatus
 from harness.model.result import Result
+from harness.session.basics import DEFAULT_DB
 
-DB_FALLBACK = ".bugmatrix/results.db"  # where $BUGMATRIX_DB is not set (the help and the docs name this one)
-DEFAULT_DB = Path(os.environ.get("BUGMATRIX_DB", DB_FALLBACK))
-NIGHTLY_DB = "nightly.db"  # the nightly's merged store: its file name in results/, and so in the baseline folder
 SCHEMA_VERSION = 4
 
 _SCHEMA = """
@@ -148,6 +147,47 @@ def new_run_id() -> str:
     """A run id that sorts by start time and is unique across machines: YYYYmmddTHHMMSS-host-random."""
     host = socket.gethostname().split(".")[0][:16] or "host"
     return f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{host}-{secrets.token_hex(3)}"
+
+
+class Store(Protocol):
+    """The contract every results store keeps (the module docstring): the SQLite `ResultStore`, the `NullStore`
+    that records nothing, and the record's read-only stores (harness/session/record.py). Callers take a `Store` and
+    never check which one they hold."""
+
+    path: Path
+    readonly: bool
+
+    def begin_run(self, command: str, machine: str, run_id: str | None = None) -> str:
+        """Record a new run as `running`; return its id."""
+        ...
+
+    def end_run(self, run_id: str, status: str = "complete") -> None:
+        """Mark the run `complete` or `interrupted`."""
+        ...
+
+    def save(self, run_id: str, result: Result, cell: str = LOCAL_CELL) -> None:
+        """Save one result of the run, in one transaction."""
+        ...
+
+    def runs(self, with_results: bool = False, compat: bool = False) -> list[Run]:
+        """The runs, oldest first."""
+        ...
+
+    def results(self, run_id: str | None = None, compat: bool = False) -> list[tuple[str, str, Result]]:
+        """(run id, cell, result) of one run or of all."""
+        ...
+
+    def latest(self, run_id: str | None = None, compat: bool = False) -> list[tuple[str, Result]]:
+        """The newest result of each key (case, variant, nproc, device, cell), as (cell, result)."""
+        ...
+
+    def standing(self, cell: str, fingerprint: str, outcomes: tuple[Outcome, ...]) -> Result | None:
+        """The newest result with this fingerprint among these outcomes, from any run (what a resumed run reuses)."""
+        ...
+
+    def merge(self, sources: list[Path], compat_only: bool = False) -> int:
+        """Copy runs and results from other store files; how many results were new."""
+        ...
 
 
 class ResultStore:
@@ -319,8 +359,9 @@ class ResultStore:
         return added
 
 
-class NullStore(ResultStore):
-    """A store that records nothing and holds nothing (see the module docstring)."""
+class NullStore:
+    """A store that records nothing and holds nothing (see the module docstring): a sibling of `ResultStore`, both
+    keeping the `Store` contract."""
 
     def __init__(self) -> None:  # no file
         self.path = Path(os.devnull)
@@ -347,12 +388,12 @@ class NullStore(ResultStore):
     def standing(self, cell: str, fingerprint: str, outcomes: tuple[Outcome, ...]) -> Result | None:
         return None
 
-    def merge(self, sources: list[Path]) -> int:
+    def merge(self, sources: list[Path], compat_only: bool = False) -> int:
         raise StoreError("cannot merge into a store that records nothing")
 
 
 @contextmanager
-def recording(store: ResultStore, command: str, machine: str) -> Iterator[str]:
+def recording(store: Store, command: str, machine: str) -> Iterator[str]:
     """A run for the duration of the block: begun on entry (yields its id), marked `complete` when the block ends
     normally and `interrupted` when anything (Ctrl-C included) escapes it."""
     run_id = store.begin_run(command, machine)

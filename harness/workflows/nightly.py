@@ -12,7 +12,8 @@ The steps:
 plan       `plan_jobs`: `job_matrix` (harness/output/github.py) minus the CUDA cells unless GPU runners are
            enabled (a notice names the cells left out); an empty plan is an error. Output `matrix`; the summary
            lists the planned cells.
-cell       `run_cell`: `bugmatrix run [CASES] --cell CELL --db RESULTS/SLUG.db --redo`, its exit code kept as
+cell       `run_cell`: what `bugmatrix run [CASES] --cell CELL --db RESULTS/SLUG.db --redo` does, driven
+           directly (a `Runner`, never a command line), its exit code kept as
            RESULTS/SLUG.exit-code (and output `exit-code`), an error annotation when it is not 0; the step exits
            with that code, so the cell shows red (the job is continue-on-error: the verdict is the aggregate's).
 baseline   `find_baseline`: the newest successful *scheduled* nightly's `bugmatrix-results` artifact, downloaded
@@ -60,6 +61,7 @@ from typing import Any, TextIO
 from harness.analysis.compare import compare, comparison
 from harness.matrix.basics import MatrixError
 from harness.matrix.expand import Matrix
+from harness.model.exitcode import ExitCode
 from harness.output import reports
 from harness.output.github import job_matrix, split_list
 from harness.session.store import NIGHTLY_DB, ResultStore
@@ -74,7 +76,8 @@ LABEL_COLOR = "B60205"
 LABEL_DESCRIPTION = "bugmatrix nightly: a fixed bug came back"
 MAX_OPEN_ISSUES = 500
 
-Runner = Callable[[list[str]], int]  # `bugmatrix` argv -> exit code
+# `bugmatrix run` of (cell, db, case substrings, matrix file) -> its exit code
+Runner = Callable[[str, Path, list[str], "Path | None"], int]
 Gh = Callable[[list[str]], str]  # `gh` argv (without "gh") -> stdout; raises GhError when gh fails
 
 
@@ -173,39 +176,29 @@ def plan_summary(include: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_plan(matrix: Matrix, cells: str, cases: str, cuda_runners: bool, gh: Actions) -> int:
+def run_plan(matrix: Matrix, cells: str, cases: str, cuda_runners: bool, gh: Actions) -> ExitCode:
     """The plan step: prints the job matrix (one line of JSON) and sets the output `matrix`; 1 when nothing runs,
     2 when the selection is invalid."""
     try:
         plan = plan_jobs(matrix, cells, cases, cuda_runners)
     except (MatrixError, ValueError) as exc:
         gh.annotate("error", "Cannot plan the cells", str(exc))
-        return 2
+        return ExitCode.USAGE_ERROR
     if plan.skipped:
         gh.annotate("notice", "CUDA cells skipped", f"{', '.join(plan.skipped)} (set the repository variable "
                     "BUGMATRIX_CUDA_RUNNERS to true once a GPU runner is registered)")
     if not plan.include:
         gh.annotate("error", "Nothing to run", f"no cell to run (cells: {cells!r}): every selected cell is a CUDA "
                     "cell and BUGMATRIX_CUDA_RUNNERS is not true")
-        return 1
+        return ExitCode.FAILED
     line = json.dumps(plan.matrix)
     gh.say(line)
     gh.set_output("matrix", line)
     gh.summary(plan_summary(plan.include))
-    return 0
+    return ExitCode.OK
 
 
 # --- cell ------------------------------------------------------------------------------------------------------
-
-
-def cell_argv(cell: str, db: Path, cases: str | Iterable[str] | None, matrix: Path | None = None) -> list[str]:
-    """`bugmatrix run` for one cell: --redo, since a nightly launches everything, even where a self-hosted runner
-    kept last night's workspace; the case substrings come after `--`, so none is ever read as an option."""
-    argv = ["run", "--cell", cell, "--db", str(db), "--redo"]
-    if matrix is not None:
-        argv += ["--matrix", str(matrix)]
-    substrings = split_list(cases)
-    return argv + (["--", *substrings] if substrings else [])
 
 
 def exit_code_file(results: Path, slug: str) -> Path:
@@ -219,7 +212,7 @@ def run_cell(cell: str, slug: str, cases: str | None, results: Path, runner: Run
     job reads it); returns that exit code (0: every outcome as expected)."""
     results.mkdir(parents=True, exist_ok=True)
     try:
-        rc = runner(cell_argv(cell, results / f"{slug}.db", cases, matrix))
+        rc = int(runner(cell, results / f"{slug}.db", split_list(cases), matrix))
     except Exception:  # a crash is that cell's failure, recorded like any other; the other cells go on
         traceback.print_exc()
         rc = 1
@@ -294,12 +287,12 @@ def find_baseline(gh: Gh, dest: Path, environ: Mapping[str, str] | None = None) 
     return baseline, ""
 
 
-def fetch_baseline(dest: Path, gh: Gh, actions: Actions, environ: Mapping[str, str] | None = None) -> int:
+def fetch_baseline(dest: Path, gh: Gh, actions: Actions, environ: Mapping[str, str] | None = None) -> ExitCode:
     """The baseline step: never fails (the aggregate step says when there is nothing to compare with)."""
     baseline, why = find_baseline(gh, dest, environ)
     actions.set_output("found", "true" if baseline else "false")
     actions.say(f"baseline: nightly run {baseline.run_id} ({baseline.url})" if baseline else f"no baseline: {why}")
-    return 0
+    return ExitCode.OK
 
 
 def load_baseline(folder: Path | None) -> tuple[Path, Baseline | None] | None:
@@ -332,7 +325,7 @@ def cells_summary(include: list[dict[str, Any]], shards: Path) -> str:
 class Verdict:
     """What the aggregate step decided."""
 
-    exit_code: int
+    exit_code: ExitCode
     report: bool = False  # the report was written (results/ is worth keeping)
     regressions: int | None = None  # unexpected regressions; None: not compared
 
@@ -340,11 +333,11 @@ class Verdict:
 def verdict(shards: list[Path], merged: int, compared: dict[str, Any] | None) -> Verdict:
     """Fail without shards or results; else fail only on an unexpected regression."""
     if not shards or not merged:
-        return Verdict(1)
+        return Verdict(ExitCode.FAILED)
     if compared is None:
-        return Verdict(0, True)
+        return Verdict(ExitCode.OK, True)
     n = int(compared["unexpected_regressions"])
-    return Verdict(1 if n else 0, True, n)
+    return Verdict(ExitCode.FAILED if n else ExitCode.OK, True, n)
 
 
 def record_baseline(record_root: Path, cases_dir: Path) -> ResultStore | None:
@@ -484,26 +477,26 @@ def gh_commands(actions: list[IssueAction]) -> list[list[str]]:
     return commands
 
 
-def open_issues(compare_file: Path, url: str, gh: Gh, actions: Actions, dry_run: bool = False) -> int:
+def open_issues(compare_file: Path, url: str, gh: Gh, actions: Actions, dry_run: bool = False) -> ExitCode:
     """The issues step: 0 when every issue was opened or commented on (or, dry, the plan printed), 1 when gh
     failed, 2 when there is no comparison."""
     if not compare_file.is_file():
         actions.annotate("error", "No comparison", f"{compare_file} is missing: nothing to open issues for")
-        return 2
+        return ExitCode.USAGE_ERROR
     try:
         existing = json.loads(gh(list_issues_command()) or "[]")
         plan = plan_issues(json.loads(compare_file.read_text()), existing, url)
         if dry_run:
             actions.say(json.dumps([asdict(a) | {"kind": a.kind} for a in plan], indent=2))
-            return 0
+            return ExitCode.OK
         for command in gh_commands(plan):
             gh(command)
     except GhError as exc:
         actions.annotate("error", "Cannot open issues", str(exc))
-        return 1
+        return ExitCode.FAILED
     for a in plan:
         actions.say(f"{a.case}: {'commented on #' + str(a.number) if a.number is not None else 'opened an issue'}")
-    return 0
+    return ExitCode.OK
 
 
 def read_plan(text: str | None) -> list[dict[str, Any]]:
@@ -664,7 +657,7 @@ def record_pr_commands(paths: list[str], branch: str, body: str) -> tuple[list[l
 
 def open_record_pr(db: Path, record_root: Path, cases_dir: Path, matrix: Matrix | None, url: str, gh: Gh,
                    git: Git, actions: Actions, branch: str = RECORD_BRANCH, dry_run: bool = False,
-                   today: str | None = None, pages: list[Path] | None = None, refresh: bool = True) -> int:
+                   today: str | None = None, pages: list[Path] | None = None, refresh: bool = True) -> ExitCode:
     """The record-pr step: fold tonight's store into the record, rewrite the rules it contradicts, regenerate the
     record's tables in `pages` (default: README.md and docs/ of the current folder, wherever they are held), and
     open or update one pull request with all of it; then dispatch CI on the branch (a pull request pushed with
@@ -675,7 +668,7 @@ def open_record_pr(db: Path, record_root: Path, cases_dir: Path, matrix: Matrix 
 
     if not db.is_file():
         actions.annotate("error", "No results", f"{db} is missing: nothing to record")
-        return 2
+        return ExitCode.USAGE_ERROR
     today = today or datetime.datetime.now(datetime.timezone.utc).date().isoformat()
     try:
         listed = json.loads(gh(list_issues_command()) or "[]") if not dry_run else []
@@ -689,10 +682,10 @@ def open_record_pr(db: Path, record_root: Path, cases_dir: Path, matrix: Matrix 
         actions.say("nothing new for the record" + (f" ({len(plan.refused)} variant(s) not derived)"
                                                     if plan.refused else ""))
         actions.set_output("pull-request", "")
-        return 0
+        return ExitCode.OK
     if dry_run:
         actions.say(plan.body)
-        return 0
+        return ExitCode.OK
     from harness.analysis.expect import write_case
     from harness.output.pages import page_files, regenerate_page
     from harness.session.record import write
@@ -721,9 +714,9 @@ def open_record_pr(db: Path, record_root: Path, cases_dir: Path, matrix: Matrix 
         gh(["workflow", "run", CI_WORKFLOW, "--ref", branch])
     except GhError as exc:
         actions.annotate("error", "Cannot open the record pull request", str(exc))
-        return 1
+        return ExitCode.FAILED
     actions.set_output("pull-request", link)
     actions.summary(f"## The record\n\nPull request {link}: {plan.added} result(s) new, {plan.replaced} changed; "
                     f"{len(plan.edits)} case file(s).\n")
     actions.say(f"pull request {link}: {', '.join(paths)}")
-    return 0
+    return ExitCode.OK

@@ -3,7 +3,7 @@ and mozregression do).
 
     line = date_line(matrix, "torch", ["torchrec", "fbgemm-gpu"], start, end, device="cpu")  # from the index
     line = plan_dates("torch", builds, start, end)            # the same, pure, over `Build`s already read
-    found = search(line.builds, prober)                        # harness/analysis/search.py, one `DevBuild` each
+    found = search(line.builds, prober)                        # harness/workflows/search.py, one `DevBuild` each
     cell = probe_cell(matrix, build, device)                   # the stack of that date, exact pins
     line.between(found.last_old, found.first_new)              # the days that could not be tested in between
     commit_range(found)                                        # (old sha, new sha) for the commit level, if known
@@ -36,11 +36,11 @@ from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from harness.analysis.search import SearchResult
 from harness.matrix import index as _index
 from harness.matrix.basics import IndexLookupError
 from harness.matrix.expand import Matrix
 from harness.model.cell import BISECT_PREFIX, Cell
+from harness.workflows.search import SearchResult
 
 _LOCAL_COMMIT = re.compile(r"^(?:git|g)([0-9a-f]{7,40})$")
 _VERSION_PY = re.compile(

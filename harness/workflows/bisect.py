@@ -1,9 +1,9 @@
 """`bugmatrix bisect`: the release, and for pure-Python packages the commit, where a case's outcome changes.
 
-    levels = bisect(matrix, envs, request, store, run_id, say)     # the whole policy, release then commit level
+    levels = bisect(Probing(matrix, envs, store, run_id, cores, repeat, say=say), request)   # the whole policy
     candidates = release_candidates(...) or git_candidates(...)   # ordered oldest first
     prober = CaseProber(...)                                       # one cell per candidate, through the pipeline
-    found = search(candidates, prober, parallel)                   # harness/analysis/search.py
+    found = search(candidates, prober, parallel)                   # harness/workflows/search.py
 
 The policy (`bisect`): the release level first, unless refs are given; then, when the package's source repository
 is known (`--git`, the case's or the matrix's `sources`, $BUGMATRIX_MIRROR_<NAME>) and the release level found an
@@ -23,19 +23,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
 
-from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from harness.analysis.datebisect import DevBuild, commit_range, date_line, date_summary
-from harness.analysis.datebisect import probe_cell as dev_cell
-from harness.analysis.search import BisectRefused, SearchResult, search
+from harness.analysis.precision import allowed_releases
 from harness.analysis.transitions import FIXED, REPRODUCED, cell_status, short
 from harness.launch.execute import infra_result
 from harness.matrix.basics import MatrixError
-from harness.matrix.cellenvs import CellEnvironments
 from harness.matrix.expand import Matrix, apply_couplings, pairing_row
 from harness.matrix.git import Commit, git_candidates, git_checkout, resolve_ref
-from harness.matrix.index import releases
 from harness.model.case import Case
 from harness.model.cell import BISECT_PREFIX, Cell, GitPin
 from harness.model.common import logical_name
@@ -44,30 +39,14 @@ from harness.model.outcome import Outcome
 from harness.model.result import Result
 from harness.session.pipeline import NO_RESUME, MatrixEnvironments, Observer, Recorder, Resume, Session
 from harness.session.scheduler import run_scheduled
-from harness.session.store import ResultStore
+from harness.workflows.datebisect import DevBuild, commit_range, date_line, date_summary
+from harness.workflows.datebisect import probe_cell as dev_cell
+from harness.workflows.probing import Probing
+from harness.workflows.search import BisectRefused, SearchResult, search
 
 
 class BisectError(Exception):
     """The bisection cannot start: bad arguments, no candidates, unreachable source; one line."""
-
-
-def allowed_releases(matrix: Matrix, case: Case, package: str, device: str, pre: bool = False,
-                     supports: bool = True) -> list[str]:
-    """Released versions of `package` on the matrix's index, oldest first, that the case (`supports`, unless
-    `supports` is False) and the matrix's pairings allow (not yanked; pre-releases only with `pre`): what a
-    bisection or narrowing may probe."""
-    dist = matrix.distribution(package, device)
-    allowed = SpecifierSet(case.spec.supports.get(package, "") if supports else "")
-    leads = [c for c in matrix.spec.couplings if c.lead == package]
-    versions = []
-    for release in releases(dist, matrix.index_url()):
-        v = release.version
-        if release.yanked or (v.is_prerelease and not pre) or not allowed.contains(v, prereleases=True):
-            continue
-        if leads and not all(any(SpecifierSet(r[package]).contains(v, True) for r in c.rows) for c in leads):
-            continue
-        versions.append(str(v))
-    return versions
 
 
 def release_candidates(
@@ -126,20 +105,15 @@ def probe_cell(matrix: Matrix, case: Case, package: str, candidate: str | Commit
 
 @dataclass
 class CaseProber:
-    """Probes candidates: each one's cell, built once, runs the case `repeat` times through the session pipeline;
-    every probe is recorded in `store` under run `run_id`."""
+    """Probes candidates: each one's cell, built once, runs the case `probing.repeat` times through the session
+    pipeline; every probe is recorded in `probing.store` under `probing.run_id`."""
 
-    matrix: Matrix
-    envs: CellEnvironments
+    probing: Probing  # where the probes run and are recorded, with how many cores and repeats
     case: Case
     variant: str
     nproc: int
     device: str
     package: str
-    store: ResultStore
-    run_id: str = ""
-    repeat: int = 1
-    cores: int = 1
     source: str | None = None
     companions: dict[str, str | GitPin] = field(default_factory=dict)  # coupled pins for commit candidates
     base: dict[str, str | GitPin] = field(default_factory=dict)  # other pins every probe keeps (narrow)
@@ -152,12 +126,14 @@ class CaseProber:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
-        self.session = Session(MatrixEnvironments(self.envs), repeat=self.repeat, resume=self.resume,
-                               observers=[Recorder(self.store, self.run_id), _ProbeLog(self)])
+        p = self.probing
+        self.matrix = p.matrix
+        self.session = Session(MatrixEnvironments(p.envs), repeat=p.repeat, resume=self.resume,
+                               observers=[Recorder(p.store, p.run_id), _ProbeLog(self), *p.observers])
 
     def __call__(self, batch: list[str | Commit]) -> list[Outcome]:
-        cost = max(self.nprocs or (self.nproc,)) * self.repeat
-        return run_scheduled(batch, self.one, cost=lambda _: cost, cores=self.cores)
+        cost = max(self.nprocs or (self.nproc,)) * self.probing.repeat
+        return run_scheduled(batch, self.one, cost=lambda _: cost, cores=self.probing.cores)
 
     def one(self, candidate: str | Commit) -> Outcome:
         """The outcome of the case with `package` at `candidate` (`infra` when its cell cannot be formed)."""
@@ -209,8 +185,6 @@ class BisectRequest:
     old: str | None = None
     new: str | None = None
     pre: bool = False
-    repeat: int = 1
-    cores: int = 1
     git: str | None = None  # source repository (URL or local clone) for the commit level
     old_ref: str | None = None
     new_ref: str | None = None
@@ -222,22 +196,21 @@ class BisectRequest:
 Level = tuple[str, SearchResult]  # ("release" | "commit", what the search found)
 
 
-def bisect(matrix: Matrix, envs: CellEnvironments, request: BisectRequest, store: ResultStore, run_id: str,
-           say: Callable[[str], None] = lambda _: None, probed: dict[str, Result] | None = None) -> list[Level]:
+def bisect(probing: Probing, request: BisectRequest, probed: dict[str, Result] | None = None) -> list[Level]:
     """The release level (unless both refs are given), then the commit level when a source repository is known
     (see the module docstring). Raises `BisectError`/`BisectRefused`/`MatrixError`/`GitError` when it cannot
     start or the endpoints do not differ; every probe is recorded. `probed`, when given, is filled with each
     candidate's result, reused ones included (for `bisect_summary` and `bisect_commands`)."""
-    r = request
+    r, matrix, say = request, probing.matrix, probing.say
     source = r.git or r.case.spec.sources.get(r.package) or matrix.source(r.package)
     prober = CaseProber(
-        matrix, envs, r.case, r.variant, r.nproc, r.device, r.package, store, run_id, r.repeat, r.cores, source,
+        probing, r.case, r.variant, r.nproc, r.device, r.package, source,
         on_probe=lambda c, o, why: say(f"  probe {c}: {o.value}  {(why.splitlines() or [''])[0]}"),
-        resume=Resume(store),  # a probe the record or the store already holds (same script, pins) is not relaunched
+        resume=Resume(probing.store),  # a probe the record or the store already holds (same script, pins) is reused
     )
     if probed is not None:
         prober.results = probed
-    parallel = max(1, r.cores // r.nproc)
+    parallel = max(1, probing.cores // r.nproc)
     levels: list[Level] = []
     if r.dates:
         url = matrix.index_url(r.channel) if r.channel else matrix.index_url()

@@ -1,7 +1,7 @@
 """`bugmatrix narrow`: turn every interval boundary in the store into an adjacent one, by bisecting between them.
 
     targets = intervals(results, cases, between, ...)     # boundaries with releases between that were not run
-    outcomes = narrow(targets, matrix, envs, store, run_id, ...)   # each bisected; probes recorded
+    outcomes = narrow(targets, cases, probing)            # each bisected; probes recorded (workflows/probing.py)
 
 For each case x variant x device x package axis whose outcome changes between two versions that are not adjacent
 on the index, the releases strictly between are bisected. The two endpoints are not run again: their recorded
@@ -19,10 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.analysis.bisect import CaseProber
-from harness.analysis.search import BisectRefused, SearchResult, search
 from harness.analysis.transitions import FIXED, REPRODUCED, Axis, Between, Boundary, axes
-from harness.matrix.cellenvs import CellEnvironments
 from harness.matrix.expand import Matrix
 from harness.matrix.git import Commit, git_candidates, resolve_ref
 from harness.matrix.resolve import dater
@@ -32,7 +29,9 @@ from harness.model.common import primary_package
 from harness.model.outcome import Outcome
 from harness.model.result import Result
 from harness.session.pipeline import Resume
-from harness.session.store import ResultStore
+from harness.workflows.bisect import CaseProber
+from harness.workflows.probing import Probing
+from harness.workflows.search import BisectRefused, SearchResult, search
 
 STATUS = {REPRODUCED: Outcome.REPRODUCED, FIXED: Outcome.FIXED}
 
@@ -112,10 +111,11 @@ def intervals(results: list[tuple[str, Result]], cases: dict[str, Case], between
     return interval_targets(selected_axes(results, cases, matrix, packages, devices, case_ids), between, matrix)
 
 
-def narrow(targets: list[Target], cases: dict[str, Case], matrix: Matrix, envs: CellEnvironments,
-           store: ResultStore, run_id: str, *, commits: bool = False, cores: int = 1, repeat: int = 1,
-           say: Callable[[str], None] = lambda _: None) -> list[Narrowed]:
-    """Bisect each target between its endpoints (see the module docstring); every probe is recorded in `store`."""
+def narrow(targets: list[Target], cases: dict[str, Case], probing: Probing, commits: bool = False
+           ) -> list[Narrowed]:
+    """Bisect each target between its endpoints (see the module docstring); every probe is recorded in
+    `probing.store`."""
+    matrix, store, say = probing.matrix, probing.store, probing.say
     done = []
     for target in targets:
         axis, b = target.axis, target.boundary
@@ -127,16 +127,15 @@ def narrow(targets: list[Target], cases: dict[str, Case], matrix: Matrix, envs: 
             continue
         case = cases[axis.case]
         prober = CaseProber(
-            matrix, envs, case, axis.variant, max(case.spec.nproc), axis.device, axis.package, store, run_id,
-            repeat=repeat, cores=cores, base=target.base, nprocs=tuple(case.spec.nproc), resume=Resume(store),
-            source=matrix.source(axis.package),
+            probing, case, axis.variant, max(case.spec.nproc), axis.device, axis.package,
+            base=target.base, nprocs=tuple(case.spec.nproc), resume=Resume(store), source=matrix.source(axis.package),
         )
         candidates = _candidates(b, prober)
         old, new = STATUS[b.old], STATUS[FIXED if b.kind == "fixed" else REPRODUCED]
         say(f"narrowing {axis.case}::{axis.variant} ({axis.device}) over {axis.package}: {b.before} … {b.after} "
             f"({len(b.untested)} {'commit(s)' if ' @ ' in b.before + b.after else 'release(s)'} between)")
         try:
-            found = search(candidates, prober, parallel=max(1, cores // max(case.spec.nproc)),
+            found = search(candidates, prober, parallel=max(1, probing.cores // max(case.spec.nproc)),
                            known={0: old, len(candidates) - 1: new})
         except BisectRefused as exc:  # cannot happen with two decisive endpoints; kept honest if it does
             outcome.why_not = str(exc)

@@ -1,0 +1,102 @@
+"""`bugmatrix bisect CASE --package P`: the release (then the commit) where a case's outcome changes.
+
+Exit codes: 0 a boundary was found, 1 the bisection was refused or the boundary is ambiguous, 2 a case or variant
+that does not exist (or another bad input).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from harness.commands import UsageError
+from harness.commands.context import Context, command_line, dates, positive
+from harness.matrix.basics import MatrixError
+from harness.model.exitcode import ExitCode
+
+
+def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
+    """Register `bisect` and its options."""
+    p = sub.add_parser("bisect", help="find the release (and commit) where a case's outcome changes",
+                       parents=[parents[f] for f in ("--json", "--db", "--matrix", "--envs", "--jobs", "--record")])
+    p.add_argument("case", help="case id (or a unique part of it)")
+    p.add_argument("--package", required=True, help="the package to move, e.g. torchrec")
+    p.add_argument("--variant", default="bug")
+    p.add_argument("--nproc", type=int, help="world size (default: the case's largest)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default=None, help="default: cuda if present")
+    p.add_argument("--old", "--good", dest="old", help="oldest version (default: the oldest allowed)")
+    p.add_argument("--new", "--bad", dest="new", help="newest version (default: the newest allowed)")
+    p.add_argument("--pre", action="store_true", help="include pre-releases")
+    p.add_argument("--repeat", type=positive, default=1, help="run each probe K times; disagreement is flaky")
+    p.add_argument("--git", help="source repository (URL or local clone) for the commit-level bisection")
+    p.add_argument("--old-ref", help="bisect commits from this ref (skips the release level)")
+    p.add_argument("--new-ref", help="... to this ref")
+    p.add_argument("--no-commits", action="store_true", help="stop at the release level")
+    p.add_argument("--dates", type=dates, metavar="START..END",
+                   help="bisect the dev builds of these days (YYYY-MM-DD..YYYY-MM-DD) before commits")
+    p.add_argument("--channel", help="the `indexes` entry serving the dev builds (e.g. PyTorch's nightly)")
+
+
+def run(args: argparse.Namespace) -> ExitCode:
+    """Release-level, then commit-level bisection; 0 when a boundary was found, 1 when refused or ambiguous."""
+    from harness.launch.execute import default_devices
+    from harness.launch.interpreter import machine_name
+    from harness.matrix.git import GitError
+    from harness.model.case import discover, select
+    from harness.model.common import logical_name
+    from harness.model.result import Result
+    from harness.output.payloads import bisect_json
+    from harness.session.store import recording
+    from harness.workflows.bisect import BisectError, BisectRequest, bisect, bisect_commands, bisect_summary
+    from harness.workflows.probing import Probing
+    from harness.workflows.search import BisectRefused
+
+    ctx = Context(args)
+    err = ctx.err
+    cases, _ = discover(args.cases_dir)
+    matches = [c for c in cases if c.id == args.case] or select(cases, [args.case])
+    if not matches:
+        err.print(f"[red]no case in {args.cases_dir} matches {args.case!r}[/] (`bugmatrix list` shows them)",
+                  soft_wrap=True)
+        return ExitCode.USAGE_ERROR
+    if len(matches) > 1:
+        err.print(f"[red]case {args.case!r} matches {len(matches)} cases[/] ({', '.join(c.id for c in matches)})",
+                  soft_wrap=True)
+        return ExitCode.USAGE_ERROR
+    case = matches[0]
+    if args.variant not in case.spec.variants:
+        err.print(f"[red]{case.id} has no variant {args.variant!r}[/] ({', '.join(case.spec.variants)})")
+        return ExitCode.USAGE_ERROR
+    if logical_name(args.package) not in {logical_name(p) for p in case.spec.packages}:
+        # moving a package the case does not install cannot change its outcome: refused before a run is begun
+        raise UsageError(f"--package {args.package}: {case.id} installs {', '.join(case.spec.packages)}; "
+                         "bisect one of those")
+    request = BisectRequest(
+        case, args.variant, args.nproc or max(case.spec.nproc), args.device or default_devices()[0], args.package,
+        args.old, args.new, args.pre, git=args.git, old_ref=args.old_ref, new_ref=args.new_ref,
+        commits=not args.no_commits, dates=args.dates, channel=args.channel,
+    )
+    store = ctx.reader(writable=True)
+    probed: dict[str, Result] = {}  # each candidate's result, reused probes included
+    with recording(store, command_line(), machine_name()) as run_id:
+        try:
+            matrix = ctx.matrix
+            probing = Probing(matrix, ctx.environments(matrix), store, run_id, cores=args.jobs, repeat=args.repeat,
+                              say=lambda line: err.print(line, soft_wrap=True))
+            levels = bisect(probing, request, probed)
+        except (BisectError, BisectRefused, MatrixError, GitError) as exc:  # a refusal is a complete, recorded run
+            err.print(f"[red]bisect refused:[/] {exc}", soft_wrap=True)
+            return ExitCode.FAILED
+    summary = bisect_summary(case.id, args.variant, args.package, levels, probed, case.spec.packages)
+    if args.json:
+        print(bisect_json(run_id, summary, levels))
+    else:
+        console = ctx.out
+        for level, r in levels:
+            console.print(f"{level} level: {len(r.probes)} probes: "
+                          + ", ".join(f"{c}={o.value}" for c, o in r.probes), soft_wrap=True)
+        console.print(summary, soft_wrap=True, markup=False, highlight=False)
+        if levels:
+            console.print("\nTo reproduce each side anywhere:", highlight=False)
+            for command in bisect_commands(case, levels[-1][1], store.results(run_id), matrix, probed):
+                console.print(command, soft_wrap=True, markup=False, highlight=False)
+    return ExitCode.FAILED if any(r.ambiguous for _, r in levels) else ExitCode.OK

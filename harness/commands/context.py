@@ -1,0 +1,203 @@
+"""What every command shares: the parser (`build_parser`, each command registering its own), the options declared
+once (`options`), their value types, and the `Context` a command builds once from its arguments: the matrix (or
+none), the store (or the null store), the cells' environments, the cases and the consoles. Everything heavy is
+imported on first use, so a command loads only what it reads."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from datetime import date
+from functools import cached_property
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+from harness.commands import COMMANDS, DESCRIPTION, UsageError
+from harness.matrix.basics import DEFAULT_MATRIX, DEFAULT_ROOT, ENVS_FALLBACK, MatrixError
+from harness.model.exitcode import ExitCode
+from harness.session.basics import DB_FALLBACK, RECORD_FALLBACK, default_record
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from harness.matrix.cellenvs import CellEnvironments
+    from harness.matrix.expand import Matrix
+    from harness.model.case import Case
+    from harness.model.case_schema import CaseError
+    from harness.session.store import ResultStore, Store
+
+
+def options() -> dict[str, argparse.ArgumentParser]:
+    """The options several commands share, each a parent parser declared once, by flag."""
+    found = {}
+    for flag in ("--json", "--db", "--record", "--matrix", "--envs", "--jobs"):
+        parent = argparse.ArgumentParser(add_help=False)
+        if flag == "--json":
+            parent.add_argument("--json", action="store_true", help="machine-readable output")
+        elif flag == "--db":
+            parent.add_argument("--db", type=Path, default=None, help=f"results store (default $BUGMATRIX_DB, else "
+                                f"{DB_FALLBACK}); a reading command given one that does not exist stops (exit 2)")
+        elif flag == "--record":
+            parent.add_argument("--record", type=Path, default=default_record(),
+                                help=f"the committed record that reading commands layer the store over (default "
+                                f"$BUGMATRIX_RECORD, else {RECORD_FALLBACK})")
+        elif flag == "--matrix":
+            parent.add_argument("--matrix", type=Path, default=DEFAULT_MATRIX,
+                                help=f"matrix file (default {DEFAULT_MATRIX})")
+        elif flag == "--envs":
+            parent.add_argument("--envs", type=Path, default=DEFAULT_ROOT,
+                                help=f"environments folder (default $BUGMATRIX_ENVS, else {ENVS_FALLBACK})")
+        elif flag == "--jobs":
+            parent.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1,
+                                help="cores to use (a 2-rank case takes 2)")
+        found[flag] = parent
+    return found
+
+
+def command(name: str) -> ModuleType:
+    """The module of command `name` (harness/commands/<name>.py), imported on first use."""
+    return importlib.import_module(f"harness.commands.{name.replace('-', '_')}")
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The full `bugmatrix` parser, every command and option registered (docs/reference/cli.md is generated from
+    it); with `only`, that command's alone (what harness/cli.py parses a command line with, so that it imports only
+    the command it was given)."""
+    from harness.model.basics import default_cases_dir
+
+    parser = argparse.ArgumentParser(prog="bugmatrix", description=DESCRIPTION)
+    parser.add_argument("--cases-dir", type=Path, default=default_cases_dir(), help="folder of case folders")
+    sub = parser.add_subparsers(dest="command", required=True)
+    parents = options()
+    for name in COMMANDS:
+        if only is None or name == only:
+            command(name).add_parser(sub, parents)
+        else:  # named only, so that a usage line or an error lists every command as the full parser does
+            sub.add_parser(name)
+    return parser
+
+
+def positive(text: str) -> int:
+    """A whole number >= 1 (`--repeat`)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
+    return value
+
+
+def dates(text: str) -> tuple[date, date]:
+    """`START..END`, two ISO days, the first not after the second (`bisect --dates`)."""
+    start, sep, end = text.partition("..")
+    try:
+        first, last = date.fromisoformat(start), date.fromisoformat(end)
+    except ValueError:
+        first = last = None  # type: ignore[assignment]
+    if not sep or first is None or last is None or first > last:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a range of days like 2025-08-01..2025-08-31")
+    return first, last
+
+
+def size(text: str) -> int:
+    """A size in bytes from `30G`, `500M`, `1.5T` (`--disk-budget`)."""
+    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    number, unit = text.upper().rstrip("B")[:-1], text.upper().rstrip("B")[-1:]
+    if unit not in units or not unit.isalpha():
+        number, unit = text.upper().rstrip("B"), ""
+    try:
+        return int(float(number) * units[unit])
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size like 30G") from None
+
+
+class Context:
+    """What a command works with, built once from its arguments and each part on first use."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+
+    @cached_property
+    def err(self) -> Console:
+        """The console for progress, notes and errors (stderr)."""
+        from harness.output.console import make_console
+
+        return make_console(stderr=True)
+
+    @cached_property
+    def out(self) -> Console:
+        """The console for what the command answers (stdout)."""
+        from harness.output.console import make_console
+
+        return make_console()
+
+    @cached_property
+    def matrix(self) -> Matrix:
+        """The matrix of `--matrix`; a missing or invalid file raises `MatrixError` (one line, exit 2)."""
+        from harness.matrix.expand import load_matrix
+
+        return load_matrix(self.args.matrix)
+
+    def optional_matrix(self, invalid_is_none: bool = False) -> Matrix | None:
+        """The matrix when `--matrix` names a file, else None; an invalid file raises `MatrixError` unless
+        `invalid_is_none` (the report and the nightly's steps then go on without upload dates)."""
+        if not self.args.matrix.is_file():
+            return None
+        try:
+            return self.matrix
+        except MatrixError:
+            if invalid_is_none:
+                return None
+            raise
+
+    def environments(self, matrix: Matrix, disk_budget: int | None = None) -> CellEnvironments:
+        """The cells' environments under `--envs`."""
+        from harness.matrix.cellenvs import CellEnvironments
+        from harness.matrix.envcache import EnvCache
+
+        return CellEnvironments(matrix, EnvCache(self.args.envs), disk_budget)
+
+    def cases(self, patterns: list[str] | None = None) -> tuple[list[Case], list[CaseError]]:
+        """The cases of --cases-dir (only the folders whose name contains one of `patterns`, when given: a run of
+        one case loads one case)."""
+        from harness.model.case import discover
+
+        if not self.args.cases_dir.is_dir():
+            raise UsageError(f"--cases-dir {self.args.cases_dir}: no such folder")
+        return discover(self.args.cases_dir, patterns)
+
+    def reader(self, writable: bool = False) -> ResultStore:
+        """What a reading command reads: the record (`--record`) with the local store (`--db`) layered over it;
+        with `writable`, the local store is opened to record probes (see harness/session/readers.py)."""
+        from harness.model.case import PROBES_DIR, discover
+        from harness.session.readers import open_reader
+
+        args = self.args
+        return open_reader(args.db, args.db_given, discover(args.cases_dir)[0], args.record, writable,
+                           getattr(args, "probes_dir", None) or PROBES_DIR)
+
+    def store(self) -> Store:
+        """The store a command records in: `--db` (default .bugmatrix/results.db), or the null store with
+        `--no-store`."""
+        from harness.session.store import NullStore, ResultStore
+
+        return NullStore() if getattr(self.args, "no_store", False) else ResultStore(self.args.db)
+
+    def write(self, text: str) -> ExitCode:
+        """Write `text` to --output (saying so) or stdout."""
+        output = getattr(self.args, "output", None)
+        if output:
+            output.write_text(text)
+            self.err.print(f"wrote {output}", soft_wrap=True, highlight=False)
+        else:
+            sys.stdout.write(text)
+        return ExitCode.OK
+
+
+def command_line() -> str:
+    """The command line this process was started with, as a run records it."""
+    return " ".join(sys.argv)

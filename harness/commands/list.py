@@ -1,0 +1,35 @@
+"""`bugmatrix list`: the cases of --cases-dir, as a table or JSON.
+
+Exit codes: 0 listed, 1 an invalid case folder (listed as an error), 2 no such cases folder, 5 an empty one.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from harness.commands.context import Context
+from harness.model.exitcode import ExitCode
+
+
+def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
+    """Register `list`."""
+    sub.add_parser("list", help="show the cases", parents=[parents["--json"]])
+
+
+def run(args: argparse.Namespace) -> ExitCode:
+    """Print the cases (table or JSON); invalid case folders are listed as errors and make the exit code 1; a
+    missing cases folder is an error (2), an empty one lists nothing (5, as pytest says when no test ran)."""
+    from harness.output.tables import case_row, cases_table, to_json
+
+    ctx = Context(args)
+    cases, errors = ctx.cases()
+    if args.json:
+        print(to_json({"cases": [case_row(c) for c in cases], "errors": [str(e) for e in errors]}))
+    else:
+        ctx.out.print(cases_table(cases))
+        for error in errors:
+            ctx.out.print(f"[red]invalid case[/] {error}", soft_wrap=True)
+    if not cases and not errors:
+        ctx.err.print(f"[red]no cases in {args.cases_dir}[/]", soft_wrap=True)
+        return ExitCode.NOTHING_RAN
+    return ExitCode.FAILED if errors else ExitCode.OK

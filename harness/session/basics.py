@@ -1,0 +1,21 @@
+"""What a command names before it opens anything: the default results store and the default record folder.
+
+Light on purpose (as harness/matrix/basics.py): `bugmatrix --help` names both defaults and must not load the store,
+the record or pydantic to do so; harness/session/store.py and harness/session/record.py import them from here.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+DB_FALLBACK = ".bugmatrix/results.db"  # where $BUGMATRIX_DB is not set (the help and the docs name this one)
+RECORD_FALLBACK = "record"  # where $BUGMATRIX_RECORD is not set (the help and the docs name this one)
+DEFAULT_DB = Path(os.environ.get("BUGMATRIX_DB", DB_FALLBACK))
+NIGHTLY_DB = "nightly.db"  # the nightly's merged store: its file name in results/, and so in the baseline folder
+
+
+def default_record() -> Path:
+    """The default record folder: $BUGMATRIX_RECORD, else `record` (read when called: harness/session/record.py
+    reads it once, at its own import, as `DEFAULT_RECORD`)."""
+    return Path(os.environ.get("BUGMATRIX_RECORD", RECORD_FALLBACK))
