@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -144,6 +145,23 @@ def test_the_harnesss_own_interpreter_is_listed_in_process_as_a_subprocess_would
               if here.packages.get(name) != there.packages.get(name)}
     assert not differ, (differ, sys.path)
     assert here == there and here.get("pydantic") is not None
+
+
+def test_the_in_process_listing_ignores_what_imports_add_to_sys_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Importing setuptools appends its `_vendor` folder (dist-infos of older platformdirs, tomli, ...) to sys.path;
+    a subprocess never sees it, so the in-process listing must not either (CI failed on exactly this)."""
+    import site
+    import sys
+
+    from harness.launch.interpreter import inspect_interpreter
+
+    before = inspect_interpreter(sys.executable)
+    vendor = next((os.path.join(p, "setuptools", "_vendor") for p in site.getsitepackages()
+                   if os.path.isdir(os.path.join(p, "setuptools", "_vendor"))), None)
+    if vendor is None:
+        pytest.skip("no setuptools/_vendor in this environment")
+    monkeypatch.setattr(sys, "path", [*sys.path, vendor, os.getcwd()])
+    assert inspect_interpreter(sys.executable) == before
 
 
 def test_the_listing_reads_names_and_versions_as_importlib_metadata_parses_them() -> None:

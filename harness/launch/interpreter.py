@@ -35,8 +35,13 @@ def _inspect():  # standard library only, no annotations: its source also runs i
     out = {}
     # The installed environment only: not the current directory ('' or its absolute path, which `python -c` and a
     # harness process started elsewhere see differently; ranks start in their case's folder anyway).
+    # Nor what a running process adds inside site-packages (setuptools appends its `_vendor` folder, with vendored
+    # dist-infos of older platformdirs/tomli/..., when imported): a fresh interpreter's path has none of those.
     here = os.getcwd() if os.path.isdir(".") else None
-    path = [p for p in sys.path if p and os.path.abspath(p) != here]
+    sites = [os.path.abspath(p) for p in sys.path if p and os.path.basename(os.path.normpath(p)) in (
+        "site-packages", "dist-packages")]
+    path = [p for p in sys.path if p and os.path.abspath(p) != here
+            and not any(os.path.abspath(p).startswith(site + os.sep) for site in sites)]
     for dist in metadata.distributions(path=path):
         # Name and Version head the metadata file's header block: reading them there is ~10x faster than
         # `dist.metadata` (an email parse of the whole file, per access); anything unusual takes the parser.

@@ -64,7 +64,8 @@ from harness.matrix.expand import Matrix
 from harness.model.exitcode import ExitCode
 from harness.output import reports
 from harness.output.github import job_matrix, split_list
-from harness.session.store import NIGHTLY_DB, ResultStore
+from harness.session.basics import NIGHTLY_DB
+from harness.session.store import ResultStore
 
 WORKFLOW = "nightly.yml"
 RESULTS_ARTIFACT = "bugmatrix-results"  # tonight's results/ folder, for the jobs after aggregate (a week)
