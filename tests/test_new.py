@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -182,6 +184,24 @@ def test_the_unfilled_script_exits_125_with_a_todo_line(tmp_path: Path) -> None:
     assert proc.returncode == 125, proc.stdout + proc.stderr
     assert proc.stdout.strip().splitlines()[-1].endswith(
         f"{NOT_WRITTEN}: set SIGNATURE and write the_call_that_fails()")
+
+
+def test_the_unfilled_script_skips_before_it_joins_a_process_group(tmp_path: Path) -> None:
+    """Rank 1 of 2 with no rank 0 to meet: joining the group would wait (gloo's default timeout is 30 min); the
+    draft exits 125 first, so no rank of a 2-rank draft leaves a group its peer is still connecting to."""
+    env = {**os.environ, "RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": str(_unused_port())}
+    script = draft(tmp_path) / "repro.py"
+    proc = subprocess.run([sys.executable, script.name, "--device", "cpu"], cwd=script.parent, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 125, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1].startswith(f"[rank 1] {NOT_WRITTEN}")
+
+
+def _unused_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def test_a_lightning_draft_has_no_process_group_of_its_own_and_skips(tmp_path: Path) -> None:
