@@ -99,9 +99,9 @@ def known_packages(results: Iterable[tuple[str, Result]], cases: Iterable[Case])
     for case in cases:
         for package in case.spec.packages:
             known[logical_name(package)]  # noqa: B018 - creates the entry
-    for _, result in results:
-        for dist, version in result.versions.items():
-            known[logical_name(dist)].add(version)
+    pinned = {pin for _, result in results for pin in result.versions.items()}  # few distinct (dist, version)
+    for dist, version in pinned:
+        known[logical_name(dist)].add(version)
     return known
 
 

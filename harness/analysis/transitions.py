@@ -265,7 +265,11 @@ def _releases_in_order(releases: frozenset[str]) -> tuple[str, ...]:
 def cell_versions(results: list[Result]) -> dict[str, str]:
     """A cell's versions from its results over world sizes: logical package -> the version the first recorded."""
     out: dict[str, str] = {}
+    seen: list[dict[str, str]] = []
     for r in results:
+        if r.versions in seen:  # the world sizes of a cell record the same pins: named once
+            continue
+        seen.append(r.versions)
         for name, version in r.versions.items():
             out.setdefault(logical_name(name), version)
     return out
