@@ -5,11 +5,12 @@ process, best of N.
         [--against DIR]   # also time another checkout in the same run, e.g. `git archive <ref> | tar -x -C DIR`
 
 The synthetic record (built once at `--record` and reused; never commit it) holds, for every case x variant of
-cases/ on both devices, `--cells` cells at 1 and 2 ranks, each cell pinning the case's packages at a version of
-its own (outcomes flip at a boundary in the middle, as a fix would), with the digests the committed cases give (so
-no row is superseded and every row is read): 24,960 rows at 78 cells, where a full record of today's matrix
-is about 2,500. The freeze is 300 lines as `pip freeze` writes them: the five libraries under test, local versions
-and hashes, and 295 other distributions the record does not know (each listed as not covered).
+cases/ on both devices, `--cells` cells at 1 and 2 ranks, each cell pinning the case's packages at a version of its
+own (outcomes flip at a boundary in the middle, as a fix would), with the digests the committed cases give (so no
+row is superseded and every row is read): 34,320 rows at 78 cells with the 48 cases of 2026-11-27, where a full
+record of today's matrix is about 2,500. The freeze is 300 lines as `pip freeze` writes them: the five libraries
+under test, local versions and hashes, and 295 other distributions the record does not know (each listed as not
+covered).
 
 Timed: the whole `python -m harness audit -r freeze.txt --record ... --json` process, fresh each time (its bytecode
 cached), after one warm-up run that also warms the page cache; and `--help` (start-up alone) for scale. With

@@ -38,7 +38,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from harness.analysis.reproduce import repro_command
-from harness.analysis.transitions import FIXED, MIXED, REPRODUCED, UNKNOWN, axes, cell_status
+from harness.analysis.transitions import FIXED, MIXED, REPRODUCED, UNKNOWN, cell_axes, cell_status, cell_versions
 from harness.launch.expectations import expected_outcome
 from harness.launch.interpreter import Environment, Installed
 from harness.model.case import Case
@@ -99,9 +99,9 @@ def known_packages(results: Iterable[tuple[str, Result]], cases: Iterable[Case])
     for case in cases:
         for package in case.spec.packages:
             known[logical_name(package)]  # noqa: B018 - creates the entry
-    for _, result in results:
-        for dist, version in result.versions.items():
-            known[logical_name(dist)].add(version)
+    pinned = {pin for _, result in results for pin in result.versions.items()}  # few distinct (dist, version)
+    for dist, version in pinned:
+        known[logical_name(dist)].add(version)
     return known
 
 
@@ -242,8 +242,7 @@ def _cells(entries: list[tuple[str, Result]]) -> list[_Cell]:
         by_cell[cell].append(result)
     out = []
     for name, rs in sorted(by_cell.items()):
-        versions = {logical_name(d): v for r in rs for d, v in r.versions.items()}
-        out.append(_Cell(name, cell_status(rs), versions, rs))
+        out.append(_Cell(name, cell_status(rs), cell_versions(rs), rs))
     return out
 
 
@@ -259,7 +258,7 @@ class Auditor:
         self.cases = {c.id: c for c in cases}
         self.groups = _by_group(results)
         self._cells: dict[tuple[str, str, str], list[_Cell]] = {}
-        self._boundaries: dict[tuple[str, str, str], set[str]] = {}
+        self._boundaries: dict[tuple[str, str, str, frozenset[str]], set[str]] = {}
 
     def cells(self, case: str, variant: str, device: str) -> list[_Cell]:
         """The cells of one case x variant on one device, each with one status over its world sizes."""
@@ -268,19 +267,20 @@ class Auditor:
             self._cells[key] = _cells(self.groups.get(key, []))
         return self._cells[key]
 
-    def boundary_packages(self, case: str, variant: str, device: str) -> set[str]:
-        """The packages along which the record measured a change of outcome."""
-        key = (case, variant, device)
-        if key not in self._boundaries:
-            self._boundaries[key] = {a.package for a in axes(self.groups.get(key, [])) if a.changes()}
+    def boundary_packages(self, case: str, variant: str, device: str, candidates: set[str]) -> set[str]:
+        """The packages of `candidates` along which the record measured a change of outcome."""
+        key = (case, variant, device, frozenset(candidates))
+        if key not in self._boundaries:  # the cells' status and versions as `cells` found them; no other axis built
+            cells = {c.name: (c.status, c.versions) for c in self.cells(case, variant, device)}
+            self._boundaries[key] = {a.package for a in cell_axes(case, variant, device, cells, candidates)
+                                     if a.changes()}
         return self._boundaries[key]
 
     def deciding(self, case: Case, variant: str, device: str, target: Target) -> list[str]:
         """The deciding packages (see the module docstring), the primary first."""
         rules = _rule_packages(case.spec.variants[variant], device)
         primary = logical_name(primary_package(case.spec.packages))
-        measured = self.boundary_packages(case.id, variant, device)
-        chosen = rules | (measured & (rules | {primary}))
+        chosen = rules | self.boundary_packages(case.id, variant, device, rules | {primary})
         if not chosen:
             chosen = {primary}
         chosen = {p for p in chosen if p in target.pins}  # a rule on a package outside the case and the pins

@@ -16,7 +16,7 @@ index, or a commit without a clone to place it). What lies between comes from a 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
@@ -210,26 +210,34 @@ def axes(
         grouped[(result.case, result.variant, result.device)][cell].append(result)
     out = []
     for (case, variant, device), by_cell in sorted(grouped.items()):
-        names: set[str] = set()
-        for rs in by_cell.values():
-            names.update(logical_name(n) for r in rs for n in r.versions)
-        wanted = packages.get(case) if packages else None
-        for package in sorted(names):
-            if wanted is not None and package not in wanted:
-                continue
-            at: dict[str, list[tuple[str, str]]] = defaultdict(list)
-            for cell, rs in by_cell.items():
-                version = _version_of(rs, package)
-                if version is not None:
-                    at[version].append((cell, cell_status(rs)))
-            def point(version: str, at: dict[str, list[tuple[str, str]]] = at) -> Point:
-                # a cell that could not say (infra, error, skip) does not outvote one that did at the same version
-                said = {s for _, s in at[version]} - {UNKNOWN}
-                status = UNKNOWN if not said else said.pop() if len(said) == 1 else MIXED
-                return Point(version, status, sorted(c for c, _ in at[version]))
+        cells = {cell: (cell_status(rs), cell_versions(rs)) for cell, rs in by_cell.items()}
+        out += cell_axes(case, variant, device, cells, packages.get(case) if packages else None, dater)
+    return out
 
-            ordered, undated = _ordered(package, list(at), dater)
-            out.append(Axis(case, variant, device, package, [point(v) for v in ordered], [point(v) for v in undated]))
+
+def cell_axes(case: str, variant: str, device: str, cells: dict[str, tuple[str, dict[str, str]]],
+              wanted: Collection[str] | None = None, dater: Dater | None = None) -> list[Axis]:
+    """The axes of one case x variant x device (only along `wanted` packages, when given), from its cells' status
+    and versions: cell -> (`cell_status`, `cell_versions`)."""
+    names: set[str] = set().union(*(versions for _, versions in cells.values()))
+    out = []
+    for package in sorted(names):
+        if wanted is not None and package not in wanted:
+            continue
+        at: dict[str, list[tuple[str, str]]] = defaultdict(list)
+        for cell, (status, versions) in cells.items():
+            version = versions.get(package)
+            if version is not None:
+                at[version].append((cell, status))
+
+        def point(version: str, at: dict[str, list[tuple[str, str]]] = at) -> Point:
+            # a cell that could not say (infra, error, skip) does not outvote one that did at the same version
+            said = {s for _, s in at[version]} - {UNKNOWN}
+            status = UNKNOWN if not said else said.pop() if len(said) == 1 else MIXED
+            return Point(version, status, sorted(c for c, _ in at[version]))
+
+        ordered, undated = _ordered(package, list(at), dater)
+        out.append(Axis(case, variant, device, package, [point(v) for v in ordered], [point(v) for v in undated]))
     return out
 
 
@@ -254,9 +262,14 @@ def _releases_in_order(releases: frozenset[str]) -> tuple[str, ...]:
     return tuple(sorted(sorted(releases), key=_sort_key))
 
 
-def _version_of(results: list[Result], package: str) -> str | None:
+def cell_versions(results: list[Result]) -> dict[str, str]:
+    """A cell's versions from its results over world sizes: logical package -> the version the first recorded."""
+    out: dict[str, str] = {}
+    seen: list[dict[str, str]] = []
     for r in results:
+        if r.versions in seen:  # the world sizes of a cell record the same pins: named once
+            continue
+        seen.append(r.versions)
         for name, version in r.versions.items():
-            if logical_name(name) == package:
-                return version
-    return None
+            out.setdefault(logical_name(name), version)
+    return out
