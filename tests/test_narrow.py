@@ -223,3 +223,30 @@ def test_the_reproduce_command_carries_the_companions_of_its_versions(project: P
 
     assert "--with fakelib==1.2 --with torch==2.5.0 --with 'setuptools<70' python" in command("1.2")
     assert "setuptools" not in command("1.3")
+
+
+def test_the_pasted_commands_of_both_sides_use_one_world_size(project: Path) -> None:
+    """A side measured at world sizes 1 and 2 (a narrow probe) next to one measured at 1 only (a cell run): both
+    commands use world size 1, so the pasted pair differs only in the versions (torch-133415's paste mixed 1 and 2)."""
+    from harness.analysis.reproduce import upstream_comment
+    from harness.analysis.transitions import Axis, Boundary, Point
+    from harness.model.case import load_case
+    from harness.model.outcome import Outcome
+    from harness.model.result import Result
+
+    case = load_case(project / "cases" / "fakelib-1-bug" / "case.yaml")
+
+    def result(version: str, nproc: int, outcome: Outcome) -> Result:
+        return Result(case=case.id, variant="bug", nproc=nproc, device="cpu", outcome=outcome, expected=None,
+                      reason="", python="3.11.7", versions={"fakelib": version, "torch": "2.5.0"})
+
+    results = [("fakelib-1.2", result("1.2", 1, Outcome.REPRODUCED)),
+               ("probe-1.3", result("1.3", 1, Outcome.FIXED)), ("probe-1.3", result("1.3", 2, Outcome.FIXED))]
+    axis = Axis(case=case.id, variant="bug", device="cpu", package="fakelib",
+                points=[Point("1.2", "reproduced", ["fakelib-1.2"]), Point("1.3", "fixed", ["probe-1.3"])])
+    text = upstream_comment(case, axis, Boundary("fixed", "1.2", "1.3", ()), results)
+    assert text.count("--nproc_per_node=1") == 2 and "--nproc_per_node=2" not in text, text
+    # with no world size in common, each side still gets its own largest
+    results[0] = ("fakelib-1.2", result("1.2", 4, Outcome.REPRODUCED))
+    text = upstream_comment(case, axis, Boundary("fixed", "1.2", "1.3", ()), results)
+    assert "--nproc_per_node=4" in text and "--nproc_per_node=2" in text, text

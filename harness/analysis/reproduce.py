@@ -56,14 +56,19 @@ def repro_command(case: Case, result: Result, matrix: Matrix | None = None, pyth
     return shlex.join(command)
 
 
-def at(results: list[tuple[str, Result]], axis: Axis, version: str) -> Result | None:
-    """The result that put `axis` at `version` (the largest world size there)."""
+def _at_all(results: list[tuple[str, Result]], axis: Axis, version: str) -> list[Result]:
     point = next((p for p in axis.points if p.version == version), None)
     if point is None:
-        return None
-    found = [r for c, r in results if c in point.cells and (r.case, r.variant, r.device) ==
-             (axis.case, axis.variant, axis.device)]
-    return max(found, key=lambda r: r.nproc) if found else None
+        return []
+    return [r for c, r in results if c in point.cells and (r.case, r.variant, r.device) ==
+            (axis.case, axis.variant, axis.device)]
+
+
+def at(results: list[tuple[str, Result]], axis: Axis, version: str, nproc: int | None = None) -> Result | None:
+    """The result that put `axis` at `version`: at world size `nproc` when there is one, else the largest there."""
+    found = _at_all(results, axis, version)
+    same = [r for r in found if r.nproc == nproc]
+    return max(same or found, key=lambda r: r.nproc) if found else None
 
 
 def upstream_comment(case: Case, axis: Axis, boundary: Boundary, results: list[tuple[str, Result]],
@@ -71,9 +76,13 @@ def upstream_comment(case: Case, axis: Axis, boundary: Boundary, results: list[t
     """Markdown to paste into the upstream issue: the boundary with its precision, and the command for each side."""
     lines = [f"**bugmatrix**: `{case.id}` (`{axis.variant}`, {axis.device}) along `{axis.package}`: "
              f"{boundary.text()}."]
+    # both sides at one world size (the largest run on both), so the two commands differ only in the versions
+    shared = ({r.nproc for r in _at_all(results, axis, boundary.before)}
+              & {r.nproc for r in _at_all(results, axis, boundary.after)})
+    nproc = max(shared) if shared else None
     for label, version in (("still reproduces" if boundary.kind == "fixed" else "works", boundary.before),
                            ("fixed" if boundary.kind == "fixed" else "reproduces again", boundary.after)):
-        result = at(results, axis, version)
+        result = at(results, axis, version, nproc)
         if result is not None:
             lines += ["", f"{axis.package} {version} ({label}: `{result.outcome.value}`):", "```",
                       repro_command(case, result, matrix), "```"]
