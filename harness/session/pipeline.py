@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Protocol
 from harness.launch.execute import device_missing, execute_repeated, infra_result, skip_result
 from harness.launch.expectations import expected_for
 from harness.launch.interpreter import Environment
+from harness.launch.torchrun import LaunchAborted
 from harness.model.cell import Cell
 from harness.model.job import SETTLED, Job, fingerprint, local_pins, run_digest
 from harness.model.result import Result
@@ -182,8 +183,13 @@ class MatrixEnvironments:
             self._ahead.put(upcoming_cell)
 
     def _build_loop(self) -> None:
-        while (cell := self._ahead.get()) is not None:
-            self.cells.build_ahead(cell)
+        """Build the queued cells; an interrupted run (Ctrl-C kills the install in progress: LaunchAborted) ends the
+        loop quietly, as the main thread reports the interruption (it escaped as a thread traceback before)."""
+        try:
+            while (cell := self._ahead.get()) is not None:
+                self.cells.build_ahead(cell)
+        except LaunchAborted:
+            return
 
 
 def execution_order(jobs: list[Job]) -> list[int]:
