@@ -183,7 +183,7 @@ def test_the_projects_matrix_yaml(monkeypatch: pytest.MonkeyPatch, pypi_today: s
         f"torchrec-{v}" for v in PYPI_2026_11_23["torchrec"][1:]]
     assert [n for n in names if n.startswith("lightning-") and not n.endswith("-cuda") and "-torch-" not in n] == [
         f"lightning-{v}" for v in ("2.0.9.post0", "2.1.4", "2.2.5", "2.3.3", "2.4.0", "2.5.6", "2.6.6",
-                                   "2.5.0", "2.5.1", "2.6.0")]  # the rule's, then the written bracketing releases
+                                   "2.5.0", "2.5.1", "2.6.0", "2.6.1")]  # the rule's, then the written brackets
     assert [n for n in names if n.startswith("litgpt-") and "." in n.rsplit("-", 1)[1][:3]][-6:] == [
         "litgpt-0.3.1", "litgpt-0.4.13", "litgpt-0.5.13",  # the rule's
         "litgpt-0.5.4", "litgpt-0.5.5", "litgpt-0.5.12"]  # the written bracketing releases

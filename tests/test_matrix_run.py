@@ -13,6 +13,7 @@ from harness.analysis.compare import compare
 from harness.analysis.precision import between_on_index
 from harness.cli import main
 from harness.launch.interpreter import cuda_available
+from harness.launch.torchrun import LaunchAborted
 from harness.matrix.cellenvs import CellEnvironments
 from harness.matrix.envcache import EnvCache
 from harness.matrix.expand import Matrix, load_matrix
@@ -33,6 +34,18 @@ pytest_plugins = ["pytester"]
 
 # fakelib's bug: present in 1.0-1.2, fixed in 1.3 and 1.4, back in 1.5.
 BUGGY = {"1.0": True, "1.1": True, "1.2": True, "1.3": False, "1.4": False, "1.5": True}
+def test_an_interrupted_build_ahead_ends_its_thread_quietly():
+    """Ctrl-C during a build-ahead install raises LaunchAborted in the builder thread; the loop ends without a
+    thread traceback (seen when a `run --all-cells` was interrupted while the next cell installed)."""
+    class Interrupted:
+        def build_ahead(self, cell: object) -> None:
+            raise LaunchAborted("the run was interrupted")
+
+    envs = MatrixEnvironments(Interrupted())  # type: ignore[arg-type]
+    envs._ahead.put(object())  # type: ignore[arg-type]
+    envs._build_loop()  # returns; before the fix LaunchAborted escaped
+
+
 def run_cells(jobs: list[Job], matrix: Matrix, cache: EnvCache, cores: int = 1) -> list[tuple[str, Result]]:
     """The jobs through the session pipeline in their cells' environments; (cell, result) in job order."""
     results = Session(MatrixEnvironments(CellEnvironments(matrix, cache))).run(jobs, cores=cores)
