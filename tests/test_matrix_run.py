@@ -34,16 +34,6 @@ pytest_plugins = ["pytester"]
 
 # fakelib's bug: present in 1.0-1.2, fixed in 1.3 and 1.4, back in 1.5.
 BUGGY = {"1.0": True, "1.1": True, "1.2": True, "1.3": False, "1.4": False, "1.5": True}
-def test_an_interrupted_build_ahead_ends_its_thread_quietly():
-    """Ctrl-C during a build-ahead install raises LaunchAborted in the builder thread; the loop ends without a
-    thread traceback (seen when a `run --all-cells` was interrupted while the next cell installed)."""
-    class Interrupted:
-        def build_ahead(self, cell: object) -> None:
-            raise LaunchAborted("the run was interrupted")
-
-    envs = MatrixEnvironments(Interrupted())  # type: ignore[arg-type]
-    envs._ahead.put(object())  # type: ignore[arg-type]
-    envs._build_loop()  # returns; before the fix LaunchAborted escaped
 
 
 def run_cells(jobs: list[Job], matrix: Matrix, cache: EnvCache, cores: int = 1) -> list[tuple[str, Result]]:
@@ -308,3 +298,15 @@ def test_the_next_cells_environments_are_built_while_the_current_cell_runs(tmp_p
              for env in cache.list()}
     first_done = results[0].started_at + results[0].duration_s
     assert built["fakelib-1.1"] < first_done and built["fakelib-1.2"] < first_done, (built, first_done)
+
+
+def test_an_interrupted_build_ahead_ends_its_thread_quietly() -> None:
+    """Ctrl-C during a build-ahead install raises LaunchAborted in the builder thread; the loop ends without a
+    thread traceback (seen when a `run --all-cells` was interrupted while the next cell installed)."""
+    class Interrupted:
+        def build_ahead(self, cell: object) -> None:
+            raise LaunchAborted("the run was interrupted")
+
+    envs = MatrixEnvironments(Interrupted())  # type: ignore[arg-type]
+    envs._ahead.put(object())  # type: ignore[arg-type]
+    envs._build_loop()  # returns; before the fix LaunchAborted escaped

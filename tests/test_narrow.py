@@ -228,7 +228,7 @@ def test_the_reproduce_command_carries_the_companions_of_its_versions(project: P
 def test_the_pasted_commands_of_both_sides_use_one_world_size(project: Path) -> None:
     """A side measured at world sizes 1 and 2 (a narrow probe) next to one measured at 1 only (a cell run): both
     commands use world size 1, so the pasted pair differs only in the versions (torch-133415's paste mixed 1 and 2)."""
-    from harness.analysis.reproduce import upstream_comment
+    from harness.analysis.reproduce import sides, upstream_comment
     from harness.analysis.transitions import Axis, Boundary, Point
     from harness.model.case import load_case
     from harness.model.outcome import Outcome
@@ -246,6 +246,8 @@ def test_the_pasted_commands_of_both_sides_use_one_world_size(project: Path) -> 
                 points=[Point("1.2", "reproduced", ["fakelib-1.2"]), Point("1.3", "fixed", ["probe-1.3"])])
     text = upstream_comment(case, axis, Boundary("fixed", "1.2", "1.3", ()), results)
     assert text.count("--nproc_per_node=1") == 2 and "--nproc_per_node=2" not in text, text
+    # `report`'s commands for each side come from the same choice
+    assert [r.nproc for r in sides(results, axis, Boundary("fixed", "1.2", "1.3", ())) if r] == [1, 1]
     # with no world size in common, each side still gets its own largest
     results[0] = ("fakelib-1.2", result("1.2", 4, Outcome.REPRODUCED))
     text = upstream_comment(case, axis, Boundary("fixed", "1.2", "1.3", ()), results)

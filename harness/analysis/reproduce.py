@@ -64,11 +64,23 @@ def _at_all(results: list[tuple[str, Result]], axis: Axis, version: str) -> list
             (axis.case, axis.variant, axis.device)]
 
 
-def at(results: list[tuple[str, Result]], axis: Axis, version: str, nproc: int | None = None) -> Result | None:
-    """The result that put `axis` at `version`: at world size `nproc` when there is one, else the largest there."""
-    found = _at_all(results, axis, version)
+def _largest(found: list[Result], nproc: int | None = None) -> Result | None:
     same = [r for r in found if r.nproc == nproc]
     return max(same or found, key=lambda r: r.nproc) if found else None
+
+
+def at(results: list[tuple[str, Result]], axis: Axis, version: str) -> Result | None:
+    """The result that put `axis` at `version` (the largest world size there)."""
+    return _largest(_at_all(results, axis, version))
+
+
+def sides(results: list[tuple[str, Result]], axis: Axis, boundary: Boundary) -> tuple[Result | None, Result | None]:
+    """The results that put `axis` at each side of `boundary` (before, after), at one world size: the largest run on
+    both sides, so that their commands differ only in the versions (each side's largest when they share none)."""
+    before, after = _at_all(results, axis, boundary.before), _at_all(results, axis, boundary.after)
+    shared = {r.nproc for r in before} & {r.nproc for r in after}
+    nproc = max(shared) if shared else None
+    return _largest(before, nproc), _largest(after, nproc)
 
 
 def upstream_comment(case: Case, axis: Axis, boundary: Boundary, results: list[tuple[str, Result]],
@@ -76,13 +88,9 @@ def upstream_comment(case: Case, axis: Axis, boundary: Boundary, results: list[t
     """Markdown to paste into the upstream issue: the boundary with its precision, and the command for each side."""
     lines = [f"**bugmatrix**: `{case.id}` (`{axis.variant}`, {axis.device}) along `{axis.package}`: "
              f"{boundary.text()}."]
-    # both sides at one world size (the largest run on both), so the two commands differ only in the versions
-    shared = ({r.nproc for r in _at_all(results, axis, boundary.before)}
-              & {r.nproc for r in _at_all(results, axis, boundary.after)})
-    nproc = max(shared) if shared else None
-    for label, version in (("still reproduces" if boundary.kind == "fixed" else "works", boundary.before),
-                           ("fixed" if boundary.kind == "fixed" else "reproduces again", boundary.after)):
-        result = at(results, axis, version, nproc)
+    labels = ("still reproduces", "fixed") if boundary.kind == "fixed" else ("works", "reproduces again")
+    for label, version, result in zip(labels, (boundary.before, boundary.after), sides(results, axis, boundary),
+                                      strict=True):
         if result is not None:
             lines += ["", f"{axis.package} {version} ({label}: `{result.outcome.value}`):", "```",
                       repro_command(case, result, matrix), "```"]

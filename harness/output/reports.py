@@ -304,15 +304,15 @@ def to_json(report: MatrixReport) -> str:
 
 
 def _commands(report: MatrixReport, axis: Axis, boundary: Boundary) -> dict[str, str]:
-    """The command that reproduces the verdict on each side of `boundary` (when the case is known)."""
-    from harness.analysis.reproduce import at, repro_command
+    """The command that reproduces the verdict on each side of `boundary` (when the case is known), both at one world
+    size (`sides`)."""
+    from harness.analysis.reproduce import repro_command, sides
 
     case = report.cases.get(axis.case)
     if case is None:
         return {}
-    sides = {"before": boundary.before, "after": boundary.after}
-    found = {side: at(report.results, axis, version) for side, version in sides.items()}
-    return {side: repro_command(case, r, report.matrix) for side, r in found.items() if r is not None}
+    found = zip(("before", "after"), sides(report.results, axis, boundary), strict=True)
+    return {side: repro_command(case, r, report.matrix) for side, r in found if r is not None}
 
 
 __all__ = ["STYLE", "MatrixReport", "build_report", "to_cases_markdown", "to_html", "to_json", "to_markdown",
