@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -276,3 +277,48 @@ def test_the_record_reads_the_same_offline() -> None:
     from harness.output.pages import generated_tables
 
     assert offline.stdout == generated_tables(ROOT / "record", ROOT / "cases", ROOT / "matrix.yaml")["cases-table"]
+
+
+def test_an_infra_result_never_shadows_a_standing_verdict_of_the_same_digest_in_any_reader(
+        tmp_path: Path, case: Case) -> None:
+    # run 1 measured the bug; run 2 could not build the environment (infra, same script); run 3 reused run 1's result
+    # without saving it again (resume). Every reader must still answer run 1's verdict, and a store an older
+    # bugmatrix rebuilt must too. A newer *error* (the script ran and failed) is a measurement: it still wins.
+    store = ResultStore(tmp_path / "s.db")
+    first = store.begin_run("bugmatrix run", MACHINE, run_id="20261125T000000-h-aaaaaa")
+    store.save(first, _result(case, "2.0.1", Outcome.REPRODUCED, 1000.0), "torch-2.0.1")
+    store.save(first, _result(case, "2.1.2", Outcome.FIXED, 1000.0), "torch-2.1.2")
+    second = store.begin_run("bugmatrix run", MACHINE, run_id="20261126T000000-h-bbbbbb")
+    infra = _result(case, "2.0.1", Outcome.INFRA, 2000.0).model_copy(
+        update={"reason": "environment: could not build", "launched": False, "fingerprint": ""})
+    store.save(second, infra, "torch-2.0.1")
+    error = _result(case, "2.1.2", Outcome.ERROR, 2000.0).model_copy(update={"reason": "rank 0 raised KeyError"})
+    store.save(second, error, "torch-2.1.2")
+    expected = {"torch-2.0.1": Outcome.REPRODUCED, "torch-2.1.2": Outcome.ERROR}
+    assert {cell: r.outcome for cell, r in store.latest()} == expected
+    db = sqlite3.connect(store.path)  # an older bugmatrix wrote last: `latest` is rebuilt when opened
+    db.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+    db.execute("DELETE FROM latest")
+    db.commit()
+    db.close()
+    assert {cell: r.outcome for cell, r in ResultStore(store.path).latest()} == expected
+    record = Record()
+    fold_store(record, store, [case])
+    write(tmp_path / "rec", record)
+    # the error replaced the verdict of its fingerprint (a newer measurement); the infra row is kept beside it
+    assert sorted(row["outcome"] for row in load(tmp_path / "rec").rows) == ["error", "infra", "reproduced"]
+    same = infra.model_copy(update={"fingerprint": "fp-2.0.1-bug", "started_at": 2500.0})  # an infra at the same key
+    store.save(store.begin_run("bugmatrix run", MACHINE, run_id="20261126T010000-h-eeeeee"), same, "torch-2.0.1")
+    assert fold_store(record, store, [case]) == (0, 0)  # measured nothing: it never replaces the verdict's row
+    write(tmp_path / "rec", record)
+    record_only = open_reader(tmp_path / "absent.db", False, [case], tmp_path / "rec")
+    assert {cell: r.outcome for cell, r in record_only.latest()} == expected
+    local = ResultStore(tmp_path / "local.db")  # the infra row only in the local layer, the verdict in the record
+    third = local.begin_run("bugmatrix run", MACHINE, run_id="20261127T000000-h-cccccc")
+    local.save(third, infra.model_copy(update={"started_at": 3000.0}), "torch-2.0.1")
+    layered = open_reader(local.path, True, [case], tmp_path / "rec")
+    assert {cell: r.outcome for cell, r in layered.latest()} == expected
+    other = infra.model_copy(update={"started_at": 4000.0, "digest": ""})  # no digest: nothing says it is the same
+    local.save(local.begin_run("bugmatrix run", MACHINE, run_id="20261127T010000-h-dddddd"), other, "torch-2.0.1")
+    assert {cell: r.outcome for cell, r in layered.latest()}["torch-2.0.1"] is Outcome.INFRA
+    assert {cell: r.outcome for cell, r in local.latest()}["torch-2.0.1"] is Outcome.INFRA

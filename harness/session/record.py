@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from harness.model.cell import COMPAT_PREFIX
+from harness.model.job import SETTLED
 from harness.model.outcome import Outcome
 from harness.model.result import Result, trusted
 from harness.session.basics import default_record
@@ -55,6 +56,7 @@ DEFAULT_RECORD = default_record()
 EXCERPT_LINE = 300  # characters kept of one deciding line
 EXCERPT_LINES = 4
 NON_VERDICTS = (Outcome.ERROR, Outcome.TIMEOUT, Outcome.INFRA)
+_SETTLED_VALUES = {o.value for o in SETTLED}
 _KEY = ("case", "variant", "nproc", "device", "cell", "fingerprint")
 _ROW_FIELDS = {
     "case": str, "variant": str, "nproc": int, "device": str, "cell": str, "outcome": str, "reason": str,
@@ -346,7 +348,8 @@ def write(root: Path, record: Record) -> list[str]:
 def fold(record: Record, rows: Iterable[dict], runs: dict[str, dict], machines: dict[str, dict]) -> tuple[int, int]:
     """Fold new rows (with the runs and machines they cite) into `record`, in place; return (added, replaced).
     Idempotent: a row whose key is recorded with the same outcome and tallies is left exactly as it was; a newer
-    result of a recorded key replaces it; an older one is ignored."""
+    result of a recorded key replaces it; an older one is ignored; an `infra` row (nothing measured) never replaces
+    a settled one, as it never shadows one in `latest()`."""
     index = {key(row): i for i, row in enumerate(record.rows)}
     added = replaced = 0
     for row in rows:
@@ -359,6 +362,8 @@ def fold(record: Record, rows: Iterable[dict], runs: dict[str, dict], machines: 
             old = record.rows[at]
             if (old["outcome"], old["tallies"]) == (row["outcome"], row["tallies"]):
                 continue  # confirmed: the row keeps its first measurement
+            if row["outcome"] == Outcome.INFRA.value and old["outcome"] in _SETTLED_VALUES:
+                continue
             if (row["date"], row["run"]) > (old["date"], old["run"]):
                 record.rows[at] = row
                 replaced += 1
@@ -419,12 +424,21 @@ def _kept(cell: str, compat: bool) -> bool:
     return cell.startswith(COMPAT_PREFIX) == compat
 
 
-def _newest(items: Iterable[T], identity: Callable[[T], tuple], moment: Callable[[T], tuple]) -> list[T]:
+def _newest(items: Iterable[T], identity: Callable[[T], tuple], moment: Callable[[T], tuple],
+            measured: Callable[[T], tuple[str, str]]) -> list[T]:
     """The newest item of each identity (case, variant, nproc, device, cell) by `moment` (when it started, then
-    the run id: a tie goes to the greater run id), in identity order, as `ResultStore.latest` defines it."""
+    the run id: a tie goes to the greater run id), in identity order, as `ResultStore.latest` defines it: an
+    `infra` item never shadows a settled item of its identity that measured the same digest. `measured` gives an
+    item's (outcome, digest)."""
+    items = list(items)
+    standing = {(identity(item), digest) for item in items
+                for outcome, digest in [measured(item)] if digest and outcome in _SETTLED_VALUES}
     best: dict[tuple, T] = {}
     for item in items:
         k = identity(item)
+        outcome, digest = measured(item)
+        if outcome == Outcome.INFRA.value and (k, digest) in standing:
+            continue
         if k not in best or moment(item) > moment(best[k]):
             best[k] = item
     return [best[k] for k in sorted(best)]
@@ -436,6 +450,10 @@ def _entry_identity(e: tuple[str, str, Result]) -> tuple:
 
 def _entry_moment(e: tuple[str, str, Result]) -> tuple:
     return (e[2].started_at, e[0])
+
+
+def _entry_measured(e: tuple[str, str, Result]) -> tuple[str, str]:
+    return (e[2].outcome.value, e[2].digest)
 
 
 class RecordStore(ResultStore):
@@ -494,7 +512,7 @@ class RecordStore(ResultStore):
     def latest(self, run_id: str | None = None, compat: bool = False) -> list[tuple[str, Result]]:
         newest = _newest(self._chosen(run_id, compat),  # rows, so that only the newest become Results
                          lambda row: (row["case"], row["variant"], row["nproc"], row["device"], row["cell"]),
-                         lambda row: (row["date"], row["run"]))
+                         lambda row: (row["date"], row["run"]), lambda row: (row["outcome"], row["digest"]))
         with gc_paused():
             return [(row["cell"], self._result(row)) for row in newest]
 
@@ -548,7 +566,7 @@ class LayeredStore(ResultStore):
         return sorted(judged, key=lambda e: (e[0], e[2].case, e[2].variant, e[1], e[2].device, e[2].nproc))
 
     def latest(self, run_id: str | None = None, compat: bool = False) -> list[tuple[str, Result]]:
-        newest = _newest(self._entries(run_id, compat), _entry_identity, _entry_moment)
+        newest = _newest(self._entries(run_id, compat), _entry_identity, _entry_moment, _entry_measured)
         return [(cell, self.judge(r)) for _, cell, r in newest]  # only what is returned is judged
 
     def standing(self, cell: str, fingerprint: str, outcomes: tuple[Outcome, ...]) -> Result | None:

@@ -16,11 +16,14 @@ Contract:
 - `standing(cell, fingerprint, outcomes)` finds the newest result with that fingerprint (see `harness/model/job.py`)
   among those outcomes, from any run: what a resumed run reuses instead of launching again.
 - `latest()` is the newest result of each key (case, variant, nproc, device, cell) over all runs: the greatest
-  `started_at`, a tie going to the greater `run_id`. It reads a small `latest` table (key -> the run holding that
-  newest result), kept in the same transaction as every `save` and `merge`, so it costs the number of keys, not the
-  number of results ever stored; `latest(run_id)` and `results(run_id)` read one run through its index, and
-  `runs(with_results=True)` asks the same index, so `report` and `compare` stay fast as the store grows by a nightly
-  every night.
+  `started_at`, a tie going to the greater `run_id` -- except that an `infra` result (nothing was measured: the
+  environment could not be made) never shadows a settled result of its key that measured the same digest (script and
+  settings): that measurement still stands. A resumed run reuses it without saving it again, so without this rule one
+  failed build would turn a standing verdict into "could not say" for good. It reads a small `latest` table (key ->
+  the run holding that newest result), kept in the same transaction as every `save` and `merge`, so it costs the
+  number of keys, not the number of results ever stored; `latest(run_id)` and `results(run_id)` read one run through
+  its index, and `runs(with_results=True)` asks the same index, so `report` and `compare` stay fast as the store grows
+  by a nightly every night.
 - Compatibility probes (`bugmatrix compat`) are recorded like every result, in cells named `compat-...`
   (`COMPAT_PREFIX`); `latest`, `results` and `runs(with_results=True)` leave them out unless asked for them
   (`compat=True`: only them), so report, compare, narrow, expect and the nightly's verdict never mix the two.
@@ -48,12 +51,12 @@ from pathlib import Path
 from typing import Protocol
 
 from harness.model.cell import COMPAT_PREFIX
-from harness.model.job import LOCAL_CELL
+from harness.model.job import LOCAL_CELL, SETTLED
 from harness.model.outcome import Outcome, RankStatus
 from harness.model.result import Result
 from harness.session.basics import DEFAULT_DB
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -109,11 +112,18 @@ _ADDED_COLUMNS = {  # schema version 2: column -> definition, added to stores wr
 _NEWEST_INDEX = ("CREATE INDEX IF NOT EXISTS results_newest "
                  "ON results (case_id, variant, nproc, device, cell, started_at, run_id)")
 _KEY_COLUMNS = ("case_id", "variant", "nproc", "device", "cell")
+_SETTLED_SQL = ", ".join(f"'{o.value}'" for o in SETTLED)
+# 1 for an `infra` row that a settled row of its key and digest outranks (`latest()`'s rule), else 0: sorted first
+_SHADOWED = (
+    f"(r.outcome = '{Outcome.INFRA.value}' AND r.digest != '' AND EXISTS (SELECT 1 FROM results AS v WHERE "
+    + " AND ".join(f"v.{c} = r.{c}" for c in ("case_id", "variant", "nproc", "device", "cell", "digest"))
+    + f" AND v.outcome IN ({_SETTLED_SQL})))"
+)
 # point one key's `latest` row at its newest result (after that key's results changed)
 _REFRESH_LATEST = (
-    "INSERT OR REPLACE INTO latest SELECT case_id, variant, nproc, device, cell, run_id, started_at FROM results "
+    "INSERT OR REPLACE INTO latest SELECT case_id, variant, nproc, device, cell, run_id, started_at FROM results AS r "
     "WHERE case_id = ? AND variant = ? AND nproc = ? AND device = ? AND cell = ? "
-    "ORDER BY started_at DESC, run_id DESC LIMIT 1"
+    f"ORDER BY {_SHADOWED}, started_at DESC, run_id DESC LIMIT 1"
 )
 _RESULT_COLUMNS = (
     "run_id", "case_id", "variant", "nproc", "device", "cell", "outcome", "expected", "reason", "versions",
@@ -436,13 +446,14 @@ def _upgrade(db: sqlite3.Connection) -> None:
 
 def _rebuild_latest(db: sqlite3.Connection) -> None:
     """Fill `latest` from every result (inside the caller's transaction): each key's newest, as `latest()` defines
-    it. Reads only the `results_newest` index, never the rows."""
+    it. Reads the `results_newest` index, and the rows of `infra` results only."""
     keys = ", ".join(_KEY_COLUMNS)
     db.execute("DELETE FROM latest")
     db.execute(
         f"INSERT INTO latest SELECT {keys}, run_id, started_at FROM ("
         f"SELECT {keys}, run_id, started_at, ROW_NUMBER() OVER "
-        f"(PARTITION BY {keys} ORDER BY started_at DESC, run_id DESC) AS n FROM results INDEXED BY results_newest"
+        f"(PARTITION BY {keys} ORDER BY {_SHADOWED}, started_at DESC, run_id DESC) AS n "
+        "FROM results AS r INDEXED BY results_newest"
         ") WHERE n = 1"
     )
 
