@@ -190,9 +190,32 @@ def test_each_precision_word_and_the_coupling(world: dict) -> None:
     assert ("torchrec-3-never", "bug") not in a  # the case does not run on cuda
 
 
-def test_a_case_whose_packages_are_missing_is_not_applicable(world: dict) -> None:
-    a = _answers(world, ["lightning==2.3.3"])  # no torch: nothing applies
-    assert a == {}
+def test_a_case_whose_primary_package_is_missing_is_not_applicable(world: dict) -> None:
+    a = _answers(world, ["torchrec==1.0.0"])  # torch-2-simple's only package is not pinned: no answer for it
+    assert not any(case == "torch-2-simple" for case, _ in a)
+
+
+def test_an_unpinned_package_that_decides_nothing_qualifies_the_precision_one_that_decides_is_asked_for(
+        world: dict, capsys: pytest.CaptureFixture) -> None:
+    # torchrec alone: the record measured the bug reproduced at every torch and fbgemm it ran with, and the rules
+    # name neither, so the answer stands, saying what it was measured with
+    a = _answers(world, ["torchrec==1.0.0"])
+    never = a[("torchrec-3-never", "bug")]
+    assert never.affected and never.basis == "exact" and "measured with" in never.precision
+    assert "torch 2.5.0" in never.precision
+    # lightning alone: the coupling's bug is decided by torch (its rules name it, the record has a boundary
+    # along it): not answered, and torch is named as the pin that would answer it
+    a = _answers(world, ["lightning==2.3.3"])
+    assert ("lightning-1-coupling", "bug") not in a
+    assert a[("lightning-1-coupling", "workaround-env")].status == "fixed"  # measured fixed whatever torch was
+    assert main(_cli(world, "lightning==2.3.3", "--json")) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["affected"] == []
+    [torch] = payload["not_covered"]
+    assert torch["package"] == "torch" and "lightning-1-coupling" in torch["why"]
+    assert main(_cli(world, "lightning==2.3.3", "torch==2.6.0", "--json")) == 1  # pinned: answered, affected
+    payload = json.loads(capsys.readouterr().out)
+    assert [x["case"] for x in payload["affected"]] == ["lightning-1-coupling"] and payload["not_covered"] == []
 
 
 # ------------------------------------------------------------------------------------------------------ the CLI

@@ -9,7 +9,11 @@ precision said.
 How an answer is found, per case x bug variant on the device (the workaround variants are answered the same way and
 reported as the workarounds that are measured fixed there):
 
-- Not applicable: a package the case needs is not in the environment (or the case does not run on the device).
+- Not applicable: the case's primary package is not in the environment (or the case does not run on the device).
+- Not answered, for want of a pin: the primary package is pinned but another package the case needs is not, and
+  that package decides (the rules name it, or the record measured a boundary along it): `unpinned` lists it as not
+  covered, naming the cases it would answer. An unpinned package that decides nothing only qualifies the precision
+  ("measured with torch 2.9.1"): `litgpt==0.5.12` alone is answered for the litgpt cases.
 - The *deciding* packages are those the variant's `expect` rules name, and those along which the record measured a
   boundary (a change of outcome) when they are the case's primary package or named by the rules; with neither, the
   primary package. A coupling (rules naming lightning AND torch) is answered on both at once. A package nothing
@@ -415,24 +419,55 @@ class Auditor:
         return repro_command(case, job)
 
 
+def _applies(case: Case, target: Target, device: str, skipped: set[str]) -> bool:
+    if case.id in skipped or any(i and case.id.startswith(i) for i in skipped):
+        return False
+    return device in case.spec.devices and logical_name(primary_package(case.spec.packages)) in target.pins
+
+
+def _undecided(auditor: Auditor, case: Case, variant: str, target: Target, device: str) -> list[str]:
+    """The case's packages that are not pinned and that decide `variant`'s outcome (rules or a measured
+    boundary along them)."""
+    missing = {logical_name(p) for p in case.spec.packages} - set(target.pins)
+    if not missing:
+        return []
+    rules = _rule_packages(case.spec.variants[variant], device)
+    primary = logical_name(primary_package(case.spec.packages))
+    deciding = rules | auditor.boundary_packages(case.id, variant, device, rules | missing | {primary})
+    return sorted(deciding & missing)
+
+
 def audit(results: list[tuple[str, Result]], cases: list[Case], target: Target, device: str = "cpu",
           ignore: Iterable[str] = (), auditor: Auditor | None = None) -> list[Answer]:
     """Every applicable case x variant's answer at the target's pins on `device` (bug variants and workarounds;
-    see `Answer.affected`). A case whose packages are not all pinned, or that does not run on `device`, is not
-    applicable and has no answer."""
+    see `Answer.affected`). A case whose primary package is not pinned, or that does not run on `device`, is not
+    applicable; a variant that an unpinned package decides has no answer (`unpinned` names it)."""
     auditor = auditor or Auditor(results, cases)
     skipped = set(ignore)
     out = []
     for case in sorted(cases, key=lambda c: c.id):
-        if case.id in skipped or any(i and case.id.startswith(i) for i in skipped):
-            continue
-        if device not in case.spec.devices:
-            continue
-        if any(logical_name(p) not in target.pins for p in case.spec.packages):
+        if not _applies(case, target, device, skipped):
             continue
         for variant in case.spec.variants:
-            out.append(auditor.answer(case, variant, target, device))
+            if not _undecided(auditor, case, variant, target, device):
+                out.append(auditor.answer(case, variant, target, device))
     return out
+
+
+def unpinned(results: list[tuple[str, Result]], cases: list[Case], target: Target, device: str = "cpu",
+             ignore: Iterable[str] = (), auditor: Auditor | None = None) -> list[Uncovered]:
+    """Each package the environment does not pin that decides a case `audit` could otherwise answer (its primary
+    package is pinned), with the cases it would answer: what to pin for a complete answer."""
+    auditor = auditor or Auditor(results, cases)
+    skipped = set(ignore)
+    wanted: dict[str, set[str]] = defaultdict(set)
+    for case in cases:
+        if _applies(case, target, device, skipped):
+            for variant in case.spec.variants:
+                for package in _undecided(auditor, case, variant, target, device):
+                    wanted[package].add(case.id)
+    return [Uncovered(package, "", f"not pinned, and it decides {', '.join(sorted(ids))} (pin it to answer them)")
+            for package, ids in sorted(wanted.items())]
 
 
 def affected(answers: Iterable[Answer]) -> list[Answer]:

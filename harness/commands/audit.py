@@ -103,6 +103,7 @@ def _audit(args: argparse.Namespace) -> int:
     if not upgrade:
         target = _read(args, known)
         answers = audit.audit(results, cases, target, args.device, args.ignore, auditor)
+        target.not_covered += audit.unpinned(results, cases, target, args.device, args.ignore, auditor)
         hits = audit.affected(answers)
         if fmt == "json":
             print(view.to_json(hits, target.not_covered))
