@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 REGION = re.compile(r"(<!-- (?P<name>[a-z][a-z-]*):[^>]*-->\n)(?P<body>.*?)(<!-- /(?P=name) -->)", re.DOTALL)
-RECORD_REGIONS = ("cases-table", "compat-tables")
+RECORD_REGIONS = ("cases-table", "compat-tables", "intake-table")
 CODE_REGIONS = ("layout-table", "cli-reference", "commands-table")
 CLI_PAGE = "reference/cli.md"  # under docs/: where the README's command table links
 
@@ -37,14 +37,19 @@ def regions_in(text: str) -> list[str]:
 
 
 def generated_tables(record_root: Path, cases_dir: Path, matrix_path: Path) -> dict[str, str]:
-    """The regions the record generates: `cases-table` (`report --format cases`) and `compat-tables`
-    (`compat --no-probe --format markdown`), from the record alone (never a local store)."""
+    """The regions the record generates: `cases-table` (`report --format cases`), `compat-tables`
+    (`compat --no-probe --format markdown`) and `intake-table` (`intake_markdown`), from the record alone (never a
+    local store)."""
     from harness.analysis import compat
+    from harness.analysis.intake import intakes
+    from harness.analysis.precision import between_on_index
     from harness.matrix.expand import load_matrix
+    from harness.matrix.resolve import dater
     from harness.model.case import discover
     from harness.output import compat as view
     from harness.output import reports
     from harness.session.readers import open_reader
+    from harness.session.record import current_digests, from_row, load
 
     cases = discover(cases_dir)[0]
     store = open_reader(None, False, cases, record_root)
@@ -54,7 +59,11 @@ def generated_tables(record_root: Path, cases_dir: Path, matrix_path: Path) -> d
     if not grid.strip():  # say so, rather than leave a page's "printed this:" followed by nothing
         grid = ("*The record holds no compatibility probe yet (its compat.jsonl is empty or absent): "
                 "`bugmatrix record fold` of a store that `bugmatrix compat` filled brings them here.*\n")
-    return {"cases-table": reports.to_cases_markdown(report), "compat-tables": grid}
+    every = [from_row(row) for row in load(record_root).rows]  # superseded rows too: a draft is one
+    between = between_on_index(matrix, {c.id: c for c in cases}) if matrix is not None else None
+    rows = intakes(every, cases, current_digests(cases), between, dater(matrix) if matrix is not None else None)
+    return {"cases-table": reports.to_cases_markdown(report), "compat-tables": grid,
+            "intake-table": reports.intake_markdown(rows)}
 
 
 def code_tables(parser: argparse.ArgumentParser, package: Path) -> dict[str, str]:

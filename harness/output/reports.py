@@ -12,6 +12,7 @@ from typing import Any
 from rich.table import Table
 
 from harness.analysis.compare import Change
+from harness.analysis.intake import Intake, median_wall
 from harness.analysis.transitions import Axis, Between, Boundary, Dater, axes, cell_status, span
 from harness.matrix.expand import Matrix
 from harness.matrix.resolve import dater
@@ -332,3 +333,23 @@ def report_for(results: list[tuple[str, Result]], cases_dir: Path, cell_order: l
                           probes)
     report.cases, report.matrix = {c.id: c for c in cases}, matrix
     return report
+
+
+def intake_markdown(rows: list[Intake]) -> str:
+    """The intake table (`harness/analysis/intake.py`): each case whose draft the results hold, its wall time and
+    launches to its first adjacent boundary, then the median; how many cases have no recorded draft."""
+    def wall(seconds: float) -> str:
+        minutes = round(seconds / 60)
+        return f"{minutes // 60} h {minutes % 60:02d} min" if minutes >= 60 else f"{minutes} min"
+
+    measured = [r for r in rows if r.drafted is not None]
+    lines = ["| case | draft to first adjacent boundary | launches | the boundary |", "|---|---|---|---|"]
+    for r in measured:
+        took = wall(r.wall_s) if r.wall_s is not None else "not reached yet"
+        lines.append(f"| `{r.case}` | {took} | {r.launches} | {r.boundary or '—'} |")
+    median = median_wall(rows)
+    reached = sum(r.wall_s is not None for r in measured)
+    lines += ["", f"**Median: {wall(median) if median is not None else 'not measured'}** over the {reached} "
+              f"case(s) whose draft and first adjacent boundary the record holds; {len(rows) - len(measured)} "
+              "case(s) were written before drafts were recorded (not measured)."]
+    return "\n".join(lines) + "\n"
