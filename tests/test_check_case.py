@@ -247,5 +247,12 @@ def test_check_case_command_names_each_problem_and_exits_by_them(
     assert [x for x in lines if "torch-4-invalid" in x] and all("torch-1-good" not in x for x in lines)
     assert main(["check-case", "nosuchcase", "--cases-dir", str(cases)]) == 2
     assert "nosuchcase: no case folder" in capsys.readouterr().err
+    # a case folder by its path (what a shell completes), wherever --cases-dir points
+    assert main(["check-case", str(cases / "torch-3-bad"), "--cases-dir", str(tmp_path / "elsewhere")]) == 2
+    capsys.readouterr()
+    (tmp_path / "elsewhere").mkdir()
+    assert main(["check-case", str(cases / "torch-3-bad"), "--cases-dir", str(tmp_path / "elsewhere")]) == 1
+    assert all(x.startswith(f"{cases}/torch-3-bad/") for x in capsys.readouterr().out.splitlines())
+    assert main(["check-case", f"{cases}/torch-1-good/", "--cases-dir", str(cases)]) == 0
     (tmp_path / "empty").mkdir()
     assert main(["check-case", "--cases-dir", str(tmp_path / "empty")]) == 5

@@ -322,3 +322,17 @@ def test_an_infra_result_never_shadows_a_standing_verdict_of_the_same_digest_in_
     local.save(local.begin_run("bugmatrix run", MACHINE, run_id="20261127T010000-h-dddddd"), other, "torch-2.0.1")
     assert {cell: r.outcome for cell, r in layered.latest()}["torch-2.0.1"] is Outcome.INFRA
     assert {cell: r.outcome for cell, r in local.latest()}["torch-2.0.1"] is Outcome.INFRA
+
+
+def test_a_gpu_machines_store_folds_under_its_cell_with_the_torch_build_pinned(tmp_path: Path, case: Case) -> None:
+    # an image's torch says 2.11.0 in its installed metadata and 2.11.0+cu130 in torch.__version__; what the kit's
+    # store recorded (and the fbgemm_gpu distribution name) must reach the record as the cell's pins say
+    ran = _result(case, "2.11.0", Outcome.FIXED, 100.0).model_copy(
+        update={"device": "cuda", "versions": {"torch": "2.11.0", "fbgemm_gpu": "1.6.0"}})
+    elsewhere = _result(case, "2.1.2", Outcome.FIXED, 100.0)  # a matrix cell's result: left as it was
+    store = _store(tmp_path / "kit.db", case, [("local", ran), ("torch-2.1.2", elsewhere)])
+    record = Record()
+    assert fold_store(record, store, [case], "h100-torch-2.11.0+cu130", {"torch": "2.11.0+cu130"}) == (2, 0)
+    by_cell = {row["cell"]: row["versions"] for row in record.rows}
+    assert by_cell == {"h100-torch-2.11.0+cu130": {"torch": "2.11.0+cu130", "fbgemm-gpu": "1.6.0"},
+                       "torch-2.1.2": {"torch": "2.1.2"}}

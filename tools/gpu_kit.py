@@ -8,7 +8,7 @@ to run the catalogue, and the one command that runs it there. docs/gpu-kit.md is
     python3 tools/gpu_kit.py receive .kit/piece-K           # each middle piece, if there are more than two
     python3 tools/gpu_kit.py run --steps b report           # carrying the last piece
     # here, with the files the last call brought back:
-    uv run bugmatrix record fold <files_at>/kit.db --cell h100-torch-2.11.0+cu130
+    uv run bugmatrix record fold <files_at>/kit.db --cell h100-torch-2.11.0+cu130 --pin torch=2.11.0+cu130
 
 `prepare` writes the bundle (tools/offline_bundle.py: the harness's runtime, plus litgpt and its CLI extras), the
 torchrec 1.6.1 stack without its fbgemm, and fbgemm-gpu 1.6.0's CUDA wheel slimmed to one architecture
@@ -403,7 +403,8 @@ def run(out: Path, stash: Path, pieces: list[Path], device: str, python: str, re
         log.step("report", [python, "-m", "harness", "report", "--db", str(db), "--matrix",
                             str(stash / "no-matrix.yaml"), "--format", "markdown", "-o", str(out / "report.md")],
                  env_a)
-    log.say(f"fold it here: uv run bugmatrix record fold <files_at>/kit.db --cell {cell_name(machine)}")
+    pin = f" --pin torch={machine['torch']}" if machine.get("torch") else ""  # the build tag the metadata lacks
+    log.say(f"fold it here: uv run bugmatrix record fold <files_at>/kit.db --cell {cell_name(machine)}{pin}")
     for name in ("kit.db", "kit.log", "machine.json"):
         if (stash / name).exists():
             shutil.copyfile(stash / name, out / name)

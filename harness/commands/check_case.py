@@ -2,6 +2,7 @@
 
     bugmatrix check-case                          # every case under --cases-dir (default cases/)
     bugmatrix check-case torch-162692 lightning   # the cases whose folder name contains one of these
+    bugmatrix check-case cases/torch-162692-dtensor-mean-uneven   # a case folder by its path (tab completion)
     bugmatrix check-case --cases-dir ~/my-cases
 
 For each case: `case.yaml` validates (harness/model/case_schema.py), its `repro.py` follows the canonical set-up
@@ -45,7 +46,8 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
     """Register `check-case` and its options."""
     p = sub.add_parser("check-case", help="check case folders against cases/README.md (the canonical set-up, "
                        "every documented flag run by a variant, a valid case.yaml); launches nothing")
-    p.add_argument("patterns", nargs="*", metavar="CASE", help="case folder names, or parts of them (default: all)")
+    p.add_argument("patterns", nargs="*", metavar="CASE", help="case folder names, or parts of them, or paths of "
+                   "case folders (default: all)")
     # Also accepted after the command; the global `bugmatrix --cases-dir DIR check-case` works too.
     p.add_argument("--cases-dir", type=Path, default=argparse.SUPPRESS, help="folder of case folders")
     p.set_defaults(func=cmd_check_case)
@@ -62,11 +64,13 @@ def cmd_check_case(args: argparse.Namespace) -> int:
     if not root.is_dir():
         raise UsageError(f"--cases-dir {root}: no such folder")
     folders = sorted(p.parent for p in root.glob("*/case.yaml"))
-    for pattern in args.patterns:
+    paths = [Path(p) for p in args.patterns if (Path(p) / "case.yaml").is_file()]  # a case folder named by its path
+    names = [p for p in args.patterns if not (Path(p) / "case.yaml").is_file()]
+    for pattern in names:
         if not any(pattern in f.name for f in folders):
-            raise UsageError(f"{pattern}: no case folder in {root} matches")
+            raise UsageError(f"{pattern}: no case folder in {root} matches, and it is not a case folder's path")
     if args.patterns:
-        folders = [f for f in folders if any(p in f.name for p in args.patterns)]
+        folders = sorted({*paths, *(f for f in folders if any(p in f.name for p in names))})
     if not folders:
         print(f"no cases in {root}", file=sys.stderr)
         return NOTHING

@@ -32,8 +32,9 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
     fold.add_argument("--cell", help="the cell to record results of the `local` cell under (for .json sources: every "
                       "result), a name that says the machine and its pins, e.g. h100-torch-2.11.0+cu130")
     fold.add_argument("--pin", action="append", default=[], metavar="PKG=VERSION",
-                      help="for .json sources: the exact version a result ran with where the file lost it (e.g. "
-                      "torch=2.11.0+cu130); repeatable")
+                      help="the exact version a result ran with where the file lost it (e.g. torch=2.11.0+cu130: "
+                      "an image's torch whose installed metadata lacks the build tag); for stores, the results "
+                      "recorded under --cell; repeatable")
     fold.add_argument("--machine", action="append", default=[], metavar="KEY=VALUE",
                       help="for .json sources: the machine they ran on (cpu=..., cores=..., gpu=..., driver=..., "
                       "cuda=..., nccl=...); repeatable")
@@ -92,7 +93,7 @@ def fold(args: argparse.Namespace) -> ExitCode:
             added, replaced = fold_payload(record, payload, cases, args.cell, machine, pins,
                                            f"bugmatrix run --json > {source.name}")
         else:
-            added, replaced = fold_store(record, ResultStore(source, readonly=True), cases, args.cell)
+            added, replaced = fold_store(record, ResultStore(source, readonly=True), cases, args.cell, pins)
         say.print(f"{source}: {added} row(s) added, {replaced} replaced", soft_wrap=True, highlight=False)
     if not args.offline:
         matrix = load_matrix(args.matrix) if args.matrix.is_file() else None

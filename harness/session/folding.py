@@ -57,10 +57,12 @@ def rows_of(entries: Iterable[tuple[str, str, Result]], cases: list[Case], machi
     return rows
 
 
-def fold_store(record: Record, store: ResultStore, cases: list[Case], cell: str | None = None) -> tuple[int, int]:
+def fold_store(record: Record, store: ResultStore, cases: list[Case], cell: str | None = None,
+               pins: dict[str, str] | None = None) -> tuple[int, int]:
     """Fold every counted result of `store` (cases and compat probes) into `record`; (added, replaced). With
     `cell`, the results of the store's `local` cell (a run outside the matrix: a GPU machine's own interpreter) are
-    recorded under that name instead."""
+    recorded under that name instead, their versions under logical names with `pins` overriding them (a torch
+    build's local version that the installed metadata lacks, e.g. torch=2.11.0+cu130)."""
     runs, machines, machine_of = {}, {}, {}
     for run in store.runs():
         description = _describe(run.machine)
@@ -70,8 +72,16 @@ def fold_store(record: Record, store: ResultStore, cases: list[Case], cell: str 
         runs[run.run_id] = {"started": iso(run.started_at), "machine": mid, "command": run.command}
     entries = store.results() + store.results(compat=True)
     if cell:
-        entries = [(run_id, cell if at == LOCAL_CELL else at, result) for run_id, at, result in entries]
+        entries = [(run_id, cell, _pinned(result, pins or {})) if at == LOCAL_CELL else (run_id, at, result)
+                   for run_id, at, result in entries]
     return fold(record, rows_of(entries, cases, machine_of), runs, machines)
+
+
+def _pinned(result: Result, pins: dict[str, str]) -> Result:
+    """`result` with its versions under logical names, `pins` (logical or distribution names) overriding them."""
+    versions = {logical_name(name): version for name, version in result.versions.items()}
+    versions.update({logical_name(n): v for n, v in pins.items() if logical_name(n) in versions})
+    return result.model_copy(update={"versions": versions})
 
 
 def fold_payload(record: Record, payload: dict, cases: list[Case], cell: str | None, machine: dict,
@@ -84,9 +94,7 @@ def fold_payload(record: Record, payload: dict, cases: list[Case], cell: str | N
     entries = []
     for item in payload["results"]:
         result = Result.model_validate({k: v for k, v in item.items() if k != "cell"})
-        versions = {logical_name(name): version for name, version in result.versions.items()}
-        versions.update({logical_name(n): v for n, v in pins.items() if logical_name(n) in versions})
-        entries.append((run_id, cell or item.get("cell", "local"), result.model_copy(update={"versions": versions})))
+        entries.append((run_id, cell or item.get("cell", "local"), _pinned(result, pins)))
     started = min((r.started_at for _, _, r in entries), default=0.0)
     runs = {run_id: {"started": iso(started), "machine": mid, "command": command}}
     return fold(record, rows_of(entries, cases, {run_id: mid}), runs, {mid: machine})
