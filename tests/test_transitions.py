@@ -56,3 +56,27 @@ def test_a_cell_that_could_not_say_does_not_hide_one_that_did() -> None:
     assert axis.changes() == [("regressed", "2.5.6", "2.6.6")]
     [axis] = axes([at("a", "2.6.6", Outcome.FIXED), at("b", "2.6.6", Outcome.REPRODUCED)])
     assert axis.points[0].status == "mixed"
+
+
+def test_a_coupling_is_read_along_its_second_package_never_as_never_reproduced(make_case) -> None:  # noqa: ANN001
+    """lightning 2.6.6 fixed with torch 2.11 and reproduced with 2.12: along lightning alone the point is mixed, and
+    the table used to print "never". It must say where it reproduces and the boundary along torch, with lightning
+    2.6.6 fixed in the sentence."""
+    from harness.output.reports import build_report, to_cases_markdown
+
+    case = make_case("print('x')\n", case_id="lightning-9-coupled", packages=["torch", "lightning"],
+                     variants={"bug": {"expect": [{"when": {"torch": ">=2.12"}, "outcome": "reproduced"},
+                                                  {"outcome": "fixed"}]}})
+    cells = [("lightning-2.5.6", "2.5.6", "2.9.1", Outcome.FIXED), ("lightning-2.6.6-torch-2.11.0", "2.6.6", "2.11.0",
+             Outcome.FIXED), ("lightning-2.6.6-torch-2.12.0", "2.6.6", "2.12.0", Outcome.REPRODUCED)]
+    found = [(cell, Result(case=case.id, variant="bug", nproc=1, device="cpu", outcome=o, expected=None, reason="",
+                           versions={"lightning": light, "torch": torch})) for cell, light, torch, o in cells]
+    report = build_report(found, {case.id: ["torch", "lightning"]},
+                          between=lambda c, package, device, a, b: ())  # every pair adjacent
+    report.cases = {case.id: case}
+    [row] = [line for line in to_cases_markdown(report).splitlines() if case.id in line]
+    assert "never" not in row
+    assert "with lightning 2.6.6, torch 2.12.0" in row  # where it reproduces
+    assert "with lightning 2.6.6, torch **2.12.0** (2.11.0 fixed)" in row  # the regression, adjacent, along torch
+    [summary] = [text for axis, text in report.summaries() if axis.variant == "bug"]  # `report`'s own line
+    assert "never reproduced" not in summary and "not others (another package decides): 2.6.6" in summary

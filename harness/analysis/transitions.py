@@ -116,6 +116,11 @@ class Axis:
     def unknown_in(self) -> list[str]:
         return [p.version for p in self.points if p.status in (UNKNOWN, MIXED)]
 
+    @property
+    def mixed_in(self) -> list[str]:
+        """Versions whose cells disagree (some reproduced, some fixed): another package decides there."""
+        return [p.version for p in self.points if p.status == MIXED]
+
     def narrow_command(self, cases_dir: Path | None = None) -> str:
         """The command that closes this axis's interval boundaries (`--cases-dir` when the case lives elsewhere)."""
         return (f"bugmatrix {cases_dir_option(cases_dir)}narrow {self.case} --package {self.package} "
@@ -156,12 +161,16 @@ class Axis:
         rep = self.reproduced_in
         if rep:
             parts.append(f"reproduces in {span(rep)}")
-        elif not self.reproduced_unplaced:  # else the unplaced commits say where
+        elif not self.reproduced_unplaced and not self.mixed_in:  # else the unplaced commits, or the mixed, say
             parts.append("never reproduced")
         for b in self.boundaries(between):
             parts.append(b.text() + (f" — narrow with `{self.narrow_command(cases_dir)}`" if b.untested else ""))
-        if self.unknown_in:
-            parts.append(f"could not say: {', '.join(map(short, self.unknown_in))}")
+        if self.mixed_in:
+            parts.append(f"reproduces in some cells, not others (another package decides): "
+                         f"{', '.join(map(short, self.mixed_in))}")
+        undecided = [v for v in self.unknown_in if v not in self.mixed_in]
+        if undecided:
+            parts.append(f"could not say: {', '.join(map(short, undecided))}")
         if self.unplaced:
             parts.append(self.unplaced_text())
         return "; ".join(parts)

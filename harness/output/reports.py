@@ -13,12 +13,24 @@ from rich.table import Table
 
 from harness.analysis.compare import Change
 from harness.analysis.intake import Intake, median_wall
-from harness.analysis.transitions import Axis, Between, Boundary, Dater, axes, cell_status, span
+from harness.analysis.transitions import (
+    MIXED,
+    Axis,
+    Between,
+    Boundary,
+    Dater,
+    axes,
+    cell_axes,
+    cell_status,
+    cell_versions,
+    span,
+)
 from harness.matrix.expand import Matrix
 from harness.matrix.resolve import dater
 from harness.model.case import Case, discover
+from harness.model.case_schema import RESERVED_KEYS
 from harness.model.cell import BISECT_PREFIX
-from harness.model.common import item_id, primary_package
+from harness.model.common import item_id, logical_name, primary_package
 from harness.model.outcome import Outcome, shown
 from harness.model.result import Result
 from harness.output.tables import STYLE, whole_columns
@@ -40,6 +52,7 @@ class MatrixReport:
     between: Between | None = None  # what lies between two versions (precision); None: unknown
     cases: dict[str, Case] = field(default_factory=dict)  # for the commands that reproduce each verdict
     matrix: Matrix | None = None
+    dater: Dater | None = None  # release and commit dates: how the axes were ordered
     _at: dict[tuple[str, tuple[str, str, str]], list[Result]] | None = field(default=None, init=False, repr=False)
 
     def status(self, row: tuple[str, str, str], cell: str) -> tuple[str, list[Result]]:
@@ -61,6 +74,29 @@ class MatrixReport:
         return [(case_id, name, ", ".join(case.spec.devices), f"not measured; its rules say: {rules_text(variant)}")
                 for case_id, case in sorted(self.cases.items()) if case_id not in measured
                 for name, variant in case.spec.variants.items()]
+
+    def coupled(self, axis: Axis) -> list[tuple[str, Axis]]:
+        """Where the primary axis cannot say alone: for each of its versions whose cells disagree (`mixed`: some
+        reproduced, some fixed, e.g. lightning 2.6.6 with torch 2.11 and 2.12), the axes along the case's other
+        packages (those the variant's `reproduced` rules name, when they name any) over those cells only:
+        `(primary version, axis)` for each that holds a point."""
+        case = self.cases.get(axis.case)
+        others = [logical_name(p) for p in (case.spec.packages if case else []) if logical_name(p) != axis.package]
+        if case is not None and axis.variant in case.spec.variants:  # the packages its rules make the bug depend on
+            named = {logical_name(k) for rule in case.spec.variants[axis.variant].expect
+                     if rule.outcome is Outcome.REPRODUCED and rule.when.get("device", axis.device) == axis.device
+                     for k in rule.when if k not in RESERVED_KEYS}
+            others = [p for p in others if p in named] or others
+        out = []
+        for point in axis.points:
+            if point.status != MIXED:
+                continue
+            cells = {cell: (cell_status(rs), cell_versions(rs)) for cell in point.cells
+                     for rs in [self.status((axis.case, axis.variant, axis.device), cell)[1]] if rs}
+            out += [(point.version, sub) for sub in cell_axes(axis.case, axis.variant, axis.device, cells,
+                                                               others, self.dater)
+                    if sub.points]
+        return out
 
     def summaries(self) -> list[tuple[Axis, str]]:
         """Each case's primary axis and its one-line summary, every boundary with its precision."""
@@ -96,7 +132,7 @@ def build_report(results: list[tuple[str, Result]], case_packages: dict[str, lis
     for case in {r.case for _, r in results}:
         packages = case_packages.get(case, [])
         primary[case] = primary_package(packages)
-    return MatrixReport(results, order, rows, axes(results, dater=dater), primary, between)
+    return MatrixReport(results, order, rows, axes(results, dater=dater), primary, between, dater=dater)
 
 
 def to_table(report: MatrixReport) -> Table:
@@ -154,13 +190,21 @@ def to_cases_markdown(report: MatrixReport) -> str:
                 arounds.append(f"`{axis.variant}`" + ("" if not axis.reproduced_in else
                                                       f" (reproduces in {_span_text(axis.reproduced_in)})"))
                 continue
+            coupled = report.coupled(axis)
             placed = ([_span_text(axis.reproduced_in)] if axis.reproduced_in
-                      else [] if axis.reproduced_unplaced else ["never"])
+                      else [] if axis.reproduced_unplaced or any(sub.reproduced_in for _, sub in coupled)
+                      else ["never"])
+            fixed = [_boundary_cell(b) for b in boundaries if b.kind == "fixed"]
+            regressed = [_boundary_cell(b) for b in boundaries if b.kind == "regressed"]
+            for version, sub in coupled:  # the primary version alone cannot say: along the other package
+                at = f"with {axis.package} {_span_text([version])}, {sub.package} "
+                if sub.reproduced_in:
+                    placed.append(at + _span_text(sub.reproduced_in))
+                for b in sub.boundaries(report.between):
+                    (fixed if b.kind == "fixed" else regressed).append(at + _boundary_cell(b))
             if axis.unplaced:
                 placed.append(axis.unplaced_text())
-            story = ("; ".join(placed),
-                     "; ".join(_boundary_cell(b) for b in boundaries if b.kind == "fixed") or "—",
-                     "; ".join(_boundary_cell(b) for b in boundaries if b.kind == "regressed") or "—")
+            story = ("; ".join(placed), "; ".join(fixed) or "—", "; ".join(regressed) or "—")
             bugs[story].append(label)
         columns: list[list[str]] = [[], [], []]
         for story, variants in bugs.items():
