@@ -70,7 +70,8 @@ def test_a_coupling_is_read_along_its_second_package_never_as_never_reproduced(m
     cells = [("lightning-2.5.6", "2.5.6", "2.9.1", Outcome.FIXED), ("lightning-2.6.6-torch-2.11.0", "2.6.6", "2.11.0",
              Outcome.FIXED), ("lightning-2.6.6-torch-2.12.0", "2.6.6", "2.12.0", Outcome.REPRODUCED)]
     found = [(cell, Result(case=case.id, variant="bug", nproc=1, device="cpu", outcome=o, expected=None, reason="",
-                           versions={"lightning": light, "torch": torch})) for cell, light, torch, o in cells]
+                           versions={"lightning": light, "torch": torch}, tallies={o.value: 3}))
+             for cell, light, torch, o in cells]
     report = build_report(found, {case.id: ["torch", "lightning"]},
                           between=lambda c, package, device, a, b: ())  # every pair adjacent
     report.cases = {case.id: case}
@@ -80,3 +81,15 @@ def test_a_coupling_is_read_along_its_second_package_never_as_never_reproduced(m
     assert "with lightning 2.6.6, torch **2.12.0** (2.11.0 fixed)" in row  # the regression, adjacent, along torch
     [summary] = [text for axis, text in report.summaries() if axis.variant == "bug"]  # `report`'s own line
     assert "never reproduced" not in summary and "not others (another package decides): 2.6.6" in summary
+    # the JSON holds the same: the axis along torch at lightning 2.6.6, its boundary adjacent, both sides tallied
+    import json
+
+    from harness.output.reports import to_json
+
+    [axis] = [a for a in json.loads(to_json(report))["axes"] if a["package"] == "lightning"]
+    [coupled] = axis["coupled"]
+    assert (coupled["at"], coupled["package"]) == ("2.6.6", "torch")
+    [boundary] = coupled["boundaries"]
+    assert (boundary["kind"], boundary["before"], boundary["after"], boundary["adjacent"]) == (
+        "regressed", "2.11.0", "2.12.0", True)
+    assert boundary["tallies"] == {"before": {"fixed": 3}, "after": {"reproduced": 3}}

@@ -324,28 +324,45 @@ interval, <b>fixed between A and B</b>, with versions between that were not run 
 
 
 def to_json(report: MatrixReport) -> str:
-    """Every axis with its points and changes, and every result with its cell."""
+    """Every axis with its points and changes (each boundary with the tallies of its two sides, and, where the
+    primary package's cells disagree, the axes along the package that decides: `coupled`), and every result with
+    its cell."""
     payload: dict[str, Any] = {
         "cells": report.cells,
-        "axes": [
-            {"case": a.case, "variant": a.variant, "device": a.device, "package": a.package,
-             "summary": a.summary(report.between, report.cases_dir(a.case)), "reproduced_in": a.reproduced_in,
-             "unknown_in": a.unknown_in,
-             "changes": [{"kind": k, "last_before": b, "first_after": f} for k, b, f in a.changes()],
-             "boundaries": [{"kind": b.kind, "before": b.before, "after": b.after, "adjacent": b.adjacent,
-                             "not_run": None if b.untested is None else list(b.untested),
-                             "could_not_say": list(b.undecided), "text": b.text(),
-                             "narrow": None if b.adjacent else a.narrow_command(report.cases_dir(a.case)),
-                             "reproduce": _commands(report, a, b)}
-                            for b in a.boundaries(report.between)],
-             "points": [{"version": p.version, "status": p.status, "cells": p.cells} for p in a.points],
-             "unplaced": [{"version": p.version, "status": p.status, "cells": p.cells} for p in a.unplaced]}
-            for a in report.axes
-        ],
+        "axes": [{**_axis_json(report, a),
+                  "coupled": [{"at": version, **_axis_json(report, sub)} for version, sub in report.coupled(a)]}
+                 for a in report.axes],
         "results": [{"cell": c, **r.model_dump(mode="json", exclude={"log_excerpt", "stacks"})}
                     for c, r in report.results],
     }
     return json.dumps(payload, indent=2)
+
+
+def _axis_json(report: MatrixReport, a: Axis) -> dict[str, Any]:
+    return {"case": a.case, "variant": a.variant, "device": a.device, "package": a.package,
+            "summary": a.summary(report.between, report.cases_dir(a.case)), "reproduced_in": a.reproduced_in,
+            "unknown_in": a.unknown_in,
+            "changes": [{"kind": k, "last_before": b, "first_after": f} for k, b, f in a.changes()],
+            "boundaries": [{"kind": b.kind, "before": b.before, "after": b.after, "adjacent": b.adjacent,
+                            "not_run": None if b.untested is None else list(b.untested),
+                            "could_not_say": list(b.undecided), "text": b.text(),
+                            "narrow": None if b.adjacent else a.narrow_command(report.cases_dir(a.case)),
+                            "tallies": _tallies(report, a, b), "reproduce": _commands(report, a, b)}
+                           for b in a.boundaries(report.between)],
+            "points": [{"version": p.version, "status": p.status, "cells": p.cells} for p in a.points],
+            "unplaced": [{"version": p.version, "status": p.status, "cells": p.cells} for p in a.unplaced]}
+
+
+def _tallies(report: MatrixReport, axis: Axis, boundary: Boundary) -> dict[str, dict[str, int]]:
+    """How often each side of `boundary` gave its outcome, summed over the side's results at the world size both
+    sides ran (`sides`): `{"before": {"reproduced": 3}, "after": {"fixed": 3}}`."""
+    from harness.analysis.reproduce import sides
+
+    out: dict[str, dict[str, int]] = {}
+    for side, r in zip(("before", "after"), sides(report.results, axis, boundary), strict=True):
+        if r is not None:
+            out[side] = dict(r.tallies) if r.tallies else {r.outcome.value: 1}
+    return out
 
 
 def _commands(report: MatrixReport, axis: Axis, boundary: Boundary) -> dict[str, str]:
