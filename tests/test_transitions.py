@@ -93,3 +93,17 @@ def test_a_coupling_is_read_along_its_second_package_never_as_never_reproduced(m
     assert (boundary["kind"], boundary["before"], boundary["after"], boundary["adjacent"]) == (
         "regressed", "2.11.0", "2.12.0", True)
     assert boundary["tallies"] == {"before": {"fixed": 3}, "after": {"reproduced": 3}}
+
+
+def test_cells_that_disagree_with_nothing_to_tell_them_apart_are_said_so_not_never(make_case) -> None:  # noqa: ANN001
+    from harness.output.reports import build_report, to_cases_markdown
+
+    case = make_case("print('x')\n", case_id="torch-9-disagree", packages=["torch"],
+                     variants={"bug": {"expect": [{"outcome": "fixed"}]}})
+    found = [(cell, Result(case=case.id, variant="bug", nproc=1, device="cpu", outcome=o, expected=None, reason="",
+                           versions={"torch": "2.5.1"})) for cell, o in (("torch-2.5.1", Outcome.REPRODUCED),
+                                                                        ("local", Outcome.FIXED))]
+    report = build_report(found, {case.id: ["torch"]})
+    report.cases = {case.id: case}
+    [row] = [line for line in to_cases_markdown(report).splitlines() if case.id in line]
+    assert "never" not in row and "torch 2.5.1: in some cells, not others" in row

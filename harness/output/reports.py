@@ -192,8 +192,7 @@ def to_cases_markdown(report: MatrixReport) -> str:
                 continue
             coupled = report.coupled(axis)
             placed = ([_span_text(axis.reproduced_in)] if axis.reproduced_in
-                      else [] if axis.reproduced_unplaced or any(sub.reproduced_in for _, sub in coupled)
-                      else ["never"])
+                      else [] if axis.reproduced_unplaced or axis.mixed_in else ["never"])
             fixed = [_boundary_cell(b) for b in boundaries if b.kind == "fixed"]
             regressed = [_boundary_cell(b) for b in boundaries if b.kind == "regressed"]
             for version, sub in coupled:  # the primary version alone cannot say: along the other package
@@ -202,6 +201,9 @@ def to_cases_markdown(report: MatrixReport) -> str:
                     placed.append(at + _span_text(sub.reproduced_in))
                 for b in sub.boundaries(report.between):
                     (fixed if b.kind == "fixed" else regressed).append(at + _boundary_cell(b))
+            explained = {version for version, sub in coupled if sub.reproduced_in}
+            placed += [f"{axis.package} {_span_text([v])}: in some cells, not others (no other package of the case "
+                       "tells them apart)" for v in axis.mixed_in if v not in explained]
             if axis.unplaced:
                 placed.append(axis.unplaced_text())
             story = ("; ".join(placed), "; ".join(fixed) or "—", "; ".join(regressed) or "—")
