@@ -389,3 +389,17 @@ def test_real_case_files_round_trip_byte_for_byte() -> None:
         buf = io.StringIO()
         y.dump(y.load(text), buf)
         assert buf.getvalue() == text, path
+
+
+def test_an_infra_retry_of_a_measured_key_is_not_listed_as_left_out(tmp_path: Path) -> None:
+    # a skip measured the key; a later run could not build the environment (infra, no versions recorded): it never
+    # shadows the skip, so it is no "left out" non-verdict either; an infra at another script's digest still is
+    skip = result("1.0", Outcome.SKIP).model_copy(update={"digest": "d1"})
+    retry = result("1.0", Outcome.INFRA).model_copy(update={"digest": "d1", "versions": {}, "started_at": 5.0})
+    other = result("1.1", Outcome.INFRA).model_copy(update={"digest": "d1", "versions": {}, "started_at": 5.0})
+    db = ResultStore(tmp_path / "r.db")
+    for run_id, cell, r in (("run-1", "fakelib-1.0", skip), ("run-2", "fakelib-1.0", retry),
+                            ("run-2", "fakelib-1.1", other)):
+        db.save(db.begin_run("bugmatrix run", "host", run_id=run_id), r, cell=cell)
+    found = [(cell, r.outcome) for _, cell, r in measurements(db)]
+    assert found == [("fakelib-1.0", Outcome.SKIP), ("fakelib-1.1", Outcome.INFRA)]

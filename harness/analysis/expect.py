@@ -64,6 +64,7 @@ from harness.model.case import Case, cases_dir_option, load_case
 from harness.model.case_schema import DEVICE, NPROC, CaseError, GitCondition, Rule, Variant
 from harness.model.common import DEVICES, logical_name
 from harness.model.common import primary_package as primary_of
+from harness.model.job import SETTLED
 from harness.model.outcome import Outcome
 from harness.model.result import Result
 from harness.session.store import ResultStore
@@ -83,8 +84,12 @@ def measurements(store: ResultStore, run_ids: Iterable[str] | None = None) -> li
     versions (a cell whose pins float shows each version it ran), from every run or only `run_ids`."""
     wanted = set(run_ids) if run_ids is not None else None
     newest: dict[tuple[Any, ...], Measured] = {}
-    for run_id, cell, r in store.results():
-        if wanted is not None and run_id not in wanted:
+    found = [(run_id, cell, r) for run_id, cell, r in store.results() if wanted is None or run_id in wanted]
+    # an infra result never shadows a settled one of its key and script, as in `ResultStore.latest`
+    standing = {(r.case, r.variant, r.nproc, r.device, cell, r.digest) for _, cell, r in found
+                if r.digest and r.outcome in SETTLED}
+    for run_id, cell, r in found:
+        if r.outcome is Outcome.INFRA and (r.case, r.variant, r.nproc, r.device, cell, r.digest) in standing:
             continue
         key = (r.case, r.variant, r.nproc, r.device, cell, tuple(sorted(r.versions.items())))
         if key not in newest or r.started_at >= newest[key][2].started_at:
