@@ -17,6 +17,7 @@ def _r(case: Case, torch: str, outcome: Outcome, at: float, digest: str | None =
        reason: str = "") -> tuple[str, str, Result]:
     result = Result(case=case.id, variant="bug", nproc=1, device="cpu", outcome=outcome, expected=None,
                     reason=reason, versions={"torch": torch}, python="3.11.7", started_at=at, tallies=tallies or {},
+                    duration_s=60.0 if at == 4600.0 else 0.0,
                     digest=run_digest(case, "bug") if digest is None else digest)
     return (f"run-{at:.0f}", f"torch-{torch}", result)
 
@@ -42,12 +43,12 @@ def test_intake_runs_from_the_draft_to_the_first_adjacent_boundary(make_case) ->
         _r(case, "2.0.0", Outcome.REPRODUCED, 3000.0),
         _r(case, "2.3.0", Outcome.FIXED, 3100.0),  # an interval: 2.1.0 and 2.2.0 lie between
         _r(case, "2.2.0", Outcome.FIXED, 3600.0, tallies={"fixed": 3}),  # 2.1.0 still untried
-        _r(case, "2.1.0", Outcome.REPRODUCED, 4600.0, tallies={"reproduced": 3}),  # adjacent: fixed in 2.2.0
+        _r(case, "2.1.0", Outcome.REPRODUCED, 4600.0, tallies={"reproduced": 3}),  # adjacent: fixed in 2.2.0 (60 s)
         _r(case, "2.4.0", Outcome.FIXED, 9000.0),
     ]
     between = _between(["2.0.0", "2.1.0", "2.2.0", "2.3.0", "2.4.0"])
     [row] = intakes(entries, [case], current_digests([case]), between)
-    assert (row.drafted, row.reached, row.wall_s) == (1000.0, 4600.0, 3600.0)
+    assert (row.drafted, row.reached, row.wall_s) == (1000.0, 4660.0, 3660.0)  # until that launch ended
     assert row.launches == 1 + 1 + 1 + 1 + 1 + 3 + 3  # the draft, two superseded, two plain, two of three repeats
     assert row.boundary == "bug along torch: fixed in 2.2.0 (2.1.0 reproduced)"
     # no package index: nothing can be called adjacent, so the intake is not reached (never guessed)

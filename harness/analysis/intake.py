@@ -33,7 +33,7 @@ class Intake:
 
     case: str
     drafted: float | None = None
-    reached: float | None = None
+    reached: float | None = None  # when the result that completed the boundary was known (its end)
     boundary: str = ""  # "<variant> along <package>: fixed in 2.6.0 (2.5.1 reproduced)"
     launches: int = 0
 
@@ -80,7 +80,7 @@ def intake_of(case: Case, entries: list[tuple[str, str, Result]], digests: Diges
             latest[key] = (cell, result)
         found = _first_adjacent(latest, case, between, dater)
         if found:
-            return Intake(case.id, start, result.started_at, found, launches)
+            return Intake(case.id, start, result.started_at + result.duration_s, found, launches)  # once known
     return Intake(case.id, start, None, "", launches)
 
 
