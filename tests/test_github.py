@@ -184,9 +184,13 @@ def test_the_projects_matrix_yaml(monkeypatch: pytest.MonkeyPatch, pypi_today: s
     assert [n for n in names if n.startswith("lightning-") and not n.endswith("-cuda") and "-torch-" not in n] == [
         f"lightning-{v}" for v in ("2.0.9.post0", "2.1.4", "2.2.5", "2.3.3", "2.4.0", "2.5.6", "2.6.6",
                                    "2.5.0", "2.5.1", "2.6.0", "2.6.1")]  # the rule's, then the written brackets
-    assert [n for n in names if n.startswith("litgpt-") and "." in n.rsplit("-", 1)[1][:3]][-6:] == [
+    litgpt = [n for n in names if n.startswith("litgpt-") and "." in n.rsplit("-", 1)[1][:3]]
+    assert [n for n in litgpt if "-transformers-" not in n][-6:] == [
         "litgpt-0.3.1", "litgpt-0.4.13", "litgpt-0.5.13",  # the rule's
         "litgpt-0.5.4", "litgpt-0.5.5", "litgpt-0.5.12"]  # the written bracketing releases
+    assert [n for n in litgpt if "-transformers-" in n] == [  # litgpt x transformers (cases/litgpt-2156-*)
+        *(f"litgpt-{v}-transformers-4.52.1" for v in ("0.5.9", "0.5.10", "0.5.11", "0.5.12")),
+        "litgpt-0.5.11-transformers-4.51.3"]
     assert not [n for n in names if "unresolved" in n]
     include = job_matrix(matrix)["include"]
     assert [e["cell"] for e in include] == [c.name for c in matrix.cells]

@@ -114,3 +114,16 @@ def test_discover_keeps_going_past_an_invalid_case(tmp_path: Path) -> None:
     cases, errors = discover(tmp_path / "cases")
     assert [c.id for c in cases] == ["torch-2-good"]
     assert len(errors) == 1 and "torch-1-x/case.yaml: title" in str(errors[0])
+
+
+def test_recorded_packages_add_what_the_rules_name(tmp_path: Path) -> None:
+    """A coupling case's second package, named only in a rule (litgpt-2156: transformers), is recorded with each
+    result, so that `report`/`expect` read the rules back against what the run saw; nproc/device are not packages."""
+    doc = with_("variants.bug.expect", [
+        {"when": {"torch": ">=2.0", "transformers": ">=4.52", "nproc": [1]}, "outcome": "reproduced"},
+        {"when": {"device": "cpu", "torch": "<2.0"}, "outcome": "skip"},
+        {"outcome": "fixed"},
+    ])
+    case = load_case(write(tmp_path, doc))
+    assert case.spec.recorded_packages == ["torch", "transformers"]
+    assert load_case(write(tmp_path, VALID)).spec.recorded_packages == ["torch"]

@@ -64,7 +64,7 @@ def execute(job: Job, env: Environment) -> Result:
     expected = expected_outcome(variant, env, job.nproc, job.device)
     base = dict(
         case=job.case.id, variant=job.variant, nproc=job.nproc, device=job.device, expected=expected,
-        versions=env.versions_of(spec.packages), python=env.python_version, started_at=time.time(),
+        versions=env.versions_of(spec.recorded_packages), python=env.python_version, started_at=time.time(),
     )
     reason = unrunnable(job, env)
     if reason:

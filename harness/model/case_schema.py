@@ -114,6 +114,15 @@ class CaseSpec(Strict):
         """The failure-signature regex that applies to `variant`."""
         return self.variants[variant].signature or self.signature
 
+    @property
+    def recorded_packages(self) -> list[str]:
+        """`packages`, then every other package a rule's `when` names (a coupling case's second package, e.g.
+        transformers for litgpt-2156): a result records the versions of all of them, so that reading it back
+        (`report`, `expect`) evaluates the rules on what the run saw, not on `packages` alone."""
+        named = [key for variant in self.variants.values() for rule in variant.expect for key in rule.when
+                 if key not in RESERVED_KEYS]
+        return list(dict.fromkeys([*self.packages, *named]))
+
 
 def _check_regex(value: str) -> str:
     try:
