@@ -252,3 +252,33 @@ def test_the_pasted_commands_of_both_sides_use_one_world_size(project: Path) -> 
     results[0] = ("fakelib-1.2", result("1.2", 4, Outcome.REPRODUCED))
     text = upstream_comment(case, axis, Boundary("fixed", "1.2", "1.3", ()), results)
     assert "--nproc_per_node=4" in text and "--nproc_per_node=2" in text, text
+
+
+def test_a_version_between_whose_environment_could_not_be_made_is_probed_again(
+        project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # 1.1 reproduced and 1.3 fixed in the matrix; 1.2 ran once but its environment could not be made (infra: the
+    # disk was full): nothing was measured there, so narrow probes it again rather than call the boundary stuck
+    from harness.model.case import load_case
+    from harness.model.job import run_digest
+    from harness.model.outcome import Outcome
+    from harness.model.result import Result
+
+    spec = yaml.safe_load((project / "matrix.yaml").read_text())
+    spec["groups"][0]["axes"]["fakelib"] = ["1.1", "1.3"]
+    (project / "matrix.yaml").write_text(yaml.safe_dump(spec))
+    assert cli(project, "run", "--all-cells", "-j", "1") == 0
+    case = load_case(project / "cases" / "fakelib-1-bug" / "case.yaml")
+    store = ResultStore(project / "r.db")
+    run = store.begin_run("bugmatrix narrow", "host")
+    for nproc in case.spec.nproc:
+        store.save(run, Result(case=case.id, variant="bug", nproc=nproc, device="cpu", outcome=Outcome.INFRA,
+                               expected=None, reason="environment: uv failed: Failed to extract archive",
+                               versions={"fakelib": "1.2", "torch": "2.5.0"}, launched=False,
+                               digest=run_digest(case, "bug")), cell="bisect-fakelib-1.2")
+    store.end_run(run)
+    capsys.readouterr()
+    assert cli(project, "narrow", "--dry-run") == 1  # the interval is listed: 1.2 could not say
+    assert "could not say: 1.2" in capsys.readouterr().out
+    assert cli(project, "narrow", "-j", "1") == 0
+    out = capsys.readouterr().out
+    assert "fixed in 1.3 (1.2 reproduced)" in out and "not narrowed" not in out, out

@@ -16,8 +16,10 @@ commits between the two releases. A boundary that cannot be narrowed says why, c
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+from packaging.version import Version
 
 from harness.analysis.transitions import FIXED, REPRODUCED, Axis, Between, Boundary, axes
 from harness.matrix.expand import Matrix
@@ -119,6 +121,11 @@ def narrow(targets: list[Target], cases: dict[str, Case], probing: Probing, comm
     done = []
     for target in targets:
         axis, b = target.axis, target.boundary
+        retry = _nothing_measured(axis, b, store.latest()) if b.undecided and b.untested is not None else ()
+        if retry:  # an environment that could not be made measured nothing: probe it again, as a resumed run does
+            b = replace(b, untested=tuple(sorted((*b.untested, *retry), key=Version)),
+                        undecided=tuple(v for v in b.undecided if v not in retry))
+            target = replace(target, boundary=b)
         outcome = Narrowed(target)
         if not b.untested:
             outcome.why_not = _undecided_why(axis, b, store.latest()) if b.undecided else "what lies between is unknown"
@@ -205,6 +212,21 @@ def _candidates(b: Boundary, prober: CaseProber) -> list[str | Commit]:
     repo = Path((prober.source or "").removeprefix("file://"))
     old, new = (point.partition(" @ ")[2] or point for point in (b.before, b.after))
     return list(git_candidates(repo, old, new))
+
+
+def _nothing_measured(axis: Axis, boundary: Boundary, results: list[tuple[str, Result]]) -> tuple[str, ...]:
+    """The released versions between `boundary`'s sides whose every result on `axis` is `infra` (the environment
+    could not be made: nothing was measured there, unlike an error or a timeout, which are measurements)."""
+    if " @ " in boundary.before + boundary.after:
+        return ()
+    cells = {p.version: set(p.cells) for p in axis.points}
+    out = []
+    for version in boundary.undecided:
+        found = [r for cell, r in results if cell in cells.get(version, ())
+                 and (r.case, r.variant, r.device) == (axis.case, axis.variant, axis.device)]
+        if found and all(r.outcome is Outcome.INFRA for r in found):
+            out.append(version)
+    return tuple(out)
 
 
 def _undecided_why(axis: Axis, boundary: Boundary, results: list[tuple[str, Result]]) -> str:
