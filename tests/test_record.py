@@ -336,3 +336,29 @@ def test_a_gpu_machines_store_folds_under_its_cell_with_the_torch_build_pinned(t
     by_cell = {row["cell"]: row["versions"] for row in record.rows}
     assert by_cell == {"h100-torch-2.11.0+cu130": {"torch": "2.11.0+cu130", "fbgemm-gpu": "1.6.0"},
                        "torch-2.1.2": {"torch": "2.1.2"}}
+
+
+def test_a_confirmation_after_a_result_of_another_fingerprint_makes_the_row_current_again(
+        tmp_path: Path, case: Case) -> None:
+    # measured 3/3 (repeat 3), then once by a plain re-run (repeat 1: another fingerprint, newer), then 3/3 again
+    # with --redo: the key's current result is the 3/3 one, in the store and in the record folded from it
+    thrice = _result(case, "2.1.2", Outcome.FIXED, 1000.0, tallies={"fixed": 3})
+    once = _result(case, "2.1.2", Outcome.FIXED, 2000.0).model_copy(update={"fingerprint": "fp-once"})
+    again = thrice.model_copy(update={"started_at": 3000.0})
+    store = ResultStore(tmp_path / "s.db")
+    for run_id, r in (("20261125T000000-h-aaaaaa", thrice), ("20261126T000000-h-bbbbbb", once),
+                      ("20261127T000000-h-cccccc", again)):
+        store.save(store.begin_run("bugmatrix run", MACHINE, run_id=run_id), r, "torch-2.1.2")
+    assert [r.tallies for _, r in store.latest()] == [{"fixed": 3}]
+    record = Record()
+    fold_store(record, store, [case])
+    write(tmp_path / "rec", record)
+    reader = open_reader(tmp_path / "absent.db", False, [case], tmp_path / "rec")
+    assert [r.tallies for _, r in reader.latest()] == [{"fixed": 3}]
+    assert fold_store(record, store, [case]) == (0, 0)  # idempotent
+    # a night that changed nothing: the row keeps its date, the diff is empty
+    before = render(record)
+    quiet = ResultStore(tmp_path / "q.db")
+    quiet.save(quiet.begin_run("bugmatrix run", MACHINE, run_id="20261128T000000-h-dddddd"),
+               again.model_copy(update={"started_at": 4000.0}), "torch-2.1.2")
+    assert fold_store(record, quiet, [case]) == (0, 0) and render(record) == before

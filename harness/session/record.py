@@ -347,13 +347,20 @@ def write(root: Path, record: Record) -> list[str]:
 
 def fold(record: Record, rows: Iterable[dict], runs: dict[str, dict], machines: dict[str, dict]) -> tuple[int, int]:
     """Fold new rows (with the runs and machines they cite) into `record`, in place; return (added, replaced).
-    Idempotent: a row whose key is recorded with the same outcome and tallies is left exactly as it was; a newer
-    result of a recorded key replaces it; an older one is ignored; an `infra` row (nothing measured) never replaces
-    a settled one, as it never shadows one in `latest()`."""
+    Idempotent: a row whose key is recorded with the same outcome and tallies is left exactly as it was (unless a
+    row of another fingerprint of its world size and cell has been recorded since: then the confirmation makes it
+    current again, with its date and run); a newer result of a recorded key replaces it; an older one is ignored;
+    an `infra` row (nothing measured) never replaces a settled one, as it never shadows one in `latest()`."""
     index = {key(row): i for i, row in enumerate(record.rows)}
+    newest: dict[tuple, tuple] = {}  # (case, variant, world size, device, cell) -> the newest (date, run) recorded
+    for row in record.rows:
+        newest[key(row)[:-1]] = max(newest.get(key(row)[:-1], ("", "")), (row["date"], row["run"]))
     added = replaced = 0
     for row in rows:
         at = index.get(key(row))
+        k = key(row)[:-1]
+        was = newest.get(k, ("", ""))
+        newest[k] = max(was, (row["date"], row["run"]))
         if at is None:
             index[key(row)] = len(record.rows)
             record.rows.append(row)
@@ -361,6 +368,11 @@ def fold(record: Record, rows: Iterable[dict], runs: dict[str, dict], machines: 
         else:
             old = record.rows[at]
             if (old["outcome"], old["tallies"]) == (row["outcome"], row["tallies"]):
+                if (old["date"], old["run"]) < was < (row["date"], row["run"]):
+                    # confirmed after a row of another fingerprint of its key (fewer repeats, other pins): it is
+                    # the key's current result again, so it takes the confirming measurement's date and run
+                    record.rows[at] = row
+                    replaced += 1
                 continue  # confirmed: the row keeps its first measurement
             if row["outcome"] == Outcome.INFRA.value and old["outcome"] in _SETTLED_VALUES:
                 continue
