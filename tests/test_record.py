@@ -362,3 +362,18 @@ def test_a_confirmation_after_a_result_of_another_fingerprint_makes_the_row_curr
     quiet.save(quiet.begin_run("bugmatrix run", MACHINE, run_id="20261128T000000-h-dddddd"),
                again.model_copy(update={"started_at": 4000.0}), "torch-2.1.2")
     assert fold_store(record, quiet, [case]) == (0, 0) and render(record) == before
+
+
+def test_a_re_measurement_that_recorded_a_version_more_replaces_the_row(tmp_path: Path, case: Case) -> None:
+    # the same script and pins measured again after bugmatrix began recording the version of a package a rule names
+    # (transformers for litgpt-2156): the row must carry it, or the rule is read back against versions without it
+    first = _result(case, "2.1.2", Outcome.REPRODUCED, 1000.0)
+    more = first.model_copy(update={"started_at": 2000.0, "versions": {"torch": "2.1.2", "transformers": "4.52.1"}})
+    store = ResultStore(tmp_path / "s.db")
+    for run_id, r in (("20261125T000000-h-aaaaaa", first), ("20261126T000000-h-bbbbbb", more)):
+        store.save(store.begin_run("bugmatrix run", MACHINE, run_id=run_id), r, "torch-2.1.2")
+    record = Record()
+    assert fold_store(record, store, [case]) == (1, 1)
+    [row] = record.rows
+    assert row["versions"] == {"torch": "2.1.2", "transformers": "4.52.1"}
+    assert fold_store(record, store, [case]) == (0, 0)

@@ -81,7 +81,8 @@ class MatrixReport:
         packages (those the variant's `reproduced` rules name, when they name any) over those cells only:
         `(primary version, axis)` for each that holds a point."""
         case = self.cases.get(axis.case)
-        others = [logical_name(p) for p in (case.spec.packages if case else []) if logical_name(p) != axis.package]
+        packages = case.spec.recorded_packages if case else []  # a rule may name one outside `packages`
+        others = [logical_name(p) for p in packages if logical_name(p) != axis.package]
         if case is not None and axis.variant in case.spec.variants:  # the packages its rules make the bug depend on
             named = {logical_name(k) for rule in case.spec.variants[axis.variant].expect
                      if rule.outcome is Outcome.REPRODUCED and rule.when.get("device", axis.device) == axis.device

@@ -347,10 +347,11 @@ def write(root: Path, record: Record) -> list[str]:
 
 def fold(record: Record, rows: Iterable[dict], runs: dict[str, dict], machines: dict[str, dict]) -> tuple[int, int]:
     """Fold new rows (with the runs and machines they cite) into `record`, in place; return (added, replaced).
-    Idempotent: a row whose key is recorded with the same outcome and tallies is left exactly as it was (unless a
-    row of another fingerprint of its world size and cell has been recorded since: then the confirmation makes it
-    current again, with its date and run); a newer result of a recorded key replaces it; an older one is ignored;
-    an `infra` row (nothing measured) never replaces a settled one, as it never shadows one in `latest()`."""
+    Idempotent: a row whose key is recorded with the same outcome and tallies (and no version it lacks) is left
+    exactly as it was (unless a row of another fingerprint of its world size and cell has been recorded since: then
+    the confirmation makes it current again, with its date and run); a newer result of a recorded key replaces it
+    (one that recorded a version more, e.g. of a package a rule names, too); an older one is ignored; an `infra` row
+    (nothing measured) never replaces a settled one, as it never shadows one in `latest()`."""
     index = {key(row): i for i, row in enumerate(record.rows)}
     newest: dict[tuple, tuple] = {}  # (case, variant, world size, device, cell) -> the newest (date, run) recorded
     for row in record.rows:
@@ -367,7 +368,8 @@ def fold(record: Record, rows: Iterable[dict], runs: dict[str, dict], machines: 
             added += 1
         else:
             old = record.rows[at]
-            if (old["outcome"], old["tallies"]) == (row["outcome"], row["tallies"]):
+            if (old["outcome"], old["tallies"]) == (row["outcome"], row["tallies"]) and old["versions"].items() >= \
+                    row["versions"].items():  # a re-measurement that recorded more (a version a rule names) is news
                 if (old["date"], old["run"]) < was < (row["date"], row["run"]):
                     # confirmed after a row of another fingerprint of its key (fewer repeats, other pins): it is
                     # the key's current result again, so it takes the confirming measurement's date and run
