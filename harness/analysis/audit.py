@@ -46,7 +46,7 @@ from harness.analysis.transitions import FIXED, MIXED, REPRODUCED, UNKNOWN, cell
 from harness.launch.expectations import expected_outcome
 from harness.launch.interpreter import Environment, Installed
 from harness.model.case import Case
-from harness.model.case_schema import RESERVED_KEYS, Variant
+from harness.model.case_schema import Variant
 from harness.model.common import logical_name, primary_package
 from harness.model.outcome import Outcome
 from harness.model.requirements import Loose, Pin
@@ -225,12 +225,7 @@ def _combine(statuses: Iterable[str]) -> str:
 
 
 def _rule_packages(variant: Variant, device: str) -> set[str]:
-    out = set()
-    for rule in variant.expect:
-        if rule.when.get("device", device) != device:
-            continue
-        out |= {logical_name(k) for k in rule.when if k not in RESERVED_KEYS}
-    return out
+    return {logical_name(k) for k in variant.packages_named(device)}
 
 
 def _by_group(results: Iterable[tuple[str, Result]]) -> dict[tuple[str, str, str], list[tuple[str, Result]]]:

@@ -64,9 +64,9 @@ from harness.model.case import Case, cases_dir_option, load_case
 from harness.model.case_schema import DEVICE, NPROC, CaseError, GitCondition, Rule, Variant
 from harness.model.common import DEVICES, logical_name
 from harness.model.common import primary_package as primary_of
-from harness.model.job import SETTLED
 from harness.model.outcome import Outcome
 from harness.model.result import Result
+from harness.session.record import entry_identity, entry_measured, unshadowed
 from harness.session.store import ResultStore
 
 DECISIVE = (Outcome.REPRODUCED, Outcome.FIXED, Outcome.SKIP)
@@ -86,11 +86,7 @@ def measurements(store: ResultStore, run_ids: Iterable[str] | None = None) -> li
     newest: dict[tuple[Any, ...], Measured] = {}
     found = [(run_id, cell, r) for run_id, cell, r in store.results() if wanted is None or run_id in wanted]
     # an infra result never shadows a settled one of its key and script, as in `ResultStore.latest`
-    standing = {(r.case, r.variant, r.nproc, r.device, cell, r.digest) for _, cell, r in found
-                if r.digest and r.outcome in SETTLED}
-    for run_id, cell, r in found:
-        if r.outcome is Outcome.INFRA and (r.case, r.variant, r.nproc, r.device, cell, r.digest) in standing:
-            continue
+    for run_id, cell, r in unshadowed(found, entry_identity, entry_measured):
         key = (r.case, r.variant, r.nproc, r.device, cell, tuple(sorted(r.versions.items())))
         if key not in newest or r.started_at >= newest[key][2].started_at:
             newest[key] = (run_id, cell, r)

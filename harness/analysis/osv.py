@@ -28,7 +28,6 @@ from packaging.version import InvalidVersion, Version
 from harness.analysis.reproduce import repro_command
 from harness.analysis.transitions import FIXED, REPRODUCED, UNKNOWN, cell_status
 from harness.model.case import Case
-from harness.model.case_schema import RESERVED_KEYS
 from harness.model.common import distributions, logical_name, primary_package
 from harness.model.outcome import Outcome
 from harness.model.result import Result
@@ -119,8 +118,7 @@ def _changes(points: list[tuple[Version, str]]) -> bool:
 
 
 def _rule_packages(case: Case) -> set[str]:
-    return {logical_name(k) for v in case.spec.variants.values() if not v.workaround
-            for rule in v.expect for k in rule.when if k not in RESERVED_KEYS}
+    return {logical_name(k) for v in case.spec.variants.values() if not v.workaround for k in v.packages_named()}
 
 
 def _device_view(case: Case, entries: list[tuple[str, Result]],

@@ -80,6 +80,15 @@ class Variant(Strict):
             raise ValueError("expect: the last rule must have no `when` (it is the default)")
         return self
 
+    def packages_named(self, device: str | None = None, outcome: Outcome | None = None) -> list[str]:
+        """The packages this variant's rules name (`when` keys other than world size and device), in rule order;
+        with `device`, only the rules that apply on it; with `outcome`, only the rules that expect it."""
+        return list(dict.fromkeys(
+            key for rule in self.expect
+            if (device is None or rule.when.get(DEVICE, device) == device)
+            and (outcome is None or rule.outcome is outcome)
+            for key in rule.when if key not in RESERVED_KEYS))
+
 
 class CaseSpec(Strict):
     """Everything `case.yaml` declares about one upstream bug."""
@@ -119,8 +128,7 @@ class CaseSpec(Strict):
         """`packages`, then every other package a rule's `when` names (a coupling case's second package, e.g.
         transformers for litgpt-2156): a result records the versions of all of them, so that reading it back
         (`report`, `expect`) evaluates the rules on what the run saw, not on `packages` alone."""
-        named = [key for variant in self.variants.values() for rule in variant.expect for key in rule.when
-                 if key not in RESERVED_KEYS]
+        named = [key for variant in self.variants.values() for key in variant.packages_named()]
         return list(dict.fromkeys([*self.packages, *named]))
 
 

@@ -42,26 +42,24 @@ def generated_tables(record_root: Path, cases_dir: Path, matrix_path: Path) -> d
     local store)."""
     from harness.analysis import compat
     from harness.analysis.intake import intakes
-    from harness.analysis.precision import between_on_index
     from harness.matrix.expand import load_matrix
-    from harness.matrix.resolve import dater
     from harness.model.case import discover
     from harness.output import compat as view
     from harness.output import reports
     from harness.session.readers import open_reader
-    from harness.session.record import current_digests, from_row, load
+    from harness.session.record import RecordStore, from_row
 
     cases = discover(cases_dir)[0]
     store = open_reader(None, False, cases, record_root)
+    assert isinstance(store, RecordStore)  # no --db: the record alone
     matrix = load_matrix(matrix_path) if matrix_path.is_file() else None
     report = reports.report_for(store.latest(), cases_dir, [c.name for c in matrix.cells] if matrix else [], matrix)
     grid = view.to_markdown(compat.measured(store), None)
     if not grid.strip():  # say so, rather than leave a page's "printed this:" followed by nothing
         grid = ("*The record holds no compatibility probe yet (its compat.jsonl is empty or absent): "
                 "`bugmatrix record fold` of a store that `bugmatrix compat` filled brings them here.*\n")
-    every = [from_row(row) for row in load(record_root).rows]  # superseded rows too: a draft is one
-    between = between_on_index(matrix, {c.id: c for c in cases}) if matrix is not None else None
-    rows = intakes(every, cases, current_digests(cases), between, dater(matrix) if matrix is not None else None)
+    every = [from_row(row) for row in store.record.rows]  # superseded rows too: a draft is one
+    rows = intakes(every, cases, store.digests, report.between, report.dater)  # the report's index reads, reused
     return {"cases-table": reports.to_cases_markdown(report), "compat-tables": grid,
             "intake-table": reports.intake_markdown(rows)}
 

@@ -28,7 +28,6 @@ from harness.analysis.transitions import (
 from harness.matrix.expand import Matrix
 from harness.matrix.resolve import dater
 from harness.model.case import Case, discover
-from harness.model.case_schema import RESERVED_KEYS
 from harness.model.cell import BISECT_PREFIX
 from harness.model.common import item_id, logical_name, primary_package
 from harness.model.outcome import Outcome, shown
@@ -84,9 +83,8 @@ class MatrixReport:
         packages = case.spec.recorded_packages if case else []  # a rule may name one outside `packages`
         others = [logical_name(p) for p in packages if logical_name(p) != axis.package]
         if case is not None and axis.variant in case.spec.variants:  # the packages its rules make the bug depend on
-            named = {logical_name(k) for rule in case.spec.variants[axis.variant].expect
-                     if rule.outcome is Outcome.REPRODUCED and rule.when.get("device", axis.device) == axis.device
-                     for k in rule.when if k not in RESERVED_KEYS}
+            variant = case.spec.variants[axis.variant]
+            named = {logical_name(k) for k in variant.packages_named(axis.device, Outcome.REPRODUCED)}
             others = [p for p in others if p in named] or others
         out = []
         for point in axis.points:

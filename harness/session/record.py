@@ -438,27 +438,33 @@ def _kept(cell: str, compat: bool) -> bool:
     return cell.startswith(COMPAT_PREFIX) == compat
 
 
-def _newest(items: Iterable[T], identity: Callable[[T], tuple], moment: Callable[[T], tuple],
-            measured: Callable[[T], tuple[str, str]]) -> list[T]:
-    """The newest item of each identity (case, variant, nproc, device, cell) by `moment` (when it started, then
-    the run id: a tie goes to the greater run id), in identity order, as `ResultStore.latest` defines it: an
-    `infra` item never shadows a settled item of its identity that measured the same digest. `measured` gives an
+def unshadowed(items: Iterable[T], identity: Callable[[T], tuple], measured: Callable[[T], tuple[str, str]]
+               ) -> list[T]:
+    """`items` less every `infra` item that a settled item of the same identity measured at the same digest
+    outranks (`ResultStore.latest`'s rule: nothing was measured, so the measurement stands). `measured` gives an
     item's (outcome, digest)."""
     items = list(items)
     standing = {(identity(item), digest) for item in items
                 for outcome, digest in [measured(item)] if digest and outcome in _SETTLED_VALUES}
+    return [item for item in items if not (measured(item)[0] == Outcome.INFRA.value
+                                           and (identity(item), measured(item)[1]) in standing)]
+
+
+def _newest(items: Iterable[T], identity: Callable[[T], tuple], moment: Callable[[T], tuple],
+            measured: Callable[[T], tuple[str, str]]) -> list[T]:
+    """The newest item of each identity (case, variant, nproc, device, cell) by `moment` (when it started, then
+    the run id: a tie goes to the greater run id), in identity order, as `ResultStore.latest` defines it: an
+    `infra` item never shadows a settled item of its identity that measured the same digest (`unshadowed`)."""
     best: dict[tuple, T] = {}
-    for item in items:
+    for item in unshadowed(items, identity, measured):
         k = identity(item)
-        outcome, digest = measured(item)
-        if outcome == Outcome.INFRA.value and (k, digest) in standing:
-            continue
         if k not in best or moment(item) > moment(best[k]):
             best[k] = item
     return [best[k] for k in sorted(best)]
 
 
-def _entry_identity(e: tuple[str, str, Result]) -> tuple:
+def entry_identity(e: tuple[str, str, Result]) -> tuple:
+    """A `(run, cell, result)` entry's key: (case, variant, world size, device, cell)."""
     return (e[2].case, e[2].variant, e[2].nproc, e[2].device, e[1])
 
 
@@ -466,7 +472,8 @@ def _entry_moment(e: tuple[str, str, Result]) -> tuple:
     return (e[2].started_at, e[0])
 
 
-def _entry_measured(e: tuple[str, str, Result]) -> tuple[str, str]:
+def entry_measured(e: tuple[str, str, Result]) -> tuple[str, str]:
+    """A `(run, cell, result)` entry's (outcome, digest), for `unshadowed`."""
     return (e[2].outcome.value, e[2].digest)
 
 
@@ -580,7 +587,7 @@ class LayeredStore(ResultStore):
         return sorted(judged, key=lambda e: (e[0], e[2].case, e[2].variant, e[1], e[2].device, e[2].nproc))
 
     def latest(self, run_id: str | None = None, compat: bool = False) -> list[tuple[str, Result]]:
-        newest = _newest(self._entries(run_id, compat), _entry_identity, _entry_moment, _entry_measured)
+        newest = _newest(self._entries(run_id, compat), entry_identity, _entry_moment, entry_measured)
         return [(cell, self.judge(r)) for _, cell, r in newest]  # only what is returned is judged
 
     def standing(self, cell: str, fingerprint: str, outcomes: tuple[Outcome, ...]) -> Result | None:

@@ -121,14 +121,15 @@ def narrow(targets: list[Target], cases: dict[str, Case], probing: Probing, comm
     done = []
     for target in targets:
         axis, b = target.axis, target.boundary
-        retry = _nothing_measured(axis, b, store.latest()) if b.undecided and b.untested is not None else ()
+        latest = store.latest() if b.undecided else []  # read once: what the versions between showed
+        retry = _nothing_measured(axis, b, latest) if b.undecided and b.untested is not None else ()
         if retry:  # an environment that could not be made measured nothing: probe it again, as a resumed run does
             b = replace(b, untested=tuple(sorted((*b.untested, *retry), key=Version)),
                         undecided=tuple(v for v in b.undecided if v not in retry))
             target = replace(target, boundary=b)
         outcome = Narrowed(target)
         if not b.untested:
-            outcome.why_not = _undecided_why(axis, b, store.latest()) if b.undecided else "what lies between is unknown"
+            outcome.why_not = _undecided_why(axis, b, latest) if b.undecided else "what lies between is unknown"
             say(outcome.line())
             done.append(outcome)
             continue
