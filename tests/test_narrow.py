@@ -282,3 +282,62 @@ def test_a_version_between_whose_environment_could_not_be_made_is_probed_again(
     assert cli(project, "narrow", "-j", "1") == 0
     out = capsys.readouterr().out
     assert "fixed in 1.3 (1.2 reproduced)" in out and "not narrowed" not in out, out
+
+
+def _save_at_12(project: Path, outcomes: list[tuple[str, str, dict[str, str]]]) -> None:
+    """Record results of fakelib 1.2 (cell, outcome, extra versions) as a run would, at every world size."""
+    from harness.model.case import load_case
+    from harness.model.job import run_digest
+    from harness.model.outcome import Outcome
+    from harness.model.result import Result
+
+    case = load_case(project / "cases" / "fakelib-1-bug" / "case.yaml")
+    store = ResultStore(project / "r.db")
+    run = store.begin_run("bugmatrix run", "host")
+    for cell, outcome, extra in outcomes:
+        for nproc in case.spec.nproc:
+            store.save(run, Result(case=case.id, variant="bug", nproc=nproc, device="cpu", outcome=Outcome(outcome),
+                                   expected=None, reason="NotImplementedError: Could not run 'fakelib::op' on CPU",
+                                   versions={"fakelib": "1.2", "torch": "2.5.0", **extra}, launched=True,
+                                   digest=run_digest(case, "bug")), cell=cell)
+    store.end_run(run)
+
+
+def test_a_boundary_whose_versions_between_were_all_measured_as_expected_is_not_an_interval(
+        project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # 1.1 reproduced, 1.3 fixed, and 1.2 (the only release between) errs: its kernel is missing. With a rule that
+    # says so, launching 1.2 again would measure the same: narrow lists nothing to run and exits 0; without the rule
+    # the error is unexplained and the interval stays (exit 1)
+    spec = yaml.safe_load((project / "matrix.yaml").read_text())
+    spec["groups"][0]["axes"]["fakelib"] = ["1.1", "1.3"]
+    (project / "matrix.yaml").write_text(yaml.safe_dump(spec))
+    assert cli(project, "run", "--all-cells", "-j", "1") == 0
+    _save_at_12(project, [("fakelib-1.2", "error", {})])
+    case_file = project / "cases" / "fakelib-1-bug" / "case.yaml"
+    capsys.readouterr()
+    assert cli(project, "narrow", "--dry-run") == 1  # an error no rule names: listed as an interval
+    assert "nothing left to run" not in capsys.readouterr().out
+    spec = yaml.safe_load(case_file.read_text())
+    spec["variants"]["bug"]["expect"].insert(0, {"when": {"fakelib": "==1.2"}, "outcome": "error"})
+    case_file.write_text(yaml.safe_dump(spec))
+    assert cli(project, "narrow", "--dry-run") == 0
+    out = capsys.readouterr()
+    assert "fixed between 1.1 and 1.3 (could not say: 1.2) — nothing left to run" in out.out, out
+    assert "1.2: error as the case's rules expect (NotImplementedError: Could not run" in out.out
+    assert "adjacent or measured between (1 above)" in out.err
+    assert cli(project, "narrow", "-j", "1") == 0  # nothing launched, nothing "not narrowed"
+
+
+def test_a_version_between_whose_cells_disagree_leaves_nothing_to_run(
+        project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # at 1.2 another package decides (reproduced with other 2, fixed with other 1): mixed, not an interval to bisect
+    spec = yaml.safe_load((project / "matrix.yaml").read_text())
+    spec["groups"][0]["axes"]["fakelib"] = ["1.1", "1.3"]
+    (project / "matrix.yaml").write_text(yaml.safe_dump(spec))
+    assert cli(project, "run", "--all-cells", "-j", "1") == 0
+    _save_at_12(project, [("fakelib-1.2-other-2", "reproduced", {"other": "2"}),
+                          ("fakelib-1.2-other-1", "fixed", {"other": "1"})])
+    capsys.readouterr()
+    assert cli(project, "narrow", "--dry-run") == 0
+    out = capsys.readouterr().out
+    assert "1.2: reproduces in some cells, not others (another package decides)" in out, out

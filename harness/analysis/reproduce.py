@@ -56,7 +56,8 @@ def repro_command(case: Case, result: Result, matrix: Matrix | None = None, pyth
     return shlex.join(command)
 
 
-def _at_all(results: list[tuple[str, Result]], axis: Axis, version: str) -> list[Result]:
+def results_at(results: list[tuple[str, Result]], axis: Axis, version: str) -> list[Result]:
+    """Every result that put `axis` at `version` (each world size of each cell there)."""
     point = next((p for p in axis.points if p.version == version), None)
     if point is None:
         return []
@@ -71,13 +72,13 @@ def _largest(found: list[Result], nproc: int | None = None) -> Result | None:
 
 def at(results: list[tuple[str, Result]], axis: Axis, version: str) -> Result | None:
     """The result that put `axis` at `version` (the largest world size there)."""
-    return _largest(_at_all(results, axis, version))
+    return _largest(results_at(results, axis, version))
 
 
 def sides(results: list[tuple[str, Result]], axis: Axis, boundary: Boundary) -> tuple[Result | None, Result | None]:
     """The results that put `axis` at each side of `boundary` (before, after), at one world size: the largest run on
     both sides, so that their commands differ only in the versions (each side's largest when they share none)."""
-    before, after = _at_all(results, axis, boundary.before), _at_all(results, axis, boundary.after)
+    before, after = results_at(results, axis, boundary.before), results_at(results, axis, boundary.after)
     shared = {r.nproc for r in before} & {r.nproc for r in after}
     nproc = max(shared) if shared else None
     return _largest(before, nproc), _largest(after, nproc)

@@ -1,8 +1,12 @@
 """`bugmatrix narrow [CASES]`: bisect every interval boundary of the record's and the store's results until it is
 between adjacent versions (see harness/workflows/narrow.py).
 
-Exit codes: 0 every boundary looked at is adjacent afterwards, 1 some could not be narrowed (each says why) or, with
---dry-run, an interval is listed, 2 bad input (an explicit --db that does not exist), 5 nothing measured at all.
+A boundary with nothing left to launch between its sides (every version there mixed, or measured as the case's
+rules expect) is printed with what lies between and not counted as an interval.
+
+Exit codes: 0 every boundary looked at is adjacent afterwards (or measured between), 1 some could not be narrowed
+(each says why) or, with --dry-run, an interval is listed, 2 bad input (an explicit --db that does not exist), 5
+nothing measured at all.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     from harness.launch.interpreter import machine_name
     from harness.output.payloads import narrow_json
     from harness.session.store import recording
-    from harness.workflows.narrow import comments, interval_targets, narrow, selected_axes
+    from harness.workflows.narrow import comments, interval_targets, measured_between, narrow, selected_axes
     from harness.workflows.probing import Probing
 
     ctx = Context(args)
@@ -52,7 +56,15 @@ def run(args: argparse.Namespace) -> ExitCode:
         return ExitCode.NOTHING_RAN
     chosen = selected_axes(latest, cases, matrix, set(args.package or ()), set(args.device or ()),
                            set(cases) if args.cases else None)
-    targets = interval_targets(chosen, between, matrix)
+    targets, measured = [], 0
+    for target in interval_targets(chosen, between, matrix):
+        why = measured_between(target, latest, cases)
+        if why:  # nothing left to launch: said, never counted as an interval
+            t, measured = target, measured + 1
+            print(f"{t.axis.case}::{t.axis.variant} ({t.axis.device}) over {t.axis.package}: {t.boundary.text()} "
+                  f"— nothing left to run, {why}")
+        else:
+            targets.append(target)
     undated = [axis for axis in chosen if axis.unplaced]
     for axis in undated:  # a boundary may hide among them: never say "every boundary is adjacent" over them
         err.print(f"{axis.case}::{axis.variant} ({axis.device}) over {axis.package}: {axis.unplaced_text()}",
@@ -71,9 +83,10 @@ def run(args: argparse.Namespace) -> ExitCode:
                 err.print(f"not looked at: the results of {len(unread)} case(s) not in {args.cases_dir} "
                           f"({', '.join(unread[:5])}{' …' if len(unread) > 5 else ''}; pass --cases-dir)",
                           soft_wrap=True, highlight=False)
+            also = f" or measured between ({measured} above)" if measured else ""
             err.print(f"no interval boundary to narrow: every boundary of the cases in {args.cases_dir} is adjacent"
-                      if unread else "no interval boundary to narrow: every boundary in the record and the store "
-                      "is adjacent", soft_wrap=True, highlight=False)
+                      f"{also}" if unread else "no interval boundary to narrow: every boundary in the record and the "
+                      f"store is adjacent{also}", soft_wrap=True, highlight=False)
         return ExitCode.FAILED if targets else ExitCode.OK  # --dry-run: 1 while an interval is left (`expect --check`)
     with recording(store, command_line(), machine_name()) as run_id:
         probing = Probing(matrix, ctx.environments(matrix), store, run_id, cores=args.jobs, repeat=args.repeat,

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from harness.analysis.transitions import FIXED, REPRODUCED, Axis, Between, Boundary, axes
+from harness.analysis.transitions import FIXED, REPRODUCED, Axis, Between, Boundary, axes, short
 from harness.matrix.expand import Matrix
 from harness.matrix.git import Commit, git_candidates, resolve_ref
 from harness.matrix.resolve import dater
@@ -111,6 +111,37 @@ def intervals(results: list[tuple[str, Result]], cases: dict[str, Case], between
               case_ids: set[str] | None = None) -> list[Target]:
     """Every boundary in `results` that is not adjacent, on the axes `selected_axes` chooses."""
     return interval_targets(selected_axes(results, cases, matrix, packages, devices, case_ids), between, matrix)
+
+
+def measured_between(target: Target, results: list[tuple[str, Result]], cases: dict[str, Case]) -> str:
+    """Why `target` is as narrow as it can be measured, or "" when something between can still be launched or said
+    otherwise. That holds when no release between was left unrun and every version between that could not say is
+    either *mixed* (its cells disagree: another package decides there, and the report reads the boundary along it) or
+    measured as the case's rules expect (an `error` or `skip` its rules name, e.g. a release whose kernel is missing):
+    launching again would measure the same, so the boundary is stated with what lies between, not as an interval."""
+    from harness.analysis.reproduce import results_at
+    from harness.analysis.transitions import MIXED
+    from harness.launch.expectations import environment_of, expected_outcome
+
+    b, axis = target.boundary, target.axis
+    case = cases.get(axis.case)
+    if case is None or b.untested != () or not b.undecided or axis.variant not in case.spec.variants:
+        return ""
+    variant = case.spec.variants[axis.variant]
+    status = {p.version: p.status for p in axis.points}
+    said = []
+    for version in b.undecided:
+        if status.get(version) == MIXED:
+            said.append(f"{short(version)}: reproduces in some cells, not others (another package decides)")
+            continue
+        found = [r for r in results_at(results, axis, version) if r.outcome is not Outcome.INFRA]
+        if not found or any(r.outcome in (Outcome.REPRODUCED, Outcome.FIXED)
+                            or r.outcome != expected_outcome(variant, environment_of(r), r.nproc, r.device)
+                            for r in found):
+            return ""
+        r = max(found, key=lambda r: r.nproc)
+        said.append(f"{short(version)}: {r.outcome.value} as the case's rules expect ({_gist(r.reason)})")
+    return "measured between: " + "; ".join(said)
 
 
 def narrow(targets: list[Target], cases: dict[str, Case], probing: Probing, commits: bool = False
@@ -246,6 +277,7 @@ def _probe_reasons(log: list[tuple[str, Outcome, str]], wanted: set[str]) -> str
 
 
 def _gist(reason: str, limit: int = 160) -> str:
-    """The telling end of a reason: a traceback's last line rather than its first (`... | ` joins lines)."""
+    """The telling end of a reason: a traceback's last line rather than its first (`... | ` joins lines), cut after
+    `limit` characters (an exception's message opens with what failed; a long one ends in lists)."""
     last = reason.strip().rsplit(" | ", 1)[-1].strip()
-    return last if len(last) <= limit else "…" + last[-limit:]
+    return last if len(last) <= limit else last[:limit] + "…"
