@@ -218,6 +218,36 @@ def test_an_unpinned_package_that_decides_nothing_qualifies_the_precision_one_th
     assert [x["case"] for x in payload["affected"]] == ["lightning-1-coupling"] and payload["not_covered"] == []
 
 
+def test_a_package_only_a_rule_names_is_asked_for_before_an_answer(tmp_path: Path, make_case,  # noqa: ANN001
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # litgpt-2156's shape: `packages` says torch and litgpt, a rule names transformers (the coupling); at litgpt
+    # 0.5.11 transformers decides (4.52.1 reproduced, 4.51.3 fixed). Without transformers pinned, no answer, and
+    # transformers is what to pin; with it pinned, the answer of that measurement
+    monkeypatch.chdir(tmp_path)
+    case = make_case("print('x')\n", case_id="litgpt-9-transformers", packages=["torch", "litgpt"],
+                     upstream=["https://example.invalid/litgpt/issues/9"],
+                     variants={"bug": {"expect": [{"when": {"litgpt": ">=0.5.10,<0.5.12", "transformers": ">=4.52"},
+                                                   "outcome": "reproduced"}, {"outcome": "fixed"}]}})
+    rows = [_row(case, "bug", f"litgpt-0.5.11-transformers-{tf}",
+                 {"torch": "2.8.0", "litgpt": "0.5.11", "transformers": tf}, outcome, DAY + i)
+            for i, (tf, outcome) in enumerate([("4.52.1", R), ("4.51.3", F)])]
+    root = tmp_path / "rec"
+    write(root, Record(rows=rows, runs={RUN: {"started": "2026-12-01T00:00:00Z", "machine": "m-test",
+                                              "command": "test"}}))
+    world = {"root": root, "cases": [case], "cases_dir": case.folder.parent, "tmp": tmp_path}
+    assert _answers(world, ["litgpt==0.5.11", "torch==2.8.0"]) == {}
+    store = open_reader(tmp_path / "absent.db", False, [case], root)
+    results = store.latest()
+    target = audit_module.target_of(*parse_pins(["litgpt==0.5.11", "torch==2.8.0"]),
+                                    audit_module.known_packages(results, [case]))
+    [asked] = audit_module.unpinned(results, [case], target)
+    assert asked.package == "transformers" and "litgpt-9-transformers" in asked.why
+    answered = _answers(world, ["litgpt==0.5.11", "torch==2.8.0", "transformers==4.52.1"])
+    assert answered[("litgpt-9-transformers", "bug")].affected
+    assert not _answers(world, ["litgpt==0.5.11", "torch==2.8.0", "transformers==4.51.3"])[
+        ("litgpt-9-transformers", "bug")].affected
+
+
 # ------------------------------------------------------------------------------------------------------ the CLI
 
 

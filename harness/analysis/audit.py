@@ -422,8 +422,9 @@ def _applies(case: Case, target: Target, device: str, skipped: set[str]) -> bool
 
 def _undecided(auditor: Auditor, case: Case, variant: str, target: Target, device: str) -> list[str]:
     """The case's packages that are not pinned and that decide `variant`'s outcome (rules or a measured
-    boundary along them)."""
-    missing = {logical_name(p) for p in case.spec.packages} - set(target.pins)
+    boundary along them): its `packages` and every other package a rule names (`recorded_packages`: a coupling
+    case's second package, such as litgpt-2156's transformers)."""
+    missing = {logical_name(p) for p in case.spec.recorded_packages} - set(target.pins)
     if not missing:
         return []
     rules = _rule_packages(case.spec.variants[variant], device)
