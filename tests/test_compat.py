@@ -142,6 +142,17 @@ def test_each_verdict_from_a_real_walk(walked: ResultStore) -> None:
     assert table[("2.4.0", "1.3")].kind is Kind.WORKS
 
 
+def test_the_torchrec_lane_alone_pairs_with_what_the_fbgemm_lane_recorded(walked: ResultStore) -> None:
+    # `compat --lane torchrec` walks no fbgemm probe: each torch's torchrec probes pair with the fbgemm releases the
+    # store recorded working with that torch (before, none: the lane alone probed nothing)
+    from harness.workflows.compat import recorded_works
+
+    latest = walked.latest(compat=True)
+    assert recorded_works(latest, "2.4.0") == {"1.0", "1.3"}
+    assert recorded_works(latest, "2.5.0") == {"1.0"}
+    assert recorded_works(latest, "2.6.0") == set()
+
+
 def test_check_catches_a_wrong_row_and_a_missing_one(
     project: Path, walked: ResultStore, capsys: pytest.CaptureFixture[str]
 ) -> None:

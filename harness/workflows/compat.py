@@ -17,6 +17,7 @@ from __future__ import annotations
 from harness.analysis.compat import LANES, VARIANT, Grid, Kind, probe_cell, verdict
 from harness.model.case import Case
 from harness.model.cell import Cell
+from harness.model.common import logical_name
 from harness.model.job import Job
 from harness.model.outcome import Outcome
 from harness.model.result import Result
@@ -40,6 +41,19 @@ class CompatResume(Resume):
 
 def _job(probe: Case, cell: Cell) -> Job:
     return Job(case=probe, variant=VARIANT, nproc=1, device="cpu", cell=cell)
+
+
+def recorded_works(latest: list[tuple[str, Result]], torch: str) -> set[str]:
+    """The fbgemm-gpu releases whose recorded fbgemm probe works with `torch` (the torchrec lane walked without the
+    fbgemm lane pairs each torchrec with these, as the whole walk pairs it with what it just probed)."""
+    out = set()
+    for _, result in latest:
+        if result.case != LANES["fbgemm"].probe or verdict(result)[0] is not Kind.WORKS:
+            continue
+        versions = {logical_name(name): text for name, text in result.versions.items()}
+        if versions.get("torch", "").partition("+")[0] == torch and "fbgemm-gpu" in versions:
+            out.add(versions["fbgemm-gpu"])
+    return out
 
 
 def walk(grid: Grid, probes: dict[str, Case], probing: Probing, disk_budget: int | None = None
@@ -76,7 +90,7 @@ def walk(grid: Grid, probes: dict[str, Case], probing: Probing, disk_budget: int
             job.cell.pins.get("fbgemm-gpu")
             for job, r in zip(jobs, results, strict=True)
             if job.cell and job.case.id == LANES["fbgemm"].probe and verdict(r)[0] is Kind.WORKS
-        }
+        } if "fbgemm" in probes else recorded_works(probing.store.latest(compat=True), torch)
         if "torchrec" in probes and grid.torchrec_of:
             run(
                 [
