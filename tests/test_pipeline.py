@@ -226,3 +226,28 @@ def test_an_environment_that_vanished_under_the_run_is_infra_not_a_crash(make_ca
     [result] = Session(LocalEnvironment(gone)).run([job])
     assert result.outcome is Outcome.INFRA and not result.launched
     assert "could not start" in result.reason and "deleted-env" in result.reason
+
+
+def test_launch_lines_count_across_the_batches_of_one_walk(make_case) -> None:  # noqa: ANN001
+    # a compat walk runs one batch per torch through the same observer: "[n/total]" counts across them (it printed
+    # "[136/19]" when each batch reset the total)
+    import io
+
+    from rich.console import Console
+
+    from harness.model.job import Job
+    from harness.model.outcome import Outcome
+    from harness.model.result import Result
+    from harness.output.progress import LaunchLines
+
+    case = make_case("print('x')\n")
+    out = io.StringIO()
+    lines = LaunchLines(Console(file=out, width=200))
+    job = Job(case=case, variant="bug", nproc=1, device="cpu")
+    result = Result(case=case.id, variant="bug", nproc=1, device="cpu", outcome=Outcome.FIXED, expected=None,
+                    reason="", versions={}, launched=True)
+    for batch in (2, 1):
+        lines.run_started([job] * batch)
+        for _ in range(batch):
+            lines.result_ready(job, result, reused=False)
+    assert [line.split("]")[0] for line in out.getvalue().splitlines()] == ["[1/2", "[2/2", "[3/3"]

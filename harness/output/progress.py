@@ -24,7 +24,7 @@ class LaunchLines(Observer):
         self.console, self.done, self.total = console, 0, 0
 
     def run_started(self, jobs: list[Job]) -> None:
-        self.total = len(jobs)
+        self.total += len(jobs)  # a walk runs one batch per torch through the same observer: counted across them
 
     def result_ready(self, job: Job, result: Result, reused: bool) -> None:
         self.done += 1
