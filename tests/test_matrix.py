@@ -318,3 +318,21 @@ def test_the_smoke_timeout_can_be_raised_for_a_busy_machine(monkeypatch: pytest.
     monkeypatch.setenv(SMOKE_TIMEOUT_ENV, "soon")
     with pytest.raises(ValueError, match=r"BUGMATRIX_SMOKE_TIMEOUT_S: not a number of seconds: 'soon'"):
         smoke_timeout()
+
+
+def test_an_environment_another_process_uses_is_never_evicted_or_pruned(tmp_path: Path) -> None:
+    """Two runs sharing an environments folder: one's disk-budget eviction or an `env prune` keeps what the other
+    holds (it once deleted an interpreter between another run's build and its launch)."""
+    from harness.matrix.cellenvs import CellEnvironments
+
+    index = build_index(tmp_path / "index", [FakeRelease("fakelib", "1.0", "2024-02-01T00:00:00Z")])
+    matrix = load_matrix(write_matrix(tmp_path, index, couplings=[], groups=[],
+                                      cells=[{"name": "c", "pins": {"fakelib": "1.0"}}]))
+    running = CellEnvironments(matrix, EnvCache(tmp_path / "envs"))  # the other run: it uses the environment
+    resolved, env, problem = running.get(matrix.cell("c"))
+    assert env is not None and resolved is not None, problem
+    other = EnvCache(tmp_path / "envs")  # another process's cache object: its own lock files
+    assert other.remove(resolved.key) is False and other.exists(resolved.key)
+    assert other.prune(set()) == [] and other.exists(resolved.key)
+    running.cache.release(resolved.key)  # the run is done with it
+    assert other.prune(set()) == [resolved.key] and not other.exists(resolved.key)

@@ -51,7 +51,10 @@ def run(args: argparse.Namespace) -> ExitCode:
     if args.action == "prune":
         keep = {resolve_cell(matrix, c).key for c in cells} if args.cells else set()
         removed = cache.prune(keep)
-        console.print(f"removed {len(removed)} environment(s)")
+        held = [f.name for f in cache.root.iterdir()
+                if f.is_dir() and not f.name.startswith(".") and f.name not in keep]
+        console.print(f"removed {len(removed)} environment(s)"
+                      + (f"; kept {len(held)} in use by another bugmatrix process" if held else ""))
         if args.cache:
             console.print(clean_cache() or "uv cache: nothing to clean")
         return ExitCode.OK

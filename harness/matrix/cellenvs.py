@@ -59,8 +59,10 @@ class CellEnvironments:
             self._cells_of.setdefault(resolved.key, set()).add(cell.name)
         if self.disk_budget is not None and not self.cache.exists(resolved.key):
             self._fit_budget()
+        self.cache.hold(resolved.key)  # before the build: no other process's eviction deletes it from here on
         status = self.cache.build(resolved)
         if not status.ok:
+            self.cache.release(resolved.key)
             return resolved, None, f"environment: {status.error}"
         try:
             return resolved, self.cache.environment(status.key), ""
@@ -96,7 +98,7 @@ class CellEnvironments:
         if self._usage() <= budget:
             return False
         for key in sorted(self.evictable()):
-            self.cache.remove(key)
+            self.cache.remove(key)  # kept when another process holds it (see EnvCache.hold)
         if self._usage() > budget:
             clean_cache()  # environments keep their hardlinks; only later cells would download again
         return True

@@ -16,6 +16,9 @@ Contract:
 - After installing, an import smoke check imports every pinned package. A cell whose resolution, download or import
   fails yields `EnvStatus(ok=False, error=<uv's or the importer's message>)`; the caller records it as `infra`.
   Failures are remembered for the process only; a later run tries again.
+- A process that uses an environment holds it (`hold`: a shared lock on `<root>/.<key>.use`) until it ends or
+  `release`s it; `remove` and `prune` delete only what no process holds (another run's evictions or an `env
+  prune` never pull an interpreter from under a launch), and say what they kept.
 - `remove`/`prune` delete environments; `clean_cache` removes big packages (torch and its CUDA libraries) from uv's
   cache, holding bugmatrix's cache lock exclusively (`cache_in_use`), which every install holds shared: a clean
   in one process never pulls wheels from under an install in another. Nothing is deleted implicitly except by an
@@ -36,6 +39,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 from harness.launch.interpreter import Environment, InterpreterError, inspect_interpreter
 from harness.launch.torchrun import run_abortable
@@ -117,6 +121,7 @@ class EnvCache:
         self.root = Path(root).absolute()  # launches run in the case's folder: interpreters need absolute paths
         self.root.mkdir(parents=True, exist_ok=True)
         self._failed: dict[str, EnvStatus] = {}
+        self._held: dict[str, TextIO] = {}
 
     def path(self, key: str) -> Path:
         return self.root / key
@@ -226,17 +231,51 @@ class EnvCache:
                 continue
         return out
 
-    def remove(self, key: str) -> None:
-        """Delete one environment (its files are hardlinks into uv's cache, which keeps the packages)."""
-        shutil.rmtree(self.path(key), ignore_errors=True)
+    def hold(self, key: str) -> None:
+        """Mark `key`'s environment in use by this process (until `release` or the process ends): no `remove` or
+        `prune`, in this process or another, deletes it meanwhile."""
+        if key in self._held:
+            return
+        fh = open(self.root / f".{key}.use", "w")  # noqa: SIM115  # held open: the lock lives as long as the file
+        fcntl.flock(fh, fcntl.LOCK_SH)
+        self._held[key] = fh
+
+    def release(self, key: str) -> None:
+        """This process no longer uses `key`'s environment."""
+        fh = self._held.pop(key, None)
+        if fh is not None:
+            fh.close()  # closing drops the lock
+
+    def remove(self, key: str) -> bool:
+        """Delete one environment (its files are hardlinks into uv's cache, which keeps the packages), unless
+        another process holds it (then False: it is kept). This process's own hold is dropped first."""
+        self.release(key)
+        with open(self.root / f".{key}.use", "w") as fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False
+            shutil.rmtree(self.path(key), ignore_errors=True)
+            return True
 
     def prune(self, keep: set[str]) -> list[str]:
-        """Delete every environment whose key is not in `keep`, and leftovers of interrupted builds."""
+        """Delete every environment whose key is not in `keep` and that no process holds, and leftovers of
+        interrupted builds; returns the names removed."""
         removed = []
         for folder in self.root.iterdir():
-            if folder.is_dir() and folder.name not in keep and folder.name != ".resolved":  # .building-* too
-                shutil.rmtree(folder, ignore_errors=True)
-                removed.append(folder.name)
+            if not folder.is_dir() or folder.name in keep or folder.name == ".resolved":
+                continue
+            if folder.name.startswith("."):  # .<key>.building-*: a build in progress holds its key's build lock
+                key = folder.name[1:].partition(".building-")[0]
+                with open(self.root / f".{key}.lock", "w") as fh:
+                    try:
+                        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except BlockingIOError:
+                        continue
+                    shutil.rmtree(folder, ignore_errors=True)
+            elif not self.remove(folder.name):
+                continue
+            removed.append(folder.name)
         return removed
 
 
