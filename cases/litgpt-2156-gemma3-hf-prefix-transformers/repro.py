@@ -38,7 +38,6 @@ from importlib import metadata
 from pathlib import Path
 
 import torch
-from safetensors.torch import save_file
 
 SIGNATURE = "the multimodal Gemma-3 checkpoint's text weights were not converted"
 MODEL = "Gemma-3-4b-it"
@@ -114,6 +113,9 @@ def main():
     except ValueError as e:  # "... is not a supported config name" before Gemma-3 (litgpt < 0.5.8)
         print(f"SKIP: this litgpt has no {MODEL} config ({e})")
         return 125
+
+    # safetensors comes with litgpt from 0.4.7 (an older litgpt, which has no Gemma-3 either, skipped above)
+    from safetensors.torch import save_file
 
     where = (f"litgpt {version_of('litgpt')}, transformers {version_of('transformers') or 'not installed'}, "
              f"layout {args.layout} ({LAYOUTS[args.layout][0]}.*)")

@@ -15,7 +15,8 @@ cached kernel from an earlier run can never hide the compile, and compares the r
   run by eager kernels: no C++ is generated); fixed in every release that has torch.compile on Python 3.11.
 
 Exit code: 0 = fixed (the compiled model runs and matches eager), 1 = bug reproduced (the signature is printed
-first), 125 = cannot test here (no torch.compile on this Python, no C++ compiler, or no setuptools: Inductor's C++
+first), 125 = cannot test here (no torch.compile on this Python, no C++ compiler, a module the compile stack
+imports that torch does not require and the environment lacks, or no setuptools: Inductor's C++
 builder imports torch.utils.cpp_extension, which imports setuptools; torch >= 2.11 requires setuptools, torch <= 2.10
 does not, so a bare torch 2.10 environment cannot build C++ kernels). A compiled result that differs
 from eager is an error (exit 2), not a verdict on this bug.
@@ -45,6 +46,21 @@ class Model(nn.Module):
         x = F.pad(x, (0, 0, 0, 0, 0, 2))
         x = F.interpolate(x, size=(5, 5), mode="bilinear", align_corners=False)
         return self.conv(x)
+
+
+UNDECLARED = ("setuptools", "pkg_resources", "numpy")  # imported by torch.compile's stack, required by no torch <= 2.10
+
+
+def undeclared_import(error: BaseException) -> str | None:
+    """The module torch's compile stack failed to import that torch does not require (torch 2.1's Dynamo imports
+    pkg_resources, 2.2's numpy), found along the exception's chain (Dynamo wraps it); None for anything else."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, ModuleNotFoundError) and (error.name or "").split(".")[0] in UNDECLARED:
+            return error.name
+        error = error.__cause__ or error.__context__
+    return None
 
 
 def main():
@@ -89,6 +105,11 @@ def main():
         try:
             out = compiled(x.clone())
         except Exception as e:  # torch._dynamo.exc.BackendCompilerFailed / InductorError wrap CppCompileError
+            missing = undeclared_import(e)
+            if missing:
+                print(f"SKIP: torch {torch.__version__}'s compile stack imports {missing}, which it does not require "
+                      f"and this environment lacks ({type(e).__name__})")
+                return 125
             if SIGNATURE not in str(e):
                 raise
             print(f"REPRODUCED: torch.compile (backend {args.backend}) on {device}: {SIGNATURE} "
