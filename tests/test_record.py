@@ -377,3 +377,32 @@ def test_a_re_measurement_that_recorded_a_version_more_replaces_the_row(tmp_path
     [row] = record.rows
     assert row["versions"] == {"torch": "2.1.2", "transformers": "4.52.1"}
     assert fold_store(record, store, [case]) == (0, 0)
+
+
+def test_record_coverage_counts_each_planned_job_against_rows_of_the_committed_script(
+        tmp_path: Path, case: Case, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import yaml
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "matrix.yaml").write_text(yaml.safe_dump({"cells": [
+        {"name": f"torch-{v}", "pins": {"torch": v}} for v in ("2.0.1", "2.1.2", "2.2.2")]}))
+    results = [*_two_cells(case), ("torch-2.2.2", _result(case, "2.2.2", Outcome.FIXED, 1020.0, digest="older"))]
+    record = Record()
+    fold_store(record, _store(tmp_path / "r.db", case, results), [case])
+    write(tmp_path / "rec", record)
+    argv = ["--cases-dir", str(case.folder.parent), "record", "coverage", "--record", "rec", "--matrix",
+            "matrix.yaml"]
+    assert main([*argv, "--json"]) == 1  # torch-2.2.2 holds only a row of an older script: missing
+    payload = json.loads(capsys.readouterr().out)
+    assert (payload["planned"], payload["verdicts"], payload["missing"]) == (3, 2, 1)
+    [cell] = [c for c in payload["cells"] if c["missing"]]
+    assert cell["cell"] == "torch-2.2.2" and cell["missing"] == ["fake-1-case::bug[cpu-1]"]
+    # the job measured again, and the environment could not be made: a non-verdict with its reason holds the job
+    infra = _result(case, "2.2.2", Outcome.INFRA, 1030.0).model_copy(update={"fingerprint": "fp-infra"})
+    fold_store(record, _store(tmp_path / "r2.db", case, [("torch-2.2.2", infra)]), [case])
+    write(tmp_path / "rec", record)
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "3 cpu job(s) planned in 1 cell(s)" not in out and "3 cpu job(s) planned in 3 cell(s)" in out
+    assert "2 with a verdict, 1 with a non-verdict and its reason (1 infra), 0 missing" in out
+    assert not (tmp_path / ".bugmatrix").exists()

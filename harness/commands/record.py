@@ -4,9 +4,11 @@ pages' tables from it.
     bugmatrix record fold [STORE.db | RUN.json ...]      # default: .bugmatrix/results.db
     bugmatrix record import --db PATH                    # the record as a results store (round trip, local tools)
     bugmatrix record tables [--check] [--page PAGE ...]  # the cases and compatibility tables, from the record only
+    bugmatrix record coverage [--device D] [--missing]   # which jobs of `run --all-cells` the record holds
 
-Exit codes: 0 done (for `tables --check`: the page is what the record generates), 1 `tables --check` found a page
-that differs, 2 input that cannot be read (one line naming the file; nothing written).
+Exit codes: 0 done (for `tables --check`: the page is what the record generates; for `coverage`: every planned job
+has a row for its current script), 1 `tables --check` found a page that differs, or `coverage` found jobs missing, 2
+input that cannot be read (one line naming the file; nothing written).
 """
 
 from __future__ import annotations
@@ -46,6 +48,11 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
     tables.add_argument("--page", type=Path, action="append", help="a page holding the tables (repeatable; default: "
                         "README.md and every page under docs/ that holds one: docs/cases.md, docs/compat.md)")
     tables.add_argument("--check", action="store_true", help="write nothing; exit 1 when the page differs")
+    cov = steps.add_parser("coverage", help="which jobs of `run --all-cells` the record holds a row for (measured "
+                           "with the committed script); exit 1 while any is missing",
+                           parents=[parents["--record"], parents["--matrix"], parents["--json"]])
+    cov.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="the jobs of this device (default cpu)")
+    cov.add_argument("--missing", action="store_true", help="list every missing job, not only the count per cell")
 
 
 def _pairs(items: list[str], flag: str) -> dict[str, str]:
@@ -59,8 +66,8 @@ def _pairs(items: list[str], flag: str) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace) -> ExitCode:
-    """Carry out `record fold`, `record import` or `record tables`."""
-    return {"fold": fold, "import": import_, "tables": tables}[args.step](args)
+    """Carry out `record fold`, `record import`, `record tables` or `record coverage`."""
+    return {"fold": fold, "import": import_, "tables": tables, "coverage": coverage}[args.step](args)
 
 
 def fold(args: argparse.Namespace) -> ExitCode:
@@ -148,6 +155,64 @@ def tables(args: argparse.Namespace) -> ExitCode:
         return ExitCode.FAILED
     err.print(f"wrote {names}", highlight=False)
     return ExitCode.OK
+
+
+def coverage(args: argparse.Namespace) -> ExitCode:
+    """Tally every job `run --all-cells --device D` plans against the record's rows for the committed scripts:
+    verdicts, non-verdicts (with their outcome) and missing, per cell; reads the record and the matrix only (no
+    index, no store, nothing written)."""
+    from rich.table import Table
+
+    from harness.analysis.coverage import coverage as tally
+    from harness.matrix.basics import MatrixError
+    from harness.matrix.expand import load_matrix
+    from harness.model.case import discover
+    from harness.output.console import make_console
+    from harness.session.plan import Selection, plan_cells
+    from harness.session.record import load
+
+    cases, errors = discover(args.cases_dir)
+    if errors:
+        raise UsageError(f"{errors[0]}")
+    try:
+        matrix = load_matrix(args.matrix)
+    except MatrixError as exc:
+        raise UsageError(str(exc)) from None
+    jobs = plan_cells(cases, matrix, Selection(devices=(args.device,), all_cells=True))
+    cells = tally(jobs, load(args.record).rows)
+    planned = sum(c.planned for c in cells)
+    verdicts = sum(c.verdicts for c in cells)
+    others: dict[str, int] = {}
+    for c in cells:
+        for outcome, n in c.non_verdicts.items():
+            others[outcome] = others.get(outcome, 0) + n
+    missing = sum(len(c.missing) for c in cells)
+    if args.json:
+        print(json.dumps({"device": args.device, "planned": planned, "verdicts": verdicts, "non_verdicts": others,
+                          "missing": missing, "cells": [
+                              {"cell": c.cell, "planned": c.planned, "verdicts": c.verdicts,
+                               "non_verdicts": dict(sorted(c.non_verdicts.items())), "missing": c.missing}
+                              for c in cells]}, indent=2))
+        return ExitCode.FAILED if missing else ExitCode.OK
+    out = make_console()
+    shown = [c for c in cells if c.missing or c.non_verdicts]
+    if shown:
+        table = Table(title=f"{args.device} jobs of `run --all-cells` without a verdict in {args.record}")
+        for column in ("cell", "planned", "verdicts", "non-verdicts", "missing"):
+            table.add_column(column, overflow="fold")
+        for c in shown:
+            table.add_row(c.cell, str(c.planned), str(c.verdicts),
+                          ", ".join(f"{n} {o}" for o, n in sorted(c.non_verdicts.items())) or "-", str(len(c.missing)))
+        out.print(table)
+    if args.missing:
+        for c in cells:
+            for item in c.missing:
+                out.print(f"missing: {item} cell={c.cell}", soft_wrap=True, markup=False, highlight=False)
+    said = ", ".join(f"{n} {o}" for o, n in sorted(others.items()))
+    out.print(f"{planned} {args.device} job(s) planned in {len(cells)} cell(s): {verdicts} with a verdict, "
+              f"{planned - verdicts - missing} with a non-verdict and its reason{f' ({said})' if said else ''}, "
+              f"{missing} missing (no row for the committed script)", soft_wrap=True, highlight=False)
+    return ExitCode.FAILED if missing else ExitCode.OK
 
 
 if __name__ == "__main__":  # pragma: no cover
