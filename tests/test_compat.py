@@ -340,3 +340,20 @@ def test_resume_from_copies_only_the_compat_results(tmp_path: Path, project: Pat
     fresh = ResultStore(tmp_path / "new.db")
     assert len(fresh.results(compat=True)) == 8 and fresh.results() == []
     assert len(json.loads(capsys.readouterr().out)["probes"]) == 8
+
+
+def test_the_torchrec_lane_probes_every_torchrec_release_of_each_fbgemm_minor(tmp_path: Path) -> None:
+    # torchrec patch releases can differ in what they ship (torchrec 1.6.0 has wheels for Python 3.13 only, 1.6.1
+    # for every Python): the lane probes each, not only the newest of the minor
+    from harness.analysis.compat import Grid
+
+    releases = [fake_torch("2.5.0", "2024-01-01T00:00:00Z")]
+    for i, (dist, version) in enumerate([("fbgemm-gpu-cpu", "1.0.0"), ("fbgemm-gpu-cpu", "1.1.0"),
+                                         ("torchrec", "1.0.0"), ("torchrec", "1.0.1"), ("torchrec", "1.1.0")]):
+        releases.append(FakeRelease(dist, version, f"2024-02-{i + 1:02d}T00:00:00Z", module=""))
+    index = build_index(tmp_path / "index", releases)
+    (tmp_path / "matrix.yaml").write_text(yaml.safe_dump({"indexes": {"local": index}, "defaults": {"index": "local"},
+                                                          "cells": [{"name": "c", "pins": {"torch": "2.5.0"}}]}))
+    grid = Grid.from_index(load_matrix(tmp_path / "matrix.yaml"), {"torch": ">=2.5", "fbgemm": ">=1.0"}, ["torchrec"])
+    assert grid.partners["fbgemm"] == ["1.0.0", "1.1.0"]
+    assert grid.torchrec_of == {"1.0.0": ["1.0.0", "1.0.1"], "1.1.0": ["1.1.0"]}

@@ -170,11 +170,14 @@ class Grid:
 
     torch: list[str]
     partners: dict[str, list[str]]  # lane -> versions of its last package (fbgemm: fbgemm-gpu, lightning, litgpt)
-    torchrec_of: dict[str, str] = field(default_factory=dict)  # fbgemm version -> the torchrec of its minor
+    # fbgemm version -> every torchrec release of its minor (torchrec 1.6.0 and 1.6.1 both pair with fbgemm 1.6.0)
+    torchrec_of: dict[str, list[str]] = field(default_factory=dict)
 
     @classmethod
     def from_index(cls, matrix: Matrix, ranges: dict[str, str], lanes: Iterable[str]) -> Grid:
-        """The newest release of each minor in each range, read from the matrix's index (CPU distributions)."""
+        """The newest release of each minor in each range, read from the matrix's index (CPU distributions); for the
+        torchrec lane, every torchrec release of each fbgemm minor (a torchrec patch release can differ in what it
+        ships: torchrec 1.6.0 has wheels for Python 3.13 only)."""
         url = matrix.index_url()
 
         def minors(dist: str, spec: str) -> list[str]:
@@ -182,15 +185,15 @@ class Grid:
 
         lanes = list(lanes)
         partners: dict[str, list[str]] = {}
-        torchrec_of: dict[str, str] = {}
+        torchrec_of: dict[str, list[str]] = {}
         if "fbgemm" in lanes or "torchrec" in lanes:
             partners["fbgemm"] = minors(matrix.distribution("fbgemm-gpu", "cpu"), ranges["fbgemm"])
             if "torchrec" in lanes:
-                recs = minors("torchrec", ranges["fbgemm"])
+                recs = rule_versions(AxisRule(releases=ranges["fbgemm"]), "torchrec", url)
                 for fb in partners["fbgemm"]:
                     same = [r for r in recs if Version(r).release[:2] == Version(fb).release[:2]]
                     if same:
-                        torchrec_of[fb] = same[-1]
+                        torchrec_of[fb] = same
         for lane in ("lightning", "litgpt"):
             if lane in lanes:
                 partners[lane] = minors(lane, ranges[lane])

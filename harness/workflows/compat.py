@@ -96,7 +96,8 @@ def walk(grid: Grid, probes: dict[str, Case], probing: Probing, disk_budget: int
                 [
                     _job(probes["torchrec"],
                          probe_cell(probing.matrix, {"torch": torch, "fbgemm-gpu": fb, "torchrec": rec}))
-                    for fb, rec in grid.torchrec_of.items()
+                    for fb, recs in grid.torchrec_of.items()
+                    for rec in recs
                     if fb in works
                 ]
             )
