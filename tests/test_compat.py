@@ -357,3 +357,23 @@ def test_the_torchrec_lane_probes_every_torchrec_release_of_each_fbgemm_minor(tm
     grid = Grid.from_index(load_matrix(tmp_path / "matrix.yaml"), {"torch": ">=2.5", "fbgemm": ">=1.0"}, ["torchrec"])
     assert grid.partners["fbgemm"] == ["1.0.0", "1.1.0"]
     assert grid.torchrec_of == {"1.0.0": ["1.0.0", "1.0.1"], "1.1.0": ["1.1.0"]}
+
+
+def test_a_torch_whose_probes_were_all_reused_evicts_nothing(project: Path, walked: ResultStore,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    # a resumed walk over a full disk budget: nothing was built, so nothing is evicted and uv's cache is not
+    # cleaned (before, every reused torch cleaned it, under another run about to link from it)
+    import harness.matrix.cellenvs as cellenvs
+
+    def refuse() -> str:
+        raise AssertionError("cleaned uv's cache with nothing built")
+
+    monkeypatch.setattr(cellenvs, "clean_cache", refuse)
+    matrix = load_matrix(project / "matrix.yaml")
+    said: list[str] = []
+    grid = Grid(["2.4.0", "2.5.0"], {"fbgemm": list(KERNELS)})
+    with recording(walked, "test", "here") as run_id:
+        done = walk(grid, load_probes(project / "probes"),
+                    Probing(matrix, CellEnvironments(matrix, EnvCache(project / "envs")), walked, run_id, cores=2,
+                            say=said.append), disk_budget=0)
+    assert len(done) == 8 and not any("evicted" in line for line in said), said

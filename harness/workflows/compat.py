@@ -106,7 +106,9 @@ def walk(grid: Grid, probes: dict[str, Case], probing: Probing, disk_budget: int
             if job.cell and job.cell.pins.get("torch") == torch:
                 kind = verdict(result)[0].value
                 tally[kind] = tally.get(kind, 0) + 1
-        evicted = disk_budget is not None and probing.envs.fit(disk_budget)
+        # only a torch whose probes built something evicts: one whose verdicts were all reused made nothing to
+        # evict, and cleaning uv's cache then would only throw away what another run is about to link from
+        evicted = disk_budget is not None and bool(probing.envs.evictable()) and probing.envs.fit(disk_budget)
         probing.say(
             f"torch {torch}: "
             + ", ".join(f"{n} {k}" for k, n in sorted(tally.items()))
