@@ -101,8 +101,8 @@ def main():
     x = torch.tensor([6], device=device)
     with torch.no_grad():
         eager = model(x.clone())
-        compiled = torch.compile(model, backend=args.backend)
-        try:
+        try:  # torch.compile itself may import what torch does not require (torch 2.1: pkg_resources)
+            compiled = torch.compile(model, backend=args.backend)
             out = compiled(x.clone())
         except Exception as e:  # torch._dynamo.exc.BackendCompilerFailed / InductorError wrap CppCompileError
             missing = undeclared_import(e)
