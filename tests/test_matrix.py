@@ -336,3 +336,28 @@ def test_an_environment_another_process_uses_is_never_evicted_or_pruned(tmp_path
     assert other.prune(set()) == [] and other.exists(resolved.key)
     running.cache.release(resolved.key)  # the run is done with it
     assert other.prune(set()) == [resolved.key] and not other.exists(resolved.key)
+
+
+def test_a_budget_cleans_uv_cache_only_when_that_frees_something(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over the budget, uv's cache is cleaned only when it holds enough that no environment links: wheels that
+    environments (another run's, in a shared folder) were installed from free nothing and would be downloaded again."""
+    import os
+
+    import harness.matrix.cellenvs as cellenvs
+    from harness.matrix.cellenvs import CellEnvironments
+
+    cache_dir, envs = tmp_path / "uv-cache", tmp_path / "envs"
+    (cache_dir / "archive-v0" / "torch").mkdir(parents=True)
+    (envs / "k1" / "site-packages").mkdir(parents=True)
+    wheel = cache_dir / "archive-v0" / "torch" / "lib.so"
+    wheel.write_bytes(os.urandom(1 << 20))
+    os.link(wheel, envs / "k1" / "site-packages" / "lib.so")  # an environment installed from it
+    cleaned: list[int] = []
+    monkeypatch.setattr(cellenvs, "uv_cache_dir", lambda: cache_dir)
+    monkeypatch.setattr(cellenvs, "clean_cache", lambda: cleaned.append(1) or "")
+    monkeypatch.setattr(cellenvs, "CLEAN_WORTH", 512 << 10)
+    environments = CellEnvironments(None, EnvCache(envs))  # type: ignore[arg-type]  # fit reads no matrix
+    assert environments.fit(0) and cleaned == []  # over budget, but cleaning would free nothing
+    (cache_dir / "archive-v0" / "torch" / "old.so").write_bytes(os.urandom(1 << 20))  # no environment links it
+    assert environments.fit(0) and cleaned == [1]

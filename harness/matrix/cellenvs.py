@@ -12,10 +12,12 @@ import threading
 
 from harness.launch.interpreter import Environment, InterpreterError
 from harness.matrix.basics import MatrixError
-from harness.matrix.envcache import EnvCache, clean_cache, disk_usage, uv_cache_dir
+from harness.matrix.envcache import EnvCache, clean_cache, disk_usage, unlinked_bytes, uv_cache_dir
 from harness.matrix.expand import Matrix
 from harness.matrix.resolve import ResolvedCell, resolve_cell
 from harness.model.cell import Cell
+
+CLEAN_WORTH = 1 << 30  # clean uv's cache only when it frees at least this much (1 GiB: a torch stack is 1-5 GiB)
 
 
 class CellEnvironments:
@@ -92,15 +94,19 @@ class CellEnvironments:
 
     def fit(self, budget: int) -> bool:
         """When usage (environments + uv's cache) is over `budget`: evict the environments of finished cells, then,
-        if still over, clean the big packages from uv's cache. True when something was evicted. (A walk that knows
-        its own phases, like `bugmatrix compat` going one torch at a time, calls this between phases instead of
-        giving a budget that is checked before every build.)"""
+        if still over and the cache holds at least `CLEAN_WORTH` that no environment links, clean the big packages
+        from uv's cache. True when something was evicted. (A walk that knows its own phases, like `bugmatrix
+        compat` going one torch at a time, calls this between phases instead of giving a budget that is checked
+        before every build.)"""
         if self._usage() <= budget:
             return False
         for key in sorted(self.evictable()):
             self.cache.remove(key)  # kept when another process holds it (see EnvCache.hold)
-        if self._usage() > budget:
-            clean_cache()  # environments keep their hardlinks; only later cells would download again
+        cache_dir = uv_cache_dir()
+        if self._usage() > budget and cache_dir and unlinked_bytes(cache_dir) >= CLEAN_WORTH:
+            # environments keep their hardlinks; only later cells would download again. A cache whose wheels
+            # environments still link (another run's, in a shared folder) frees nothing when cleaned: left alone
+            clean_cache()
         return True
 
     def _usage(self) -> int:

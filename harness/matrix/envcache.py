@@ -349,6 +349,25 @@ def disk_usage(path: Path) -> int:
     return total
 
 
+def unlinked_bytes(path: Path) -> int:
+    """Bytes under `path` held by files no other path links (each inode once): what deleting them frees. In uv's
+    cache, a wheel an environment was installed from stays linked from that environment, so cleaning it frees
+    nothing until the environment goes too."""
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    for folder, _, files in os.walk(path):
+        for name in files:
+            try:
+                st = os.lstat(os.path.join(folder, name))
+            except OSError:
+                continue
+            if st.st_nlink > 1 or (st.st_dev, st.st_ino) in seen:
+                continue
+            seen.add((st.st_dev, st.st_ino))
+            total += st.st_blocks * 512
+    return total
+
+
 def smoke_timeout() -> float:
     """Seconds the import smoke check may take: $BUGMATRIX_SMOKE_TIMEOUT_S, else SMOKE_TIMEOUT_S."""
     text = os.environ.get(SMOKE_TIMEOUT_ENV, "")
