@@ -43,6 +43,29 @@ def test_commits_that_cannot_be_dated_are_not_placed_by_their_version_string() -
                            "0.4.0.dev0 @ cccccccccccc fixed")
 
 
+def test_a_pinned_commit_whose_environment_could_not_be_made_is_still_dated() -> None:
+    """An `infra` probe of a git install records its pin (`git:<sha>`), no version: it is dated by its commit like
+    the others, so one failed build does not leave every commit of the axis unplaced (narrow crashed on it)."""
+    broken = ("git:" + "d" * 40, Outcome.INFRA, 3)
+    history = [*HISTORY[:3], broken, *HISTORY[3:]]
+    dates = {}
+    for v, _, d in history:
+        dates[v.partition(" @ ")[2] or v.removeprefix("git:")] = datetime(2024, 4, d, 12 if v == broken[0] else 0,
+                                                                          tzinfo=timezone.utc)
+    rows = [(f"cell-{i}", Result(case="c", variant="bug", nproc=1, device="cpu", outcome=o, expected=None, reason="",
+                                 versions={"litgpt": v})) for i, (v, o, _) in enumerate(history)]
+    seen: list[tuple[str, str | None]] = []
+
+    def dater(package: str, version: str, commit: str | None) -> datetime:
+        seen.append((version, commit))
+        return dates[commit or version]
+
+    [axis] = axes(rows, dater=dater)
+    assert axis.unplaced == [] and [p.version for p in axis.points][3] == broken[0]
+    assert ("", "d" * 40) in seen  # dated by its commit
+    assert axis.changes() == [("regressed", HISTORY[1][0], HISTORY[2][0]), ("fixed", HISTORY[2][0], HISTORY[3][0])]
+
+
 def test_a_cell_that_could_not_say_does_not_hide_one_that_did() -> None:
     """Two cells at lightning 2.6.6: `default` reproduced, a coupling cell could not be built (infra). The version
     reproduces (it read "never reproduced; could not say: 2.6.6" before); two verdicts that differ are `mixed`."""

@@ -189,7 +189,10 @@ def span(versions: list[str], digits: int = 12) -> str:
 
 
 def short(version: str, digits: int = 12) -> str:
-    """`0.4.0.dev0 @ 47806045a376` rather than the full 40-digit commit."""
+    """`0.4.0.dev0 @ 47806045a376` rather than the full 40-digit commit (`git:47806045a376` for a pin never
+    installed)."""
+    if version.startswith(GIT_PIN):
+        return version[:len(GIT_PIN) + digits]
     release, _, commit = version.partition(" @ ")
     return f"{release} @ {commit[:digits]}" if commit else release
 
@@ -254,16 +257,27 @@ def _ordered(package: str, versions: list[str], dater: Dater | None) -> tuple[li
     """(the versions in history order, the git installs that cannot be placed). Releases alone sort by version; with
     git installs among them, everything sorts by the date `dater` gives (upload, commit date) when it can date them
     all, else the releases sort by version and the commits are left unplaced, never sorted by their version strings."""
-    commits = [v for v in versions if " @ " in v]
-    releases = list(_releases_in_order(frozenset(v for v in versions if " @ " not in v)))
+    commits = [v for v in versions if " @ " in v or v.startswith(GIT_PIN)]
+    releases = list(_releases_in_order(frozenset(v for v in versions if v not in commits)))
     if not commits:
         return releases, []
     if dater is not None:
-        dates = {v: dater(package, release, commit or None)
-                 for v in versions for release, _, commit in [v.partition(" @ ")]}
+        dates = {v: dater(package, release, commit or None) for v in versions for release, commit in [_commit_of(v)]}
         if all(d is not None for d in dates.values()):
             return sorted(versions, key=lambda v: (dates[v], _sort_key(v))), []
     return releases, sorted(commits, key=_sort_key)
+
+
+GIT_PIN = "git:"  # what a git install whose environment could not be made records: its pin, no version yet
+
+
+def _commit_of(version: str) -> tuple[str, str]:
+    """(release, commit) of a point: `0.4.0.dev0 @ <sha>`, a pinned commit never installed (`git:<sha>`, release
+    unknown), or a release (no commit)."""
+    if version.startswith(GIT_PIN):
+        return "", version.removeprefix(GIT_PIN)
+    release, _, commit = version.partition(" @ ")
+    return release, commit
 
 
 @lru_cache(maxsize=1024)  # every variant of a case has the same points: sorted once

@@ -207,6 +207,8 @@ def comments(done: list[Narrowed], results: list[tuple[str, Result]], cases: dic
                                                                         d.target.axis.device, d.target.axis.package):
                 continue
             versions = [p.version for p in axis.points]
+            if old.before not in versions or old.after not in versions:  # the endpoints cannot be placed any more
+                continue
             lo, hi = versions.index(old.before), versions.index(old.after)
             for b in axis.boundaries(between):
                 if b.kind == old.kind and lo <= versions.index(b.before) and versions.index(b.after) <= hi:
