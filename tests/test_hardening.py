@@ -275,6 +275,28 @@ def test_repeats_that_disagree_are_flaky_with_their_rate(make_case: MakeCase, en
     assert steady.outcome is Outcome.REPRODUCED and steady.tallies == {}
 
 
+DISK_FULL_ON_SECOND = """
+import sys
+from pathlib import Path
+counter = Path(sys.argv[sys.argv.index("--device") + 2])
+n = int(counter.read_text()) if counter.exists() else 0
+counter.write_text(str(n + 1))
+if n == 1:                        # the second launch: the disk filled under it
+    raise OSError(28, "No space left on device")
+"""
+
+
+def test_a_repeat_the_machine_failed_makes_the_set_infra_not_flaky(make_case: MakeCase, env: Environment,
+                                                                     tmp_path: Path) -> None:
+    case = make_case(DISK_FULL_ON_SECOND, variants={
+        "bug": {"args": [str(tmp_path / "count")], "expect": [{"outcome": "fixed"}]},
+    })
+    [job] = plan_local([case], Selection(devices=("cpu",)))
+    result = execute_repeated(job, env, repeat=3)
+    assert result.outcome is Outcome.INFRA and "No space left on device" in result.reason, result.reason
+    assert (tmp_path / "count").read_text() == "2"  # the third repeat was not launched
+
+
 PARALLEL_CASE = """
 title: fifty launches
 upstream: [https://example.invalid/1]

@@ -79,9 +79,14 @@ def test_hung_rank_is_killed_with_stacks_and_nothing_left(make_case: MakeCase, e
         ("print('no CUDA here'); raise SystemExit(125)\n", Outcome.SKIP, "no CUDA here"),
         ("print('RuntimeError: FAKE-BUG-SIGNATURE'); raise SystemExit(1)\n", Outcome.REPRODUCED, "FAKE-BUG-SIGNATURE"),
         ("print('all good')\n", Outcome.FIXED, "every rank exited 0"),
+        # the machine, not the case: a full disk, and the truncated bytecode it leaves behind, are never measurements
+        ("raise OSError(28, 'No space left on device')\n", Outcome.INFRA, "the machine failed the launch"),
+        ("raise EOFError('marshal data too short')\n", Outcome.INFRA, "marshal data too short"),
+        ("print('RuntimeError: FAKE-BUG-SIGNATURE import: EOFError: marshal data too short'); raise SystemExit(1)\n",
+         Outcome.INFRA, "nothing was measured (reproduced)"),
     ],
     ids=["import-error", "uncaught", "signature-exit0", "exit1-no-signature", "exit3", "sigabrt", "skip",
-         "reproduced", "fixed"],
+         "reproduced", "fixed", "disk-full", "truncated-bytecode", "probe-signature-disk-full"],
 )
 def test_single_rank_outcomes(make_case: MakeCase, env: Environment, script: str, outcome: Outcome, reason: str):
     result = run_one(make_case, env, script)

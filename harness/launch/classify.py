@@ -14,7 +14,8 @@ CLOSING_TEXT = re.compile(CLOSING.pattern.decode())
 _AGENT_EXIT = re.compile(r"rank\s*:\s*(\d+).*?\n\s*exitcode\s*:\s*(-?\d+)", re.S)
 
 
-__all__ = ["agent_exit_codes", "classify", "closing_pids", "launch_notes", "rank_status", "signature_line"]
+__all__ = ["agent_exit_codes", "classify", "closing_pids", "launch_notes", "machine_failure", "rank_status",
+           "signature_line"]
 
 
 def agent_exit_codes(agent_log: str) -> dict[int, int]:
@@ -74,8 +75,38 @@ def rank_status(record: RankRecord, signature: str, agent_code: int | None = Non
     return status(RankState.ERROR, f"exit {record.exit_code}: {_last_line(record.log)}")
 
 
+# What the machine, not the case, made a launch fail with: a full disk, and the truncated bytecode a full disk leaves
+# in __pycache__ (`EOFError: marshal data too short` at the next import). Nothing was measured: `infra`.
+MACHINE_FAILURE = re.compile(r"No space left on device|\[Errno 28\]|marshal data too short|bad marshal data")
+
+
+def machine_failure(launch: LaunchResult, outcome: Outcome, reason: str) -> str | None:
+    """The line saying the machine failed the launch, when an `error` (any rank's output or torchrun's) or a
+    `reproduced` (its deciding line: a probe that reports any import failure as its signature) shows one."""
+    if outcome is Outcome.REPRODUCED:
+        texts = [reason]
+    elif outcome is Outcome.ERROR:
+        texts = [reason, launch.agent_log, *(rec.log for rec in launch.ranks.values())]
+    else:
+        return None
+    for text in texts:
+        for line in text.splitlines():
+            if MACHINE_FAILURE.search(line):
+                return line.strip()[:300]
+    return None
+
+
 def classify(launch: LaunchResult, signature: str) -> tuple[Outcome, str, list[RankStatus]]:
-    """The launch's outcome, a one-line reason and each rank's status."""
+    """The launch's outcome, a one-line reason and each rank's status; `infra` when the machine failed the launch
+    (`machine_failure`), whatever the ranks said."""
+    outcome, reason, ranks = _classify(launch, signature)
+    line = machine_failure(launch, outcome, reason)
+    if line:
+        return Outcome.INFRA, f"the machine failed the launch, nothing was measured ({outcome.value}): {line}", ranks
+    return outcome, reason, ranks
+
+
+def _classify(launch: LaunchResult, signature: str) -> tuple[Outcome, str, list[RankStatus]]:
     codes = agent_exit_codes(launch.agent_log)
     closed = closing_pids(launch.agent_log)
     unknown = closed - {rec.pid for rec in launch.ranks.values() if rec.pid}  # ranks stopped before their record

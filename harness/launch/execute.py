@@ -77,7 +77,7 @@ def execute(job: Job, env: Environment) -> Result:
         return Result(outcome=Outcome.INFRA, reason=f"could not start {env.python}: {exc}", launched=False, **base)
     outcome, why, ranks = classify(launched, signature)
     logs = "\n".join(_rank_excerpt(r, rec) for r, rec in sorted(launched.ranks.items()))
-    if outcome in (Outcome.ERROR, Outcome.TIMEOUT) or not any(rec.log for rec in launched.ranks.values()):
+    if outcome in (Outcome.ERROR, Outcome.TIMEOUT, Outcome.INFRA) or not any(r.log for r in launched.ranks.values()):
         logs += f"\n--- torchrun ---\n{excerpt(launched.agent_log, 1500)}"
     if launched.strays:
         shown = [stray[:120] for stray in launched.strays[:5]]
@@ -107,14 +107,18 @@ def execute_repeated(job: Job, env: Environment, repeat: int = 1) -> Result:
     """`execute` `repeat` times: the common outcome when all agree, else `flaky` with the tally in its reason.
 
     The evidence (logs, stacks, ranks) is the last launch's, or for a flaky job the last launch that disagreed
-    with the first. A job that cannot run here is not repeated.
+    with the first. A job that cannot run here is not repeated; a repeat the machine failed (`infra`) ends the
+    repeats and is the result: the set measured nothing.
     """
     first = execute(job, env)
     results = [first]
-    while first.launched and len(results) < repeat:
+    while first.launched and len(results) < repeat and results[-1].outcome is not Outcome.INFRA:
         results.append(execute(job, env))
     if repeat <= 1 or not first.launched:
         return first
+    if results[-1].outcome is Outcome.INFRA:  # the machine failed a repeat: the set measured nothing (never flaky)
+        return results[-1].model_copy(update={"started_at": first.started_at,
+                                              "duration_s": round(sum(r.duration_s for r in results), 2)})
     tallies: dict[str, int] = {}
     for r in results:
         tallies[r.outcome.value] = tallies.get(r.outcome.value, 0) + 1
