@@ -377,3 +377,24 @@ def test_a_torch_whose_probes_were_all_reused_evicts_nothing(project: Path, walk
                     Probing(matrix, CellEnvironments(matrix, EnvCache(project / "envs")), walked, run_id, cores=2,
                             say=said.append), disk_budget=0)
     assert len(done) == 8 and not any("evicted" in line for line in said), said
+
+
+def test_a_release_without_wheels_for_this_python_contradicts_no_row(tmp_path: Path) -> None:
+    # torchrec 1.6.0 shipped a py313 wheel only: on Python 3.11 the resolver refuses it whatever torch is; the row
+    # pairing torchrec 1.6 with fbgemm 1.6 and torch 2.11 is right (1.6.1 works), so --check finds nothing
+    from harness.analysis.compat import Probe
+
+    (tmp_path / "matrix.yaml").write_text(yaml.safe_dump({
+        "couplings": [{"name": "torchrec-fbgemm-torch", "lead": "torchrec", "rows": [
+            {"torchrec": "==1.6.*", "fbgemm-gpu": "==1.6.*", "torch": "==2.11.*"}]}],
+        "cells": [{"name": "c", "pins": {"torch": "2.11.0"}}]}))
+    matrix = load_matrix(tmp_path / "matrix.yaml")
+    pins = {"torch": "2.11.0", "fbgemm-gpu": "1.6.0"}
+    refused = ("exit 1: error: No solution found when resolving dependencies | cause: Because torchrec==1.6.0 has no "
+               "wheels with a matching Python implementation tag (e.g., `cp311`) ...")
+    table = [Probe("fbgemm", pins, Kind.WORKS, "ok", "f"),
+             Probe("torchrec", {**pins, "torchrec": "1.6.0"}, Kind.REFUSED, refused, "a"),
+             Probe("torchrec", {**pins, "torchrec": "1.6.1"}, Kind.WORKS, "ok", "b")]
+    assert check(table, matrix) == []
+    table[2] = Probe("torchrec", {**pins, "torchrec": "1.6.1"}, Kind.NO_IMPORT, "undefined symbol", "b")
+    assert [f.kind for f in check(table, matrix)] == ["contradicted"]  # a real failure of the pairing still is

@@ -334,11 +334,21 @@ def _evidence(table: list[Probe], rows: list[dict[str, str]]) -> tuple[list[Prob
     )
 
 
+_NO_WHEEL_FOR_PYTHON = re.compile(r"has no wheels with a matching Python|no wheels? (?:are )?compatible with .*Python",
+                                  re.I)
+
+
+def not_for_this_python(probe: Probe) -> bool:
+    """Whether the resolver refused a release for the probe's Python itself (torchrec 1.6.0 shipped wheels for
+    Python 3.13 only), which says nothing about its pairing with torch: no row is contradicted by it."""
+    return probe.kind is Kind.REFUSED and bool(_NO_WHEEL_FOR_PYTHON.search(probe.reason))
+
+
 def check(table: list[Probe], matrix: Matrix) -> list[Finding]:
     """Where matrix.yaml's torch/fbgemm(/torchrec) pairing rows disagree with the measurement: a row whose measured
     pairing does not work (`contradicted`), or a measured working pairing that no row allows (`missing`). A row is
     checked against the torchrec probe where one was measured for it, else against the fbgemm probe; a row that
-    nothing measured says nothing."""
+    nothing measured says nothing, nor does a release the resolver refused for this Python (`not_for_this_python`)."""
     findings: list[Finding] = []
     for name, rows in _coupling_members(matrix):
         for row in rows:
@@ -351,7 +361,7 @@ def check(table: list[Probe], matrix: Matrix) -> list[Finding]:
             ]
             rec = [p for p in covered if p.lane == "torchrec" and "torchrec" in row]
             for p in rec or [p for p in covered if p.lane == "fbgemm"]:
-                if p.kind is not Kind.WORKS:
+                if p.kind is not Kind.WORKS and not not_for_this_python(p):
                     findings.append(
                         Finding(
                             "contradicted",
