@@ -14,9 +14,9 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from harness.model.job import Job, run_digest
+from harness.model.job import SETTLED, Job, run_digest
 
-VERDICTS = ("reproduced", "fixed", "skip", "flaky")
+VERDICTS = frozenset(outcome.value for outcome in SETTLED)  # reproduced, fixed, skip, flaky
 
 
 @dataclass
@@ -54,7 +54,7 @@ def coverage(jobs: Iterable[Job], rows: Iterable[dict]) -> list[CellCoverage]:
         where = (job.case.id, job.variant, job.nproc, job.device, name)
         # a row that recorded no digest (an older bugmatrix's) is taken as current, as the readers take it
         found = outcomes.get((*where, digests[key]), set()) | outcomes.get((*where, ""), set())
-        if found & set(VERDICTS):
+        if found & VERDICTS:
             cell.verdicts += 1
         elif found:
             cell.non_verdicts[sorted(found)[0] if len(found) == 1 else "+".join(sorted(found))] += 1

@@ -104,6 +104,11 @@ class Axis:
     unplaced: list[Point] = field(default_factory=list)
 
     @property
+    def label(self) -> str:
+        """`case::variant (device) over package`: how narrow and its dry run name the axis."""
+        return f"{self.case}::{self.variant} ({self.device}) over {self.package}"
+
+    @property
     def reproduced_in(self) -> list[str]:
         return [p.version for p in self.points if p.status == REPRODUCED]
 

@@ -60,18 +60,17 @@ def run(args: argparse.Namespace) -> ExitCode:
     for target in interval_targets(chosen, between, matrix):
         why = measured_between(target, latest, cases)
         if why:  # nothing left to launch: said, never counted as an interval
-            t, measured = target, measured + 1
-            print(f"{t.axis.case}::{t.axis.variant} ({t.axis.device}) over {t.axis.package}: {t.boundary.text()} "
-                  f"— nothing left to run, {why}")
+            measured += 1
+            print(f"{target.axis.label}: {target.boundary.text()} — nothing left to run, {why}")
         else:
             targets.append(target)
     undated = [axis for axis in chosen if axis.unplaced]
     for axis in undated:  # a boundary may hide among them: never say "every boundary is adjacent" over them
-        err.print(f"{axis.case}::{axis.variant} ({axis.device}) over {axis.package}: {axis.unplaced_text()}",
+        err.print(f"{axis.label}: {axis.unplaced_text()}",
                   soft_wrap=True, markup=False, highlight=False)
     if args.dry_run or not targets:
         for t in targets:
-            print(f"{t.axis.case}::{t.axis.variant} ({t.axis.device}) over {t.axis.package}: {t.boundary.text()}")
+            print(f"{t.axis.label}: {t.boundary.text()}")
         if not targets and undated:
             err.print(f"no interval boundary among the placed results; {len(undated)} axis(es) above hold commits "
                       "that cannot be placed without a local clone", soft_wrap=True)

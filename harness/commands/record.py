@@ -161,6 +161,8 @@ def coverage(args: argparse.Namespace) -> ExitCode:
     """Tally every job `run --all-cells --device D` plans against the record's rows for the committed scripts:
     verdicts, non-verdicts (with their outcome) and missing, per cell; reads the record and the matrix only (no
     index, no store, nothing written)."""
+    from collections import Counter
+
     from rich.table import Table
 
     from harness.analysis.coverage import coverage as tally
@@ -182,10 +184,7 @@ def coverage(args: argparse.Namespace) -> ExitCode:
     cells = tally(jobs, load(args.record).rows)
     planned = sum(c.planned for c in cells)
     verdicts = sum(c.verdicts for c in cells)
-    others: dict[str, int] = {}
-    for c in cells:
-        for outcome, n in c.non_verdicts.items():
-            others[outcome] = others.get(outcome, 0) + n
+    others = dict(sum((c.non_verdicts for c in cells), Counter()))
     missing = sum(len(c.missing) for c in cells)
     if args.json:
         print(json.dumps({"device": args.device, "planned": planned, "verdicts": verdicts, "non_verdicts": others,

@@ -332,40 +332,30 @@ def clean_cache(packages: tuple[str, ...] = BIG_PACKAGES) -> str:
     return (proc.stdout + proc.stderr + pruned.stdout + pruned.stderr).strip()
 
 
-def disk_usage(path: Path) -> int:
-    """Bytes used under `path`, counting each hardlinked file once."""
+def _inodes(path: Path) -> Iterator[os.stat_result]:
+    """The stat of every file under `path`, each inode once (a hardlinked file is one file)."""
     seen: set[tuple[int, int]] = set()
-    total = 0
     for folder, _, files in os.walk(path):
         for name in files:
             try:
                 st = os.lstat(os.path.join(folder, name))
             except OSError:
                 continue
-            if (st.st_dev, st.st_ino) in seen:
-                continue
-            seen.add((st.st_dev, st.st_ino))
-            total += st.st_blocks * 512
-    return total
+            if (st.st_dev, st.st_ino) not in seen:
+                seen.add((st.st_dev, st.st_ino))
+                yield st
+
+
+def disk_usage(path: Path) -> int:
+    """Bytes used under `path`, counting each hardlinked file once."""
+    return sum(st.st_blocks * 512 for st in _inodes(path))
 
 
 def unlinked_bytes(path: Path) -> int:
     """Bytes under `path` held by files no other path links (each inode once): what deleting them frees. In uv's
     cache, a wheel an environment was installed from stays linked from that environment, so cleaning it frees
     nothing until the environment goes too."""
-    seen: set[tuple[int, int]] = set()
-    total = 0
-    for folder, _, files in os.walk(path):
-        for name in files:
-            try:
-                st = os.lstat(os.path.join(folder, name))
-            except OSError:
-                continue
-            if st.st_nlink > 1 or (st.st_dev, st.st_ino) in seen:
-                continue
-            seen.add((st.st_dev, st.st_ino))
-            total += st.st_blocks * 512
-    return total
+    return sum(st.st_blocks * 512 for st in _inodes(path) if st.st_nlink == 1)
 
 
 def smoke_timeout() -> float:

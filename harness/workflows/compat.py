@@ -78,6 +78,8 @@ def walk(grid: Grid, probes: dict[str, Case], probing: Probing, disk_budget: int
         done.extend(zip(jobs, results, strict=True))
         return results
 
+    # without the fbgemm lane, the fbgemm verdicts the store holds pair the torchrec probes; the walk adds none
+    recorded = probing.store.latest(compat=True) if "fbgemm" not in probes else []
     for torch in grid.torch:
         jobs = []
         for lane in ("fbgemm", "lightning", "litgpt"):
@@ -90,7 +92,7 @@ def walk(grid: Grid, probes: dict[str, Case], probing: Probing, disk_budget: int
             job.cell.pins.get("fbgemm-gpu")
             for job, r in zip(jobs, results, strict=True)
             if job.cell and job.case.id == LANES["fbgemm"].probe and verdict(r)[0] is Kind.WORKS
-        } if "fbgemm" in probes else recorded_works(probing.store.latest(compat=True), torch)
+        } if "fbgemm" in probes else recorded_works(recorded, torch)
         if "torchrec" in probes and grid.torchrec_of:
             run(
                 [

@@ -60,7 +60,7 @@ class Narrowed:
     def line(self) -> str:
         """One line fit for an upstream comment."""
         a, b = self.target.axis, self.target.boundary
-        head = f"{a.case}::{a.variant} ({a.device}) over {a.package}"
+        head = a.label
         if self.found is None:
             return f"{head}: {b.text()} — not narrowed: {self.why_not}"
         f = self.found
@@ -171,7 +171,7 @@ def narrow(targets: list[Target], cases: dict[str, Case], probing: Probing, comm
         )
         candidates = _candidates(b, prober)
         old, new = STATUS[b.old], STATUS[FIXED if b.kind == "fixed" else REPRODUCED]
-        say(f"narrowing {axis.case}::{axis.variant} ({axis.device}) over {axis.package}: {b.before} … {b.after} "
+        say(f"narrowing {axis.label}: {b.before} … {b.after} "
             f"({len(b.untested)} {'commit(s)' if ' @ ' in b.before + b.after else 'release(s)'} between)")
         try:
             found = search(candidates, prober, parallel=max(1, probing.cores // max(case.spec.nproc)),
