@@ -254,28 +254,43 @@ def test_the_pasted_commands_of_both_sides_use_one_world_size(project: Path) -> 
     assert "--nproc_per_node=4" in text and "--nproc_per_node=2" in text, text
 
 
-def test_a_version_between_whose_environment_could_not_be_made_is_probed_again(
-        project: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # 1.1 reproduced and 1.3 fixed in the matrix; 1.2 ran once but its environment could not be made (infra: the
-    # disk was full): nothing was measured there, so narrow probes it again rather than call the boundary stuck
+def _run_11_and_13(project: Path) -> None:
+    """The matrix cut to fakelib 1.1 (reproduces) and 1.3 (fixed), both run: 1.2 is the one release between."""
+    spec = yaml.safe_load((project / "matrix.yaml").read_text())
+    spec["groups"][0]["axes"]["fakelib"] = ["1.1", "1.3"]
+    (project / "matrix.yaml").write_text(yaml.safe_dump(spec))
+    assert cli(project, "run", "--all-cells", "-j", "1") == 0
+
+
+def _save_at_12(project: Path, outcomes: list[tuple[str, str, dict[str, str]]],
+                reason: str = "NotImplementedError: Could not run 'fakelib::op' on CPU",
+                command: str = "bugmatrix run") -> None:
+    """Record results of fakelib 1.2 (cell, outcome, extra versions) as `command` would, at every world size (an
+    `infra` one never launched)."""
     from harness.model.case import load_case
     from harness.model.job import run_digest
     from harness.model.outcome import Outcome
     from harness.model.result import Result
 
-    spec = yaml.safe_load((project / "matrix.yaml").read_text())
-    spec["groups"][0]["axes"]["fakelib"] = ["1.1", "1.3"]
-    (project / "matrix.yaml").write_text(yaml.safe_dump(spec))
-    assert cli(project, "run", "--all-cells", "-j", "1") == 0
     case = load_case(project / "cases" / "fakelib-1-bug" / "case.yaml")
     store = ResultStore(project / "r.db")
-    run = store.begin_run("bugmatrix narrow", "host")
-    for nproc in case.spec.nproc:
-        store.save(run, Result(case=case.id, variant="bug", nproc=nproc, device="cpu", outcome=Outcome.INFRA,
-                               expected=None, reason="environment: uv failed: Failed to extract archive",
-                               versions={"fakelib": "1.2", "torch": "2.5.0"}, launched=False,
-                               digest=run_digest(case, "bug")), cell="bisect-fakelib-1.2")
+    run = store.begin_run(command, "host")
+    for cell, outcome, extra in outcomes:
+        for nproc in case.spec.nproc:
+            store.save(run, Result(case=case.id, variant="bug", nproc=nproc, device="cpu", outcome=Outcome(outcome),
+                                   expected=None, reason=reason,
+                                   versions={"fakelib": "1.2", "torch": "2.5.0", **extra},
+                                   launched=outcome != "infra", digest=run_digest(case, "bug")), cell=cell)
     store.end_run(run)
+
+
+def test_a_version_between_whose_environment_could_not_be_made_is_probed_again(
+        project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # 1.1 reproduced and 1.3 fixed in the matrix; 1.2 ran once but its environment could not be made (infra: the
+    # disk was full): nothing was measured there, so narrow probes it again rather than call the boundary stuck
+    _run_11_and_13(project)
+    _save_at_12(project, [("bisect-fakelib-1.2", "infra", {})], reason="environment: uv failed: Failed to extract "
+                "archive", command="bugmatrix narrow")
     capsys.readouterr()
     assert cli(project, "narrow", "--dry-run") == 1  # the interval is listed: 1.2 could not say
     assert "could not say: 1.2" in capsys.readouterr().out
@@ -284,34 +299,12 @@ def test_a_version_between_whose_environment_could_not_be_made_is_probed_again(
     assert "fixed in 1.3 (1.2 reproduced)" in out and "not narrowed" not in out, out
 
 
-def _save_at_12(project: Path, outcomes: list[tuple[str, str, dict[str, str]]]) -> None:
-    """Record results of fakelib 1.2 (cell, outcome, extra versions) as a run would, at every world size."""
-    from harness.model.case import load_case
-    from harness.model.job import run_digest
-    from harness.model.outcome import Outcome
-    from harness.model.result import Result
-
-    case = load_case(project / "cases" / "fakelib-1-bug" / "case.yaml")
-    store = ResultStore(project / "r.db")
-    run = store.begin_run("bugmatrix run", "host")
-    for cell, outcome, extra in outcomes:
-        for nproc in case.spec.nproc:
-            store.save(run, Result(case=case.id, variant="bug", nproc=nproc, device="cpu", outcome=Outcome(outcome),
-                                   expected=None, reason="NotImplementedError: Could not run 'fakelib::op' on CPU",
-                                   versions={"fakelib": "1.2", "torch": "2.5.0", **extra}, launched=True,
-                                   digest=run_digest(case, "bug")), cell=cell)
-    store.end_run(run)
-
-
 def test_a_boundary_whose_versions_between_were_all_measured_as_expected_is_not_an_interval(
         project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # 1.1 reproduced, 1.3 fixed, and 1.2 (the only release between) errs: its kernel is missing. With a rule that
     # says so, launching 1.2 again would measure the same: narrow lists nothing to run and exits 0; without the rule
     # the error is unexplained and the interval stays (exit 1)
-    spec = yaml.safe_load((project / "matrix.yaml").read_text())
-    spec["groups"][0]["axes"]["fakelib"] = ["1.1", "1.3"]
-    (project / "matrix.yaml").write_text(yaml.safe_dump(spec))
-    assert cli(project, "run", "--all-cells", "-j", "1") == 0
+    _run_11_and_13(project)
     _save_at_12(project, [("fakelib-1.2", "error", {})])
     case_file = project / "cases" / "fakelib-1-bug" / "case.yaml"
     capsys.readouterr()
@@ -331,10 +324,7 @@ def test_a_boundary_whose_versions_between_were_all_measured_as_expected_is_not_
 def test_a_version_between_whose_cells_disagree_leaves_nothing_to_run(
         project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # at 1.2 another package decides (reproduced with other 2, fixed with other 1): mixed, not an interval to bisect
-    spec = yaml.safe_load((project / "matrix.yaml").read_text())
-    spec["groups"][0]["axes"]["fakelib"] = ["1.1", "1.3"]
-    (project / "matrix.yaml").write_text(yaml.safe_dump(spec))
-    assert cli(project, "run", "--all-cells", "-j", "1") == 0
+    _run_11_and_13(project)
     _save_at_12(project, [("fakelib-1.2-other-2", "reproduced", {"other": "2"}),
                           ("fakelib-1.2-other-1", "fixed", {"other": "1"})])
     capsys.readouterr()
