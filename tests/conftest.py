@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 import textwrap
@@ -14,8 +16,11 @@ import pytest
 import yaml
 
 # The harness's own tests never read the repository's committed record (record/ under the current directory): each
-# test that wants a record builds one. Set before the harness is imported (its default is read at import).
-os.environ.setdefault("BUGMATRIX_RECORD", tempfile.mkdtemp(prefix="bugmatrix-no-record-"))
+# test that wants a record builds one. Set before the harness is imported (its default is read at import); the empty
+# folder goes with the process (each xdist worker makes its own).
+if "BUGMATRIX_RECORD" not in os.environ:
+    os.environ["BUGMATRIX_RECORD"] = tempfile.mkdtemp(prefix="bugmatrix-no-record-")
+    atexit.register(shutil.rmtree, os.environ["BUGMATRIX_RECORD"], ignore_errors=True)
 
 from harness.launch.interpreter import Environment, inspect_interpreter
 from harness.model.case import Case, load_case

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -281,3 +282,21 @@ def test_nvidia_smi_starts_before_the_imports_for_a_launching_command_only(tmp_p
     assert running.returncode == 0 and early_smi.take() is None  # the probe took that call's answer
     assert len((smi / "calls").read_text().splitlines()) == 1  # one call in all
     interpreter.forget_gpus()
+
+
+def test_nothing_a_launch_puts_in_the_temporary_directory_outlives_it(make_case: MakeCase, env: Environment,
+                                                                      tmp_path: Path) -> None:
+    told = tmp_path / "made.txt"
+    script = f"""
+    import os, tempfile
+    made = tempfile.mkdtemp(prefix="left-by-the-case-")   # never removed by the script
+    open(os.path.join(made, "cache.bin"), "w").write("x")
+    open({str(told)!r}, "a").write(made + "\\n")
+    """
+    result = run_one(make_case, env, script, nproc=[2])
+    assert result.outcome is Outcome.FIXED, result.reason
+    made = [Path(line) for line in told.read_text().splitlines()]
+    assert len(made) == 2  # one per rank
+    for folder in made:
+        assert folder.parent != Path(tempfile.gettempdir())  # the launch's own TMPDIR, not the machine's
+        assert not folder.exists()

@@ -26,7 +26,11 @@ Promises:
   the session is one). The harness makes itself a child subreaper where Linux allows it, so such orphans are
   re-parented to it rather than to init, and it reaps the ones it recognises as this launch's;
 - a rank's log is read in bounded memory however much it printed (see logscan.py): head, tail, size and the first
-  signature line are kept.
+  signature line are kept;
+- nothing a launch writes to the temporary directory outlives it: torchrun, its ranks and whatever they start get
+  `TMPDIR` inside the launch's own folder, removed when the launch returns (torchrun's `torchelastic_*` log folders,
+  Inductor's compile cache, a case's `mkdtemp` it never removes: thousands of folders over a matrix run otherwise,
+  and a compile cache that one launch leaves for the next).
 """
 
 from __future__ import annotations
@@ -244,6 +248,9 @@ def _launch_once(
         child_env = {**os.environ, **(env or {})}
         child_env.update(BUGMATRIX_RANK_DIR=str(rank_dir), PYTHONUNBUFFERED="1")
         child_env.update({MARKER_ENV: marker, TRACER_ENV: str(os.getpid())})
+        scratch = rank_dir / "tmp"
+        scratch.mkdir()
+        child_env["TMPDIR"] = str(scratch)
         child_env.setdefault("OMP_NUM_THREADS", "1")
         # Bytecode is written: with PYTHONDONTWRITEBYTECODE inherited, every rank of every launch compiles torch
         # from source again (measured: 24 s vs 11 s per `import torch` on a busy 2-core machine).
