@@ -361,3 +361,10 @@ def test_a_budget_cleans_uv_cache_only_when_that_frees_something(tmp_path: Path,
     assert environments.fit(0) and cleaned == []  # over budget, but cleaning would free nothing
     (cache_dir / "archive-v0" / "torch" / "old.so").write_bytes(os.urandom(1 << 20))  # no environment links it
     assert environments.fit(0) and cleaned == [1]
+    built: list[object] = []
+    for budget, builds in ((0, []), (1 << 40, ["cell"])):  # ahead of its jobs, only while usage fits the budget
+        ahead = CellEnvironments(None, EnvCache(envs), disk_budget=budget)  # type: ignore[arg-type]
+        monkeypatch.setattr(ahead, "get", built.append)
+        built.clear()
+        ahead.build_ahead("cell")  # type: ignore[arg-type]
+        assert built == builds

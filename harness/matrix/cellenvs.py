@@ -12,7 +12,7 @@ import threading
 
 from harness.launch.interpreter import Environment, InterpreterError
 from harness.matrix.basics import MatrixError
-from harness.matrix.envcache import EnvCache, clean_cache, disk_usage, unlinked_bytes, uv_cache_dir
+from harness.matrix.envcache import EnvCache, clean_cache, disk_tally, uv_cache_dir
 from harness.matrix.expand import Matrix
 from harness.matrix.resolve import ResolvedCell, resolve_cell
 from harness.model.cell import Cell
@@ -74,10 +74,8 @@ class CellEnvironments:
     def build_ahead(self, cell: Cell) -> None:
         """Build `cell`'s environment now, for jobs that will need it later; skipped (left to `get`) when a disk
         budget is set and usage is over it even after evicting finished cells."""
-        if self.disk_budget is not None:
-            self._fit_budget()
-            if self._usage() > self.disk_budget:
-                return
+        if self.disk_budget is not None and self._fit(self.disk_budget)[1] > self.disk_budget:
+            return
         self.get(cell)
 
     def cell_finished(self, cell: Cell) -> None:
@@ -98,17 +96,26 @@ class CellEnvironments:
         from uv's cache. True when something was evicted. (A walk that knows its own phases, like `bugmatrix
         compat` going one torch at a time, calls this between phases instead of giving a budget that is checked
         before every build.)"""
-        if self._usage() <= budget:
-            return False
+        return self._fit(budget)[0]
+
+    def _fit(self, budget: int) -> tuple[bool, int]:
+        """`fit`, and the usage it leaves: each folder walked once per measurement (uv's cache is the big walk)."""
+        usage, _ = self._usage()
+        if usage <= budget:
+            return False, usage
         for key in sorted(self.evictable()):
             self.cache.remove(key)  # kept when another process holds it (see EnvCache.hold)
-        cache_dir = uv_cache_dir()
-        if self._usage() > budget and cache_dir and unlinked_bytes(cache_dir) >= CLEAN_WORTH:
+        usage, loose = self._usage()
+        if usage > budget and loose >= CLEAN_WORTH:
             # environments keep their hardlinks; only later cells would download again. A cache whose wheels
             # environments still link (another run's, in a shared folder) frees nothing when cleaned: left alone
             clean_cache()
-        return True
+            usage, _ = self._usage()
+        return True, usage
 
-    def _usage(self) -> int:
+    def _usage(self) -> tuple[int, int]:
+        """(bytes used by the environments and uv's cache, bytes of uv's cache no environment links)."""
+        envs, _ = disk_tally(self.cache.root)
         cache_dir = uv_cache_dir()
-        return disk_usage(self.cache.root) + (disk_usage(cache_dir) if cache_dir else 0)
+        cache, loose = disk_tally(cache_dir) if cache_dir else (0, 0)
+        return envs + cache, loose

@@ -348,14 +348,19 @@ def _inodes(path: Path) -> Iterator[os.stat_result]:
 
 def disk_usage(path: Path) -> int:
     """Bytes used under `path`, counting each hardlinked file once."""
-    return sum(st.st_blocks * 512 for st in _inodes(path))
+    return disk_tally(path)[0]
 
 
-def unlinked_bytes(path: Path) -> int:
-    """Bytes under `path` held by files no other path links (each inode once): what deleting them frees. In uv's
-    cache, a wheel an environment was installed from stays linked from that environment, so cleaning it frees
-    nothing until the environment goes too."""
-    return sum(st.st_blocks * 512 for st in _inodes(path) if st.st_nlink == 1)
+def disk_tally(path: Path) -> tuple[int, int]:
+    """(bytes used under `path`, bytes of those held by files no other path links), in one walk, each inode once. The
+    second is what deleting the folder's files frees: in uv's cache, a wheel an environment was installed from stays
+    linked from that environment, so cleaning it frees nothing until the environment goes too."""
+    used = unlinked = 0
+    for st in _inodes(path):
+        used += st.st_blocks * 512
+        if st.st_nlink == 1:
+            unlinked += st.st_blocks * 512
+    return used, unlinked
 
 
 def smoke_timeout() -> float:
@@ -387,4 +392,4 @@ def _run(command: list[str], timeout: float) -> str | None:
     return f"{code}: " + " | ".join(([cause] if cause else []) + tail)
 
 
-__all__ = ["EnvCache", "EnvStatus", "InterpreterError", "clean_cache", "disk_usage", "uv_binary"]
+__all__ = ["EnvCache", "EnvStatus", "InterpreterError", "clean_cache", "disk_tally", "disk_usage", "uv_binary"]
