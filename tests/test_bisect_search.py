@@ -45,6 +45,18 @@ def test_skipped_and_broken_candidates_are_stepped_over() -> None:
     assert set(result.skipped) <= {"1.7.0", "1.8.0", "1.10.0"} and result.skipped
 
 
+@pytest.mark.parametrize("parallel", [1, 3])
+def test_the_candidate_just_after_a_skipped_midpoint_is_probed(parallel: int) -> None:
+    """lightning-21244 between 2.1.4 (reproduced) and 2.2.1 (fixed): 2.2.0 errs (an undeclared import), 2.2.0.post0 was
+    never probed and the answer was "between 2.1.4 and 2.2.1, untestable: 2.2.0, 2.2.0.post0"."""
+    versions = ["2.1.4", "2.2.0", "2.2.0.post0", "2.2.1"]
+    truth = {"2.1.4": R, "2.2.0": E, "2.2.0.post0": F, "2.2.1": F}
+    log: list[str] = []
+    result = search(versions, prober(truth, log), parallel=parallel)
+    assert "2.2.0.post0" in log
+    assert (result.last_old, result.first_new, result.ambiguous) == ("2.1.4", "2.2.0.post0", ["2.2.0"])
+
+
 def test_an_untestable_neighbour_that_is_not_on_the_boundary_is_harmless() -> None:
     truth = {v: (R if i < 5 else F) for i, v in enumerate(VERSIONS)}
     truth["1.7.0"] = Outcome.INFRA

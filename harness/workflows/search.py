@@ -125,7 +125,7 @@ def _next_probe(lo: int, hi: int, seen: dict[int, Outcome], sides: tuple[Outcome
         return None
     mid = (lo + hi) // 2
     for offset in range(hi - lo):
-        for i in (mid - offset, mid + offset + 1) if offset else (mid,):
+        for i in (mid - offset, mid + offset + 1):  # mid, mid+1, mid-1, mid+2, ...: every candidate in the range
             if lo < i < hi and (i not in seen or seen[i] in sides):
                 return i
     return None
