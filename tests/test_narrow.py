@@ -331,3 +331,20 @@ def test_a_version_between_whose_cells_disagree_leaves_nothing_to_run(
     assert cli(project, "narrow", "--dry-run") == 0
     out = capsys.readouterr().out
     assert "1.2: reproduces in some cells, not others (another package decides)" in out, out
+
+
+def test_a_version_between_that_could_not_say_is_not_stepped_over_in_the_answer(
+        project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # 1.0 reproduced and 1.3 fixed in the matrix; 1.2 was run and errs (no rule names it); 1.1 was never run. Narrow
+    # probes 1.1 (reproduced), and the answer must keep 1.2 between the sides: "fixed in 1.3 (1.1 reproduced)" would
+    # call 1.1 and 1.3 adjacent (lightning-21244 read "fixed in 2.2.0.post0 (2.1.4 reproduced)" over 2.2.0's error)
+    spec = yaml.safe_load((project / "matrix.yaml").read_text())
+    spec["groups"][0]["axes"]["fakelib"] = ["1.0", "1.3"]
+    (project / "matrix.yaml").write_text(yaml.safe_dump(spec))
+    assert cli(project, "run", "--all-cells", "-j", "1") == 0
+    _save_at_12(project, [("fakelib-1.2", "error", {})])
+    capsys.readouterr()
+    assert cli(project, "narrow", "-j", "1") == 1  # not narrowed to adjacent versions: 1.2's error stands between
+    out = capsys.readouterr().out
+    assert "fixed between 1.1 and 1.3 (could not say: 1.2)" in out, out
+    assert "fixed in 1.3" not in out and "0 boundary(ies) narrowed to adjacent versions, 1 not" in out, out

@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> ExitCode:
         probing = Probing(matrix, ctx.environments(matrix), store, run_id, cores=args.jobs, repeat=args.repeat,
                           say=lambda line: err.print(line, soft_wrap=True, markup=False, highlight=False))
         done = narrow(targets, cases, probing, commits=args.commits)
-    left = [d for d in done if d.found is None or d.found.ambiguous]
+    left = [d for d in done if not d.adjacent]
     pasted = comments(done, store.latest(), cases, between, matrix)
     if args.json:
         print(narrow_json(run_id, pasted, done))

@@ -18,12 +18,13 @@ def bisect_json(run_id: str, summary: str, levels: list[tuple[str, Any]]) -> str
 
 
 def narrow_json(run_id: str, comments: list[str], done: list[Any]) -> str:
-    """`narrow --json`: each boundary before and after, the level it reached, its probes and why not further."""
+    """`narrow --json`: each boundary before and after, the level it reached, its probes, whether its sides are now
+    adjacent and why not further."""
     return to_json({"run_id": run_id, "comments": comments, "narrowed": [
         {"case": d.target.axis.case, "variant": d.target.axis.variant, "device": d.target.axis.device,
          "package": d.target.axis.package, "before": d.target.boundary.text(), "after": d.line(),
          "level": d.level, "probes": [{"candidate": c, "outcome": o.value} for c, o, _ in d.probes],
-         "why_not": d.why_not} for d in done]})
+         "adjacent": d.adjacent, "why_not": d.why_not} for d in done]})
 
 
 def expect_json(derivations: list[Any], diffs: dict[str, str], written: list[str]) -> str:

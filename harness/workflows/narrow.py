@@ -57,6 +57,19 @@ class Narrowed:
     why_not: str = ""
     probes: list[tuple[str, Outcome, str]] = field(default_factory=list)
 
+    @property
+    def adjacent(self) -> bool:
+        """Narrowed to two sides with nothing between them: no version left untested, none that could not say."""
+        return self.found is not None and not self.found.ambiguous and not self.unsaid
+
+    @property
+    def unsaid(self) -> list[str]:
+        """Versions between the found sides that were run before the narrowing and could not say (not probed again:
+        an error or a skip measures the same on a second launch)."""
+        if self.found is None:
+            return []
+        return _between(self.target.boundary.undecided, self.found.last_old, self.found.first_new)
+
     def line(self) -> str:
         """One line fit for an upstream comment."""
         a, b = self.target.axis, self.target.boundary
@@ -67,10 +80,19 @@ class Narrowed:
         new = f"{f.first_new.sha[:12]} \"{f.first_new.subject}\"" if isinstance(f.first_new, Commit) else f.first_new
         old = f.last_old.sha[:12] if isinstance(f.last_old, Commit) else f.last_old
         where = f"{b.kind} in {new} ({old} {f.old.value})"
+        if self.unsaid and not f.ambiguous:
+            where = f"{b.kind} between {old} and {new} (could not say: {', '.join(map(short, self.unsaid))})"
         if f.ambiguous:
             where = (f"{b.kind} between {old} and {new} (untestable in between: "
                      f"{', '.join(map(str, f.ambiguous))}; {self.why_not})")
         return f"{head}: {where} [{len(self.probes)} probes, {self.level} level]"
+
+
+def _between(versions: tuple[str, ...], low: object, high: object) -> list[str]:
+    """The release `versions` that lie strictly between `low` and `high` (releases; nothing for commits)."""
+    if not isinstance(low, str) or not isinstance(high, str) or " @ " in low + high:
+        return []
+    return [v for v in versions if " @ " not in v and Version(low) < Version(v) < Version(high)]
 
 
 def selected_axes(results: list[tuple[str, Result]], cases: dict[str, Case], matrix: Matrix,
