@@ -116,3 +116,28 @@ def test_the_results_table_prints_a_reason_with_brackets() -> None:
     out = io.StringIO()
     Console(file=out, width=400).print(results_table([result]))
     assert "[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:561]" in out.getvalue()
+
+
+def test_a_result_reused_from_an_imported_record_is_judged_by_todays_rules(make_case: MakeCase, tmp_path: Path,
+                                                                           capsys) -> None:
+    """`record import` writes the record's rows into a store with no `expected` (the record keeps none); a run that
+    reuses one judged it as expecting nothing: every reused verdict was a MISMATCH and the run failed."""
+    from harness.model.case import discover
+    from harness.session.folding import fold_store, import_record
+    from harness.session.record import Record
+
+    make_case(FIXED_SCRIPT, variants={"bug": {"expect": [{"outcome": "fixed"}]}})
+    cases = str(tmp_path / "cases")
+    assert main(["--cases-dir", cases, "run", "--device", "cpu", "--db", str(tmp_path / "first.db")]) == 0
+    record = Record()
+    fold_store(record, ResultStore(tmp_path / "first.db"), discover(tmp_path / "cases")[0])
+    imported = ResultStore(tmp_path / "imported.db")
+    assert import_record(record, imported) == 1
+    [(_, row)] = imported.latest()
+    assert row.expected is None  # as the record holds it
+    capsys.readouterr()
+    assert main(["--cases-dir", cases, "run", "--json", "--device", "cpu", "--db", str(tmp_path / "imported.db")]) == 0
+    out = json.loads(capsys.readouterr().out)
+    [result] = out["results"]
+    assert (result["outcome"], result["expected"]) == ("fixed", "fixed") and out["ok"] is True
+    assert result["started_at"] == row.started_at  # reused, not launched again

@@ -83,10 +83,15 @@ def environment_of(result: Result) -> Environment:
     return Environment(python="", python_version=result.python, packages=packages)
 
 
+def expects_nothing(result: Result) -> bool:
+    """True for an `infra` result: nothing was measured, so no rule's outcome is expected of it (`expected` None)."""
+    return result.outcome is Outcome.INFRA
+
+
 def expected_for(variant: Variant, result: Result) -> Result:
     """`result` judged by `variant`'s current rules: a result reused from an earlier run keeps what it observed, and
-    its `expected` follows the rules as they are now (None stays None: nothing was expected of an `infra`)."""
-    if result.expected is None:
-        return result
-    expected = expected_outcome(variant, environment_of(result), result.nproc, result.device)
+    its `expected` follows the rules as they are now, whatever it recorded (a row imported from the record recorded
+    none); None for an `infra`."""
+    expected = None if expects_nothing(result) else expected_outcome(variant, environment_of(result), result.nproc,
+                                                                      result.device)
     return result if expected == result.expected else result.model_copy(update={"expected": expected})

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 
-from harness.launch.expectations import environment_of, expected_outcome
+from harness.launch.expectations import environment_of, expected_outcome, expects_nothing
 from harness.launch.interpreter import Environment
 from harness.matrix import git, index
 from harness.model.case import PROBES_DIR, Case, discover
@@ -40,7 +40,7 @@ def judged(cases: Iterable[Case]):  # noqa: ANN201 - a Callable[[Result], Result
         variant = variants.get((result.case, result.variant))
         if variant is None:  # a case this reader does not know: what was recorded stands
             return result
-        if result.outcome is Outcome.INFRA:
+        if expects_nothing(result):
             expected = None
         else:
             pins = tuple(result.versions.items())
