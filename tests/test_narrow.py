@@ -348,3 +348,45 @@ def test_a_version_between_that_could_not_say_is_not_stepped_over_in_the_answer(
     out = capsys.readouterr().out
     assert "fixed between 1.1 and 1.3 (could not say: 1.2)" in out, out
     assert "fixed in 1.3" not in out and "0 boundary(ies) narrowed to adjacent versions, 1 not" in out, out
+
+
+def test_a_pinned_commit_whose_environment_could_not_be_made_is_probed_again(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two git cells with one commit between, tried once by an earlier narrow whose build failed (recorded as
+    `git:<sha>`, infra). It is not "not run" (it was) but it measured nothing: narrow probes it again, as it does a
+    release whose environment could not be made."""
+    from harness.model.case import load_case
+    from harness.model.job import run_digest
+    from harness.model.outcome import Outcome
+    from harness.model.result import Result
+
+    shas = make_git_repo(tmp_path / "repo", [False, False, True], tags={})
+    index = build_index(tmp_path / "index", [fake_torch("2.5.0", "2024-01-01T00:00:00Z")])
+    (tmp_path / "matrix.yaml").write_text(yaml.safe_dump({
+        "indexes": {"local": index}, "defaults": {"index": "local"},
+        "sources": {"fakelib": {"git": str(tmp_path / "repo")}},
+        "groups": [{"name": "fakelib-{fakelib}", "pins": {"torch": "2.5.0"},
+                    "axes": {"fakelib": [{"git": shas[0]}, {"git": shas[2]}]}}],
+    }))
+    case_dir = tmp_path / "cases" / "fakelib-3-regression"
+    case_dir.mkdir(parents=True)
+    (case_dir / "repro.py").write_text(SCRIPT.replace(", fakelib.__version__", ""))
+    (case_dir / "case.yaml").write_text(yaml.safe_dump({
+        "title": "fakelib regression", "upstream": ["https://example.invalid/3"], "packages": ["torch", "fakelib"],
+        "nproc": [1], "timeout": 60, "signature": "FAKE-SIG", "variants": {"bug": {"expect": [{"outcome": "fixed"}]}},
+    }))
+    cli(tmp_path, "run", "--all-cells", "-j", "1")
+    case = load_case(case_dir / "case.yaml")
+    store = ResultStore(tmp_path / "r.db")
+    run = store.begin_run("bugmatrix narrow", "host")
+    store.save(run, Result(case=case.id, variant="bug", nproc=1, device="cpu", outcome=Outcome.INFRA, expected=None,
+                           reason="environment: uv failed: Failed to extract archive", launched=False,
+                           versions={"fakelib": "git:" + shas[1], "torch": "2.5.0"}, digest=run_digest(case, "bug")),
+               cell=f"bisect-fakelib-{shas[1][:12]}")
+    store.end_run(run)
+    capsys.readouterr()
+    assert cli(tmp_path, "narrow", "--dry-run") == 1
+    assert f"could not say: git:{shas[1][:12]}" in capsys.readouterr().out
+    assert cli(tmp_path, "narrow", "-j", "1") == 0
+    out = capsys.readouterr().out
+    assert f'regressed in {shas[2][:12]} "change 2" ({shas[1][:12]} fixed)' in out, out

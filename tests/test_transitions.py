@@ -64,6 +64,11 @@ def test_a_pinned_commit_whose_environment_could_not_be_made_is_still_dated() ->
     assert axis.unplaced == [] and [p.version for p in axis.points][3] == broken[0]
     assert ("", "d" * 40) in seen  # dated by its commit
     assert axis.changes() == [("regressed", HISTORY[1][0], HISTORY[2][0]), ("fixed", HISTORY[2][0], HISTORY[3][0])]
+    # between a and c the clone lists d and e: d was tried (it could not say), e never was
+    between = {(HISTORY[2][0], HISTORY[3][0]): ("d" * 40, "e" * 40)}
+    fixed = axis.boundaries(lambda case, package, device, old, new: between.get((old, new), ()))[1]
+    assert fixed.untested == ("e" * 40,) and fixed.undecided == (broken[0],)
+    assert "(1 commit(s) not run; could not say: git:dddddddddddd)" in fixed.text()
 
 
 def test_a_cell_that_could_not_say_does_not_hide_one_that_did() -> None:

@@ -138,7 +138,7 @@ class Axis:
             run = [p.version for p in self.points]
             inside = run[run.index(before) + 1:run.index(after)]  # points run between: all could not say
             candidates = between(self.case, self.package, self.device, before, after) if between else None
-            ran = set(run) | {v.partition(" @ ")[2] for v in run}  # a commit is run under "<version> @ <sha>"
+            ran = set(run) | {_commit_of(v)[1] for v in run}  # a commit is run as "<version> @ <sha>" or "git:<sha>"
             untested = None if candidates is None else tuple(v for v in candidates if v not in ran)
             because = ("no package index was consulted" if between is None
                        else "no local clone of the repository to place the commits" if " @ " in before + after

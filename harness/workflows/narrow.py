@@ -177,7 +177,8 @@ def narrow(targets: list[Target], cases: dict[str, Case], probing: Probing, comm
         latest = store.latest() if b.undecided else []  # read once: what the versions between showed
         retry = _nothing_measured(axis, b, latest) if b.undecided and b.untested is not None else ()
         if retry:  # an environment that could not be made measured nothing: probe it again, as a resumed run does
-            b = replace(b, untested=tuple(sorted((*b.untested, *retry), key=Version)),
+            again = (*b.untested, *retry)  # commits: the clone gives the candidates, in its order
+            b = replace(b, untested=again if " @ " in b.before + b.after else tuple(sorted(again, key=Version)),
                         undecided=tuple(v for v in b.undecided if v not in retry))
             target = replace(target, boundary=b)
         outcome = Narrowed(target)
@@ -271,10 +272,9 @@ def _candidates(b: Boundary, prober: CaseProber) -> list[str | Commit]:
 
 
 def _nothing_measured(axis: Axis, boundary: Boundary, results: list[tuple[str, Result]]) -> tuple[str, ...]:
-    """The released versions between `boundary`'s sides whose every result on `axis` is `infra` (the environment
-    could not be made: nothing was measured there, unlike an error or a timeout, which are measurements)."""
-    if " @ " in boundary.before + boundary.after:
-        return ()
+    """The versions (releases, or commits pinned as `git:<sha>`) between `boundary`'s sides whose every result on
+    `axis` is `infra` (the environment could not be made: nothing was measured there, unlike an error or a timeout,
+    which are measurements)."""
     cells = {p.version: set(p.cells) for p in axis.points}
     out = []
     for version in boundary.undecided:
