@@ -158,26 +158,34 @@ def test_narrow_by_default_follows_each_cases_own_package(tmp_path: Path) -> Non
         "torch"]
 
 
-def test_narrow_bisects_the_commits_between_two_git_cells(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Cells pinned to two commits of a package's main (no release between, as litgpt-1378's): the points are ordered
-    by commit date, not by their shared version string, and the probes install commits, never a SHA as a version."""
-    buggy = [False] * 2 + [True] * 8  # the third commit brings the bug in
+def _git_cells(tmp_path: Path, buggy: list[bool], cells: tuple[int, ...], case_id: str) -> tuple[list[str], Path]:
+    """A git repository of fakelib (one commit per entry of `buggy`), a matrix with a cell pinned to each commit in
+    `cells` (in that order) and a case whose rule says fixed; (the SHAs, the case's folder)."""
     shas = make_git_repo(tmp_path / "repo", buggy, tags={})
     index = build_index(tmp_path / "index", [fake_torch("2.5.0", "2024-01-01T00:00:00Z")])
     (tmp_path / "matrix.yaml").write_text(yaml.safe_dump({
         "indexes": {"local": index}, "defaults": {"index": "local"},
         "sources": {"fakelib": {"git": str(tmp_path / "repo")}},
-        # the newer commit first: nothing may rely on the order the cells are written or their SHAs sort in
         "groups": [{"name": "fakelib-{fakelib}", "pins": {"torch": "2.5.0"},
-                    "axes": {"fakelib": [{"git": shas[9]}, {"git": shas[0]}]}}],
+                    "axes": {"fakelib": [{"git": shas[i]} for i in cells]}}],
     }))
-    case = tmp_path / "cases" / "fakelib-2-regression"
+    case = tmp_path / "cases" / case_id
     case.mkdir(parents=True)
     (case / "repro.py").write_text(SCRIPT.replace(", fakelib.__version__", ""))
     (case / "case.yaml").write_text(yaml.safe_dump({
-        "title": "fakelib regression", "upstream": ["https://example.invalid/2"], "packages": ["torch", "fakelib"],
-        "nproc": [1], "timeout": 60, "signature": "FAKE-SIG", "variants": {"bug": {"expect": [{"outcome": "fixed"}]}},
+        "title": "fakelib regression", "upstream": [f"https://example.invalid/{case_id.split('-')[1]}"],
+        "packages": ["torch", "fakelib"], "nproc": [1], "timeout": 60, "signature": "FAKE-SIG",
+        "variants": {"bug": {"expect": [{"outcome": "fixed"}]}},
     }))
+    return shas, case
+
+
+def test_narrow_bisects_the_commits_between_two_git_cells(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Cells pinned to two commits of a package's main (no release between, as litgpt-1378's): the points are ordered
+    by commit date, not by their shared version string, and the probes install commits, never a SHA as a version."""
+    buggy = [False] * 2 + [True] * 8  # the third commit brings the bug in
+    # the newer commit first: nothing may rely on the order the cells are written or their SHAs sort in
+    shas, _ = _git_cells(tmp_path, buggy, (9, 0), "fakelib-2-regression")
     cli(tmp_path, "run", "--all-cells", "-j", "1")  # 1: the newer commit reproduces, against the written rule
     capsys.readouterr()
     assert cli(tmp_path, "narrow", "--dry-run") == 1  # an interval is left
@@ -360,21 +368,7 @@ def test_a_pinned_commit_whose_environment_could_not_be_made_is_probed_again(
     from harness.model.outcome import Outcome
     from harness.model.result import Result
 
-    shas = make_git_repo(tmp_path / "repo", [False, False, True], tags={})
-    index = build_index(tmp_path / "index", [fake_torch("2.5.0", "2024-01-01T00:00:00Z")])
-    (tmp_path / "matrix.yaml").write_text(yaml.safe_dump({
-        "indexes": {"local": index}, "defaults": {"index": "local"},
-        "sources": {"fakelib": {"git": str(tmp_path / "repo")}},
-        "groups": [{"name": "fakelib-{fakelib}", "pins": {"torch": "2.5.0"},
-                    "axes": {"fakelib": [{"git": shas[0]}, {"git": shas[2]}]}}],
-    }))
-    case_dir = tmp_path / "cases" / "fakelib-3-regression"
-    case_dir.mkdir(parents=True)
-    (case_dir / "repro.py").write_text(SCRIPT.replace(", fakelib.__version__", ""))
-    (case_dir / "case.yaml").write_text(yaml.safe_dump({
-        "title": "fakelib regression", "upstream": ["https://example.invalid/3"], "packages": ["torch", "fakelib"],
-        "nproc": [1], "timeout": 60, "signature": "FAKE-SIG", "variants": {"bug": {"expect": [{"outcome": "fixed"}]}},
-    }))
+    shas, case_dir = _git_cells(tmp_path, [False, False, True], (0, 2), "fakelib-3-regression")
     cli(tmp_path, "run", "--all-cells", "-j", "1")
     case = load_case(case_dir / "case.yaml")
     store = ResultStore(tmp_path / "r.db")
@@ -390,3 +384,4 @@ def test_a_pinned_commit_whose_environment_could_not_be_made_is_probed_again(
     assert cli(tmp_path, "narrow", "-j", "1") == 0
     out = capsys.readouterr().out
     assert f'regressed in {shas[2][:12]} "change 2" ({shas[1][:12]} fixed)' in out, out
+
