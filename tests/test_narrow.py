@@ -385,3 +385,27 @@ def test_a_pinned_commit_whose_environment_could_not_be_made_is_probed_again(
     out = capsys.readouterr().out
     assert f'regressed in {shas[2][:12]} "change 2" ({shas[1][:12]} fixed)' in out, out
 
+
+def test_a_failed_commit_between_two_releases_is_left_to_commit_level_narrowing() -> None:
+    """An axis mixing releases and git installs (litgpt's): between releases 0.4.13 and 0.5.4 lies a pinned commit
+    whose build failed (`git:<sha>`). The release bisection neither retries it among the releases nor orders it as
+    a version (it raised InvalidVersion), and the answer's "could not say" names releases only."""
+    from harness.analysis.transitions import Axis, Boundary, Point
+    from harness.model.outcome import Outcome
+    from harness.model.result import Result
+    from harness.workflows.narrow import Narrowed, Target, _nothing_measured
+    from harness.workflows.search import SearchResult
+
+    pin = "git:" + "d" * 40
+    axis = Axis(case="c", variant="bug", device="cpu", package="litgpt",
+                points=[Point("0.4.13", "reproduced", ["a"]), Point(pin, "unknown", ["p"]),
+                        Point("0.5.0", "unknown", ["e"]), Point("0.5.4", "fixed", ["b"])])
+    boundary = Boundary("fixed", "0.4.13", "0.5.4", ("0.5.1",), (pin, "0.5.0"))
+    results = [(cell, Result(case="c", variant="bug", nproc=1, device="cpu", outcome=Outcome.INFRA, expected=None,
+                             reason="environment: uv failed", versions={"litgpt": version}))
+               for cell, version in (("p", pin), ("e", "0.5.0"))]
+    assert _nothing_measured(axis, boundary, results) == ("0.5.0",)
+    found = SearchResult(old=Outcome.REPRODUCED, new=Outcome.FIXED, last_old="0.4.13", first_new="0.5.1")
+    done = Narrowed(Target(axis, boundary, {}), found=found)
+    assert done.unsaid == ["0.5.0"] and not done.adjacent
+    assert "fixed between 0.4.13 and 0.5.1 (could not say: 0.5.0)" in done.line()

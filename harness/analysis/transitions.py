@@ -138,7 +138,7 @@ class Axis:
             run = [p.version for p in self.points]
             inside = run[run.index(before) + 1:run.index(after)]  # points run between: all could not say
             candidates = between(self.case, self.package, self.device, before, after) if between else None
-            ran = set(run) | {_commit_of(v)[1] for v in run}  # a commit is run as "<version> @ <sha>" or "git:<sha>"
+            ran = set(run) | {commit_of(v)[1] for v in run}  # a commit is run as "<version> @ <sha>" or "git:<sha>"
             untested = None if candidates is None else tuple(v for v in candidates if v not in ran)
             because = ("no package index was consulted" if between is None
                        else "no local clone of the repository to place the commits" if " @ " in before + after
@@ -262,12 +262,12 @@ def _ordered(package: str, versions: list[str], dater: Dater | None) -> tuple[li
     """(the versions in history order, the git installs that cannot be placed). Releases alone sort by version; with
     git installs among them, everything sorts by the date `dater` gives (upload, commit date) when it can date them
     all, else the releases sort by version and the commits are left unplaced, never sorted by their version strings."""
-    commits = [v for v in versions if " @ " in v or v.startswith(GIT_PIN)]
+    commits = [v for v in versions if commit_of(v)[1]]
     releases = list(_releases_in_order(frozenset(v for v in versions if v not in commits)))
     if not commits:
         return releases, []
     if dater is not None:
-        dates = {v: dater(package, release, commit or None) for v in versions for release, commit in [_commit_of(v)]}
+        dates = {v: dater(package, release, commit or None) for v in versions for release, commit in [commit_of(v)]}
         if all(d is not None for d in dates.values()):
             return sorted(versions, key=lambda v: (dates[v], _sort_key(v))), []
     return releases, sorted(commits, key=_sort_key)
@@ -276,9 +276,9 @@ def _ordered(package: str, versions: list[str], dater: Dater | None) -> tuple[li
 GIT_PIN = "git:"  # what a git install whose environment could not be made records: its pin, no version yet
 
 
-def _commit_of(version: str) -> tuple[str, str]:
+def commit_of(version: str) -> tuple[str, str]:
     """(release, commit) of a point: `0.4.0.dev0 @ <sha>`, a pinned commit never installed (`git:<sha>`, release
-    unknown), or a release (no commit)."""
+    unknown), or a release (commit "")."""
     if version.startswith(GIT_PIN):
         return "", version.removeprefix(GIT_PIN)
     release, _, commit = version.partition(" @ ")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from harness.analysis.transitions import FIXED, REPRODUCED, Axis, Between, Boundary, axes, short
+from harness.analysis.transitions import FIXED, REPRODUCED, Axis, Between, Boundary, axes, commit_of, short
 from harness.matrix.expand import Matrix
 from harness.matrix.git import Commit, git_candidates, resolve_ref
 from harness.matrix.resolve import dater
@@ -80,19 +80,19 @@ class Narrowed:
         new = f"{f.first_new.sha[:12]} \"{f.first_new.subject}\"" if isinstance(f.first_new, Commit) else f.first_new
         old = f.last_old.sha[:12] if isinstance(f.last_old, Commit) else f.last_old
         where = f"{b.kind} in {new} ({old} {f.old.value})"
-        if self.unsaid and not f.ambiguous:
-            where = f"{b.kind} between {old} and {new} (could not say: {', '.join(map(short, self.unsaid))})"
         if f.ambiguous:
             where = (f"{b.kind} between {old} and {new} (untestable in between: "
                      f"{', '.join(map(str, f.ambiguous))}; {self.why_not})")
+        elif self.unsaid:
+            where = f"{b.kind} between {old} and {new} (could not say: {', '.join(map(short, self.unsaid))})"
         return f"{head}: {where} [{len(self.probes)} probes, {self.level} level]"
 
 
 def _between(versions: tuple[str, ...], low: object, high: object) -> list[str]:
     """The release `versions` that lie strictly between `low` and `high` (releases; nothing for commits)."""
-    if not isinstance(low, str) or not isinstance(high, str) or " @ " in low + high:
+    if not isinstance(low, str) or not isinstance(high, str) or commit_of(low)[1] or commit_of(high)[1]:
         return []
-    return [v for v in versions if " @ " not in v and Version(low) < Version(v) < Version(high)]
+    return [v for v in versions if not commit_of(v)[1] and Version(low) < Version(v) < Version(high)]
 
 
 def selected_axes(results: list[tuple[str, Result]], cases: dict[str, Case], matrix: Matrix,
@@ -272,12 +272,15 @@ def _candidates(b: Boundary, prober: CaseProber) -> list[str | Commit]:
 
 
 def _nothing_measured(axis: Axis, boundary: Boundary, results: list[tuple[str, Result]]) -> tuple[str, ...]:
-    """The versions (releases, or commits pinned as `git:<sha>`) between `boundary`'s sides whose every result on
-    `axis` is `infra` (the environment could not be made: nothing was measured there, unlike an error or a timeout,
-    which are measurements)."""
+    """The versions between `boundary`'s sides (releases between releases, commits pinned as `git:<sha>` between
+    commits) whose every result on `axis` is `infra` (the environment could not be made: nothing was measured there,
+    unlike an error or a timeout, which are measurements)."""
     cells = {p.version: set(p.cells) for p in axis.points}
+    commits = " @ " in boundary.before + boundary.after  # a commit boundary probes commits, a release one releases
     out = []
     for version in boundary.undecided:
+        if bool(commit_of(version)[1]) != commits:
+            continue
         found = [r for cell, r in results if cell in cells.get(version, ())
                  and (r.case, r.variant, r.device) == (axis.case, axis.variant, axis.device)]
         if found and all(r.outcome is Outcome.INFRA for r in found):
