@@ -112,7 +112,8 @@ def test_a_null_store_records_nothing_and_has_nothing(tmp_path: Path) -> None:
     store = NullStore()
     with recording(store, "cmd", "machine") as run_id:
         assert run_id == ""
-    assert store.runs() == [] and store.latest() == [] and store.standing("local", "f", (Outcome.FIXED,)) is None
+    assert store.runs() == [] and store.latest() == []
+    assert store.standing("local", "c", "bug", "f", (Outcome.FIXED,)) is None
 
 
 def result(outcome: Outcome, expected: Outcome | None, launched: bool = True) -> Result:
@@ -251,3 +252,32 @@ def test_launch_lines_count_across_the_batches_of_one_walk(make_case) -> None:  
         for _ in range(batch):
             lines.result_ready(job, result, reused=False)
     assert [line.split("]")[0] for line in out.getvalue().splitlines()] == ["[1/2", "[2/2", "[3/3"]
+
+
+def test_two_cases_with_the_same_script_and_settings_each_get_their_own_result(make_case: MakeCase, tmp_path: Path,
+                                                                               capsys: pytest.CaptureFixture[str]
+                                                                               ) -> None:
+    """The fingerprint holds no case id: two case folders whose scripts and run settings are byte-identical (a case
+    copied as a template for the next) share it. Each is launched, and each is in the table, the JSON and the
+    store -- on the first run and on resume (7ca3bef: the second printed 'recorded earlier' and was never run)."""
+    first = make_case(FIXED_SCRIPT, case_id="dup-a-first-issue", title="the first",
+                      variants={"bug": {"expect": [{"outcome": "fixed"}]}})
+    second = make_case(FIXED_SCRIPT, case_id="dup-b-second-issue", title="the second",
+                       upstream=["https://example.invalid/issues/2"],
+                       variants={"bug": {"expect": [{"outcome": "fixed"}]}})
+    assert first.script.read_bytes() == second.script.read_bytes()
+    db = tmp_path / "r.db"
+    run = ["--cases-dir", str(tmp_path / "cases"), "run", "--device", "cpu", "-j", "1", "--db", str(db)]
+    assert main(run) == 0
+    table = capsys.readouterr().out
+    assert "dup-a-first-issue" in table and "dup-b-second-issue" in table and "recorded earlier" not in table
+    store = ResultStore(db)
+    assert sorted(r.case for _, _, r in store.results()) == ["dup-a-first-issue", "dup-b-second-issue"]
+    assert all(r.launched for _, _, r in store.results())
+    assert main([*run, "--json"]) == 0  # resumed: each case reuses its own result, neither is launched again
+    out = json.loads(capsys.readouterr().out)
+    assert sorted(r["case"] for r in out["results"]) == ["dup-a-first-issue", "dup-b-second-issue"]
+    assert len(ResultStore(db).results()) == 2
+    for case in (first, second):
+        reused = store.standing("local", case.id, "bug", store.results()[0][2].fingerprint, (Outcome.FIXED,))
+        assert reused is not None and reused.case == case.id

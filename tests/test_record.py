@@ -118,7 +118,7 @@ def test_a_superseded_result_is_kept_as_history_and_never_read_as_a_verdict(tmp_
     assert load(tmp_path / "rec").rows[0]["digest"] == "an-earlier-script"  # kept, with the digest it measured
     reader = open_reader(tmp_path / "none.db", False, [case], tmp_path / "rec")
     assert reader.latest() == [] and reader.results() == []
-    assert reader.standing("torch-2.1.2", old.fingerprint, (Outcome.REPRODUCED,)) is None
+    assert reader.standing("torch-2.1.2", case.id, "bug", old.fingerprint, (Outcome.REPRODUCED,)) is None
 
 
 def test_a_record_file_that_does_not_parse_names_file_and_line_and_nothing_is_written(tmp_path: Path,
@@ -198,7 +198,7 @@ def test_layered_reader_prefers_the_newest_and_writes_to_the_local_store_only(tm
     assert latest["torch-2.0.1"].expected is Outcome.REPRODUCED  # judged by today's rules
     assert latest["torch-2.1.2"].expected is Outcome.FIXED
     record_only = open_reader(tmp_path / "absent.db", False, [case], tmp_path / "rec")
-    assert record_only.standing("torch-2.1.2", "fp-2.1.2-bug", (Outcome.FIXED,)) is not None
+    assert record_only.standing("torch-2.1.2", case.id, "bug", "fp-2.1.2-bug", (Outcome.FIXED,)) is not None
     with pytest.raises(StoreError):
         record_only.save("run", _result(case, "2.2.2", Outcome.FIXED, 1.0), "x")
     assert not (tmp_path / "absent.db").exists()

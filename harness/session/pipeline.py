@@ -64,14 +64,17 @@ class Collector(Observer):
 
 
 class Resume:
-    """Step 2: the settled earlier result with the same fingerprint, from any run in `store`, unless `redo`."""
+    """Step 2: the settled earlier result of the same case and variant with the same fingerprint, from any run in
+    `store`, unless `redo`."""
 
     def __init__(self, store: Store, redo: bool = False) -> None:
         self.store, self.redo = store, redo
 
-    def lookup(self, cell: str, fprint: str) -> Result | None:
-        """The result to reuse for `fprint` in `cell`, or None (launch it)."""
-        return None if self.redo or not fprint else self.store.standing(cell, fprint, SETTLED)
+    def lookup(self, job: Job, fprint: str) -> Result | None:
+        """The result to reuse for `job` (its cell, case and variant) with `fprint`, or None (launch it)."""
+        if self.redo or not fprint:
+            return None
+        return self.store.standing(job.cell_name, job.case.id, job.variant, fprint, SETTLED)
 
 
 NO_RESUME = Resume(NullStore(), redo=True)
@@ -246,7 +249,7 @@ class Session:
             return skip_result(job, missing), False
         pins = self.environments.pins(job)
         fprint = fingerprint(job, pins, self.repeat) if pins else ""
-        earlier = self.resume.lookup(job.cell_name, fprint)
+        earlier = self.resume.lookup(job, fprint)
         if earlier is not None:  # what it observed still stands; what is expected of it is today's rules' call
             return expected_for(job.case.spec.variants[job.variant], earlier), True
         env, problem, versions = self.environments.get(job)

@@ -537,12 +537,14 @@ class RecordStore(ResultStore):
         with gc_paused():
             return [(row["cell"], self._result(row)) for row in newest]
 
-    def standing(self, cell: str, fingerprint: str, outcomes: tuple[Outcome, ...]) -> Result | None:
+    def standing(self, cell: str, case: str, variant: str, fingerprint: str,
+                 outcomes: tuple[Outcome, ...]) -> Result | None:
         if not fingerprint:
             return None
         wanted = {o.value for o in outcomes}
         found = [row for row in self._rows
-                 if row["cell"] == cell and row["fingerprint"] == fingerprint and row["outcome"] in wanted]
+                 if row["cell"] == cell and row["fingerprint"] == fingerprint and row["case"] == case
+                 and row["variant"] == variant and row["outcome"] in wanted]
         return self._result(max(found, key=lambda row: (row["date"], row["run"]))) if found else None
 
 
@@ -590,8 +592,10 @@ class LayeredStore(ResultStore):
         newest = _newest(self._entries(run_id, compat), entry_identity, _entry_moment, entry_measured)
         return [(cell, self.judge(r)) for _, cell, r in newest]  # only what is returned is judged
 
-    def standing(self, cell: str, fingerprint: str, outcomes: tuple[Outcome, ...]) -> Result | None:
-        mine = self.local.standing(cell, fingerprint, outcomes)
-        found = [r for r in (mine and self.judge(mine), self.record.standing(cell, fingerprint, outcomes))
+    def standing(self, cell: str, case: str, variant: str, fingerprint: str,
+                 outcomes: tuple[Outcome, ...]) -> Result | None:
+        mine = self.local.standing(cell, case, variant, fingerprint, outcomes)
+        found = [r for r in (mine and self.judge(mine),
+                             self.record.standing(cell, case, variant, fingerprint, outcomes))
                  if r is not None]
         return max(found, key=lambda r: r.started_at) if found else None

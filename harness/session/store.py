@@ -13,8 +13,10 @@ Contract:
   merging the same shard twice, or two shards that share rows, adds no duplicates.
 - Readers get `Result` objects back exactly as they were saved (outcome, expected, reason, versions, per-rank
   status, duration, log excerpt, stacks, repeat tallies, fingerprint), with the run's metadata alongside.
-- `standing(cell, fingerprint, outcomes)` finds the newest result with that fingerprint (see `harness/model/job.py`)
-  among those outcomes, from any run: what a resumed run reuses instead of launching again.
+- `standing(cell, case, variant, fingerprint, outcomes)` finds the newest result of that case and variant with that
+  fingerprint (see `harness/model/job.py`) among those outcomes, from any run: what a resumed run reuses instead of
+  launching again. The fingerprint holds no case id (two cases with the same script and settings share it), so the
+  case and variant are matched as well: a case never takes another case's result.
 - `latest()` is the newest result of each key (case, variant, nproc, device, cell) over all runs: the greatest
   `started_at`, a tie going to the greater `run_id` -- except that an `infra` result (nothing was measured: the
   environment could not be made) never shadows a settled result of its key that measured the same digest (script and
@@ -191,8 +193,10 @@ class Store(Protocol):
         """The newest result of each key (case, variant, nproc, device, cell), as (cell, result)."""
         ...
 
-    def standing(self, cell: str, fingerprint: str, outcomes: tuple[Outcome, ...]) -> Result | None:
-        """The newest result with this fingerprint among these outcomes, from any run (what a resumed run reuses)."""
+    def standing(self, cell: str, case: str, variant: str, fingerprint: str,
+                 outcomes: tuple[Outcome, ...]) -> Result | None:
+        """The newest result of `case`'s `variant` in `cell` with this fingerprint among these outcomes, from any run
+        (what a resumed run reuses)."""
         ...
 
     def merge(self, sources: list[Path], compat_only: bool = False) -> int:
@@ -332,16 +336,18 @@ class ResultStore:
                 ).fetchall()
         return [(row[5], _to_result(row)) for row in rows]
 
-    def standing(self, cell: str, fingerprint: str, outcomes: tuple[Outcome, ...]) -> Result | None:
-        """The newest result in `cell` with `fingerprint` whose outcome is one of `outcomes`, from any run."""
+    def standing(self, cell: str, case: str, variant: str, fingerprint: str,
+                 outcomes: tuple[Outcome, ...]) -> Result | None:
+        """The newest result of `case`'s `variant` in `cell` with `fingerprint` whose outcome is one of `outcomes`,
+        from any run."""
         if not fingerprint:
             return None
         marks = ", ".join("?" * len(outcomes))
         with self._connect() as db:
             row = db.execute(
                 f"SELECT {', '.join(_RESULT_COLUMNS)} FROM results WHERE cell = ? AND fingerprint = ? "
-                f"AND outcome IN ({marks}) ORDER BY started_at DESC LIMIT 1",
-                (cell, fingerprint, *(o.value for o in outcomes)),
+                f"AND case_id = ? AND variant = ? AND outcome IN ({marks}) ORDER BY started_at DESC LIMIT 1",
+                (cell, fingerprint, case, variant, *(o.value for o in outcomes)),
             ).fetchone()
         return _to_result(row) if row else None
 
@@ -395,7 +401,8 @@ class NullStore:
     def latest(self, run_id: str | None = None, compat: bool = False) -> list[tuple[str, Result]]:
         return []
 
-    def standing(self, cell: str, fingerprint: str, outcomes: tuple[Outcome, ...]) -> Result | None:
+    def standing(self, cell: str, case: str, variant: str, fingerprint: str,
+                 outcomes: tuple[Outcome, ...]) -> Result | None:
         return None
 
     def merge(self, sources: list[Path], compat_only: bool = False) -> int:
@@ -432,7 +439,8 @@ def _upgrade(db: sqlite3.Connection) -> None:
         for column, definition in _ADDED_COLUMNS.items():
             if column not in have:
                 db.execute(f"ALTER TABLE results ADD COLUMN {column} {definition}")
-        db.execute("CREATE INDEX IF NOT EXISTS results_fingerprint ON results (fingerprint, cell)")
+        db.execute("DROP INDEX IF EXISTS results_fingerprint")  # (fingerprint, cell): before the case was matched
+        db.execute("CREATE INDEX IF NOT EXISTS results_standing ON results (fingerprint, cell, case_id, variant)")
         db.execute(_NEWEST_INDEX)
         version = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         if version is None or version[0] != str(SCHEMA_VERSION):

@@ -30,10 +30,11 @@ class CompatResume(Resume):
     refusal, an import failure, a death after the imports), is reused; other infra (downloads), hangs and crashes
     before the call are tried again (they may be the machine's load)."""
 
-    def lookup(self, cell: str, fprint: str) -> Result | None:
-        found = super().lookup(cell, fprint)
+    def lookup(self, job: Job, fprint: str) -> Result | None:
+        found = super().lookup(job, fprint)
         if found is None and not self.redo and fprint:
-            earlier = self.store.standing(cell, fprint, (Outcome.INFRA, Outcome.ERROR, Outcome.TIMEOUT))
+            earlier = self.store.standing(job.cell_name, job.case.id, job.variant, fprint,
+                                          (Outcome.INFRA, Outcome.ERROR, Outcome.TIMEOUT))
             if earlier is not None and verdict(earlier)[0] in (Kind.REFUSED, Kind.NO_IMPORT, Kind.FAILS_USED):
                 return earlier
         return found
