@@ -76,7 +76,7 @@ def fold(args: argparse.Namespace) -> ExitCode:
     from harness.model.case import PROBES_DIR, discover
     from harness.output.console import make_console
     from harness.session.folding import fold_payload, fold_store, refresh_versions
-    from harness.session.record import load, write
+    from harness.session.record import RecordError, load, write
     from harness.session.store import DEFAULT_DB, ResultStore
 
     sources = args.sources or [DEFAULT_DB]
@@ -97,10 +97,14 @@ def fold(args: argparse.Namespace) -> ExitCode:
                 raise UsageError(f"{source}: not the output of `bugmatrix run --json` ({exc})") from None
             if not machine:
                 raise UsageError(f"{source}: say which machine ran it (--machine gpu=... --machine cpu=...)")
-            added, replaced = fold_payload(record, payload, cases, args.cell, machine, pins,
-                                           f"bugmatrix run --json > {source.name}")
-        else:
-            added, replaced = fold_store(record, ResultStore(source, readonly=True), cases, args.cell, pins)
+        try:  # a name that breaks the grammar (harness/model/names.py) stops the fold: nothing is written
+            if source.suffix == ".json":
+                added, replaced = fold_payload(record, payload, cases, args.cell, machine, pins,
+                                               f"bugmatrix run --json > {source.name}")
+            else:
+                added, replaced = fold_store(record, ResultStore(source, readonly=True), cases, args.cell, pins)
+        except RecordError as exc:
+            raise UsageError(f"{source}: {exc}") from None
         say.print(f"{source}: {added} row(s) added, {replaced} replaced", soft_wrap=True, highlight=False)
     if not args.offline:
         matrix = load_matrix(args.matrix) if args.matrix.is_file() else None

@@ -19,6 +19,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from harness.matrix.index import PYPI
 from harness.model.cell import GitPin, Pin, check_pin
 from harness.model.common import Device, Strict, check_specifier
+from harness.model.names import CELL
 from harness.model.yamlfile import one_line
 
 PackageName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
@@ -89,7 +90,7 @@ class Defaults(Strict):
 class CellSpec(Strict):
     """A named cell, written out."""
 
-    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")]
+    name: Annotated[str, Field(pattern=CELL)]
     pins: dict[PackageName, Pin] = Field(min_length=1)
     device: Device | None = None
     python: str | None = None

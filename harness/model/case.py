@@ -8,6 +8,7 @@ from pathlib import Path
 
 from harness.model.basics import default_cases_dir
 from harness.model.case_schema import CaseError, CaseSpec, load_spec
+from harness.model.names import UnsafeName, check_name, inside
 
 CASE_FILE = "case.yaml"
 # the compatibility probes (`bugmatrix compat`): shaped like cases, kept beside the harness
@@ -29,9 +30,17 @@ class Case:
 
 def load_case(case_file: Path) -> Case:
     """Load `cases/<id>/case.yaml`; raise `CaseError` (file + field) if the metadata or the folder is invalid."""
-    spec = load_spec(case_file)
     folder = case_file.parent
+    try:
+        check_name("case id", folder.name)
+    except UnsafeName as exc:
+        raise CaseError(f"{case_file}: {exc}") from None
+    spec = load_spec(case_file)
     script = folder / spec.script
+    try:  # an absolute path, `../` or a symbolic link out of the folder: the case would run another folder's code
+        inside(folder, spec.script)
+    except UnsafeName:
+        raise CaseError(f"{case_file}: script: {spec.script} lies outside the case folder {folder}") from None
     if not script.is_file():
         raise CaseError(f"{case_file}: script: {spec.script} does not exist in {folder}")
     try:

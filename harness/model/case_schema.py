@@ -12,6 +12,7 @@ from typing import Annotated, Any
 from pydantic import Field, field_validator, model_validator
 
 from harness.model.common import DEVICES, Device, Strict, check_specifier
+from harness.model.names import VARIANT
 from harness.model.outcome import Outcome
 from harness.model.yamlfile import load_model
 
@@ -104,7 +105,7 @@ class CaseSpec(Strict):
     devices: list[Device] = Field(default_factory=lambda: ["cpu"])
     timeout: float = Field(default=300, gt=0)
     signature: str
-    variants: dict[Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")], Variant] = Field(min_length=1)
+    variants: dict[Annotated[str, Field(pattern=VARIANT)], Variant] = Field(min_length=1)
     evidence: str = ""
 
     @field_validator("signature")

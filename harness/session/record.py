@@ -46,6 +46,7 @@ from typing import TypeVar
 
 from harness.model.cell import COMPAT_PREFIX
 from harness.model.job import SETTLED
+from harness.model.names import UnsafeName, check_key, check_name
 from harness.model.outcome import Outcome
 from harness.model.result import Result, trusted
 from harness.session.basics import default_record
@@ -231,6 +232,7 @@ def _check_row(path: Path, number: int, row: dict) -> dict:
     if tuple(map(type, map(row.get, _FIELD_NAMES))) in _FIELD_TYPES and row["outcome"] in _OUTCOME_OF:
         try:
             timestamp(row["date"])
+            check_key(row["case"], row["variant"], row["cell"])
             return row
         except ValueError:
             pass  # said below
@@ -242,6 +244,7 @@ def _check_row(path: Path, number: int, row: dict) -> dict:
     try:
         Outcome(row["outcome"])
         timestamp(row["date"])
+        check_key(row["case"], row["variant"], row["cell"])
     except ValueError as exc:
         raise RecordError(f"{path}:{number}: {exc}") from None
     return row
@@ -295,7 +298,7 @@ def render(record: Record) -> dict[str, str]:
     """Every file of the record as text, by path relative to the record's root (deterministic)."""
     files: dict[str, list[dict]] = {}
     for row in sorted(record.rows, key=_order):
-        name = "compat.jsonl" if row["cell"].startswith(COMPAT_PREFIX) else f"results/{row['case']}.jsonl"
+        name = "compat.jsonl" if row["cell"].startswith(COMPAT_PREFIX) else results_file(row["case"])
         files.setdefault(name, []).append(row)
     cited_runs = {row["run"] for row in record.rows}
     cited_machines = {record.runs[r]["machine"] for r in cited_runs if r in record.runs} | {
@@ -310,6 +313,15 @@ def render(record: Record) -> dict[str, str]:
     files["versions.jsonl"] = versions
     files["rules.jsonl"] = sorted(record.rules, key=lambda r: (r["case"], r["variant"], r["set"], _dumps(r)))
     return {name: "".join(_dumps(row) + "\n" for row in rows) for name, rows in sorted(files.items())}
+
+
+def results_file(case: str) -> str:
+    """The record file of `case`'s results, relative to the record's root: `results/<id>.jsonl`; `RecordError`
+    for an id that is not a valid case id (it could name a path outside `results/`)."""
+    try:
+        return f"results/{check_name('case id', case)}.jsonl"
+    except UnsafeName as exc:
+        raise RecordError(f"record: {exc}") from None
 
 
 def _by_version(points: dict[str, dict]) -> list[tuple[str, dict]]:
@@ -358,6 +370,10 @@ def fold(record: Record, rows: Iterable[dict], runs: dict[str, dict], machines: 
         newest[key(row)[:-1]] = max(newest.get(key(row)[:-1], ("", "")), (row["date"], row["run"]))
     added = replaced = 0
     for row in rows:
+        try:  # what a store or a payload names is checked before it can become a record file's name
+            check_key(row["case"], row["variant"], row["cell"])
+        except UnsafeName as exc:
+            raise RecordError(f"cannot fold a result: {exc}") from None
         at = index.get(key(row))
         k = key(row)[:-1]
         was = newest.get(k, ("", ""))

@@ -54,6 +54,7 @@ from typing import Protocol
 
 from harness.model.cell import COMPAT_PREFIX
 from harness.model.job import LOCAL_CELL, SETTLED
+from harness.model.names import UnsafeName, check_key
 from harness.model.outcome import Outcome, RankStatus
 from harness.model.result import Result
 from harness.session.basics import DEFAULT_DB
@@ -366,6 +367,11 @@ class ResultStore:
                 with other._connect() as src:
                     rows = src.execute(f"SELECT {', '.join(_RESULT_COLUMNS)} FROM results"
                                        + (f" WHERE {_kept(True)}" if compat_only else "")).fetchall()
+                for row in rows:  # a shard from another machine names what it likes: check before it is ours
+                    try:
+                        check_key(row[1], row[2], row[5])
+                    except UnsafeName as exc:
+                        raise StoreError(f"{source}: run {row[0]}: {exc}") from None
                 added += db.executemany(  # rowcount: the rows inserted (an ignored duplicate counts 0)
                     f"INSERT OR IGNORE INTO results ({', '.join(_RESULT_COLUMNS)}) "
                     f"VALUES ({', '.join('?' * len(_RESULT_COLUMNS))})",
