@@ -49,10 +49,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser(chosen(argv)).parse_args(argv)
     if "db" in vars(args):  # an explicit --db must exist for a reading command; the default may be absent
-        from harness.session.basics import DEFAULT_DB
+        from harness.session.basics import default_db
 
         args.db_given = args.db is not None
-        args.db = args.db if args.db is not None else DEFAULT_DB
+        args.db = args.db if args.db is not None else default_db()
     # Ctrl-C, SIGTERM and SIGHUP all end in the same cleanup. SIGINT is installed explicitly: a parent that ignores it
     # (pytest-xdist workers, some CI runners) would otherwise pass the ignore on and Ctrl-C would do nothing.
     signal.signal(signal.SIGINT, signal.default_int_handler)

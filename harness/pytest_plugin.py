@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from harness.launch.interpreter import inspect_interpreter, machine_name
-from harness.matrix.basics import DEFAULT_MATRIX, DEFAULT_ROOT, MatrixError
+from harness.matrix.basics import DEFAULT_MATRIX, ENVS_FALLBACK, MatrixError
 from harness.matrix.cellenvs import CellEnvironments
 from harness.matrix.envcache import EnvCache
 from harness.matrix.expand import Matrix, load_matrix
@@ -47,7 +47,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--cell", action="append", default=[], help="run the cases in this matrix cell (repeatable)")
     group.addoption("--all-cells", action="store_true", help="run the cases in every cell of the matrix")
     group.addoption("--matrix", default=str(DEFAULT_MATRIX), help="the matrix file (default: matrix.yaml)")
-    group.addoption("--bugmatrix-envs", default=str(DEFAULT_ROOT), help="the cells' environments folder")
+    group.addoption("--bugmatrix-envs", default=None,
+                    help=f"the cells' environments folder (default $BUGMATRIX_ENVS, else {ENVS_FALLBACK})")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -91,7 +92,8 @@ def _session(config: pytest.Config) -> Session:
     environment, or the matrix cells with --cell/--all-cells. Pytest never resumes: every item launches."""
     if _SESSION_KEY not in config.stash:
         if _selection(config).in_matrix:
-            cells = CellEnvironments(_matrix(config), EnvCache(Path(config.getoption("--bugmatrix-envs"))))
+            envs = config.getoption("--bugmatrix-envs")
+            cells = CellEnvironments(_matrix(config), EnvCache(Path(envs) if envs else None))
             environments: LocalEnvironment | MatrixEnvironments = MatrixEnvironments(cells)
         else:
             python = config.getoption("--bugmatrix-python") or sys.executable

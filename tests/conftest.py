@@ -21,9 +21,18 @@ import yaml
 if "BUGMATRIX_RECORD" not in os.environ:
     os.environ["BUGMATRIX_RECORD"] = tempfile.mkdtemp(prefix="bugmatrix-no-record-")
     atexit.register(shutil.rmtree, os.environ["BUGMATRIX_RECORD"], ignore_errors=True)
+# Nor the user's results store and environments (`.bugmatrix/` here, which `bugmatrix run` -- the README's first
+# command -- fills): a test that wants a store or environments makes its own. The defaults are read when a command
+# runs (harness/session/basics.py `default_db`, harness/matrix/basics.py `default_envs`), so setting them here is in
+# time although the pytest plugin imported the harness before this file. Nothing is created at these paths unless a
+# test writes there; the folder goes with the process.
+_OWN = tempfile.mkdtemp(prefix="bugmatrix-tests-")
+atexit.register(shutil.rmtree, _OWN, ignore_errors=True)
+os.environ["BUGMATRIX_DB"] = os.path.join(_OWN, "results.db")
+os.environ["BUGMATRIX_ENVS"] = os.path.join(_OWN, "envs")
 
-from harness.launch.interpreter import Environment, inspect_interpreter
-from harness.model.case import Case, load_case
+from harness.launch.interpreter import Environment, inspect_interpreter  # noqa: E402 - after the defaults above
+from harness.model.case import Case, load_case  # noqa: E402
 
 MakeCase = Callable[..., Case]
 

@@ -16,7 +16,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from harness.commands import COMMANDS, DESCRIPTION, UsageError
-from harness.matrix.basics import DEFAULT_MATRIX, DEFAULT_ROOT, ENVS_FALLBACK, MatrixError
+from harness.matrix.basics import DEFAULT_MATRIX, ENVS_FALLBACK, MatrixError, default_envs
 from harness.model.exitcode import ExitCode
 from harness.session.basics import DB_FALLBACK, RECORD_FALLBACK, default_record
 
@@ -48,7 +48,7 @@ def options() -> dict[str, argparse.ArgumentParser]:
             parent.add_argument("--matrix", type=Path, default=DEFAULT_MATRIX,
                                 help=f"matrix file (default {DEFAULT_MATRIX})")
         elif flag == "--envs":
-            parent.add_argument("--envs", type=Path, default=DEFAULT_ROOT,
+            parent.add_argument("--envs", type=Path, default=default_envs(),
                                 help=f"environments folder (default $BUGMATRIX_ENVS, else {ENVS_FALLBACK})")
         elif flag == "--jobs":
             parent.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1,

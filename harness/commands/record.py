@@ -75,11 +75,12 @@ def fold(args: argparse.Namespace) -> ExitCode:
     from harness.matrix.expand import load_matrix
     from harness.model.case import PROBES_DIR, discover
     from harness.output.console import make_console
+    from harness.session.basics import default_db
     from harness.session.folding import fold_payload, fold_store, refresh_versions
     from harness.session.record import RecordError, load, write
-    from harness.session.store import DEFAULT_DB, ResultStore
+    from harness.session.store import ResultStore
 
-    sources = args.sources or [DEFAULT_DB]
+    sources = args.sources or [default_db()]
     cases = discover(args.cases_dir)[0] + discover(PROBES_DIR)[0]
     record = load(args.record)  # a record file that does not parse stops here: nothing is written
     pins, machine = _pairs(args.pin, "--pin"), _pairs(args.machine, "--machine")

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.commands.context import Context, command_line, positive, size
-from harness.matrix.basics import DEFAULT_MATRIX, DEFAULT_ROOT, MatrixError
+from harness.matrix.basics import DEFAULT_MATRIX, MatrixError, default_envs
 from harness.model.exitcode import ExitCode
-from harness.session.basics import DEFAULT_DB
+from harness.session.basics import default_db
 
 
 def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
@@ -57,9 +57,9 @@ class RunOptions:
     repeat: int = 1
     redo: bool = False
     json: bool = False
-    db: Path = DEFAULT_DB
+    db: Path = field(default_factory=default_db)
     matrix: Path = DEFAULT_MATRIX
-    envs: Path = DEFAULT_ROOT
+    envs: Path = field(default_factory=default_envs)
     jobs: int = field(default_factory=lambda: os.cpu_count() or 1)
 
     @classmethod

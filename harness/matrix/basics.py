@@ -12,7 +12,11 @@ from pathlib import Path
 
 DEFAULT_MATRIX = Path("matrix.yaml")
 ENVS_FALLBACK = ".bugmatrix/envs"  # where $BUGMATRIX_ENVS is not set (the help and the docs name this one)
-DEFAULT_ROOT = Path(os.environ.get("BUGMATRIX_ENVS", ENVS_FALLBACK))
+
+
+def default_envs() -> Path:
+    """The default environments folder: $BUGMATRIX_ENVS, else `.bugmatrix/envs` (read when called)."""
+    return Path(os.environ.get("BUGMATRIX_ENVS", ENVS_FALLBACK))
 
 
 class MatrixError(Exception):

@@ -43,7 +43,7 @@ from typing import TextIO
 
 from harness.launch.interpreter import Environment, InterpreterError, inspect_interpreter
 from harness.launch.torchrun import run_abortable
-from harness.matrix.basics import DEFAULT_ROOT
+from harness.matrix.basics import default_envs
 from harness.matrix.resolve import ResolvedCell, exclude_newer
 
 MARKER = "bugmatrix-env.json"
@@ -117,8 +117,9 @@ def install_command(cell: ResolvedCell, python: Path, overrides: Path, offline: 
 class EnvCache:
     """Environments under one root folder (see the module docstring for the contract)."""
 
-    def __init__(self, root: Path = DEFAULT_ROOT) -> None:
-        self.root = Path(root).absolute()  # launches run in the case's folder: interpreters need absolute paths
+    def __init__(self, root: Path | None = None) -> None:
+        # launches run in the case's folder: interpreters need absolute paths
+        self.root = Path(root if root is not None else default_envs()).absolute()
         self.root.mkdir(parents=True, exist_ok=True)
         self._failed: dict[str, EnvStatus] = {}
         self._held: dict[str, TextIO] = {}

@@ -31,7 +31,7 @@ from harness.model.case import Case, discover
 from harness.model.cell import BISECT_PREFIX
 from harness.model.common import item_id, logical_name, primary_package
 from harness.model.outcome import Outcome, shown
-from harness.model.result import Result
+from harness.model.result import Result, counts
 from harness.output.tables import STYLE, whole_columns
 
 SYMBOL = {"reproduced": "R", "fixed": "F", "unknown": "?"}
@@ -67,12 +67,21 @@ class MatrixReport:
         return cell_status(rs), rs
 
     def unmeasured(self) -> list[tuple[str, str, str, str]]:
-        """(case, variant, devices, summary) for every variant of the report's cases that no result measured at all
-        (a CUDA-only case before any GPU run): its rules, said as not measured, never as a verdict."""
-        measured = {r.case for _, r in self.results}
-        return [(case_id, name, ", ".join(case.spec.devices), f"not measured; its rules say: {rules_text(variant)}")
-                for case_id, case in sorted(self.cases.items()) if case_id not in measured
-                for name, variant in case.spec.variants.items()]
+        """(case, variant, devices, summary) for every variant of the report's cases on the devices no result
+        measured (a CUDA-only case before any GPU run; a job skipped, never launched, because this machine has no
+        such device): its rules, said as not measured, never as a verdict. A variant measured on another device
+        says on which device it was not."""
+        measured = {(r.case, r.variant, r.device) for _, r in self.results}
+        out = []
+        for case_id, case in sorted(self.cases.items()):
+            for name, variant in case.spec.variants.items():
+                missing = [d for d in case.spec.devices if (case_id, name, d) not in measured]
+                if not missing:
+                    continue
+                where = "" if len(missing) == len(case.spec.devices) else f" on {', '.join(missing)}"
+                out.append((case_id, name, ", ".join(missing),
+                            f"not measured{where}; its rules say: {rules_text(variant)}"))
+        return out
 
     def coupled(self, axis: Axis) -> list[tuple[str, Axis]]:
         """Where the primary axis cannot say alone: for each of its versions whose cells disagree (`mixed`: some
@@ -123,7 +132,10 @@ def build_report(results: list[tuple[str, Result]], case_packages: dict[str, lis
                  probes: bool = True) -> MatrixReport:
     """Assemble the report; each case's primary package is its first non-torch package (torch if none). Every
     result places its case on the axes (bisect and narrow probes too); the grid shows probe cells only with
-    `probes`."""
+    `probes`. A job that was never launched and is no `infra` (skipped: this machine has no such device, the
+    environment lacks the package) measured nothing: it is left out, so that the case reads as not measured there
+    (`unmeasured`), never as a verdict or `?`."""
+    results = [(cell, r) for cell, r in results if counts(r)]
     seen_cells = [c for c in dict.fromkeys(c for c, _ in results) if probes or not c.startswith(BISECT_PREFIX)]
     order = [c for c in (cell_order or []) if c in seen_cells] + [c for c in seen_cells if c not in (cell_order or [])]
     rows = sorted({(r.case, r.variant, r.device) for _, r in results})

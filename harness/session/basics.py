@@ -11,8 +11,13 @@ from pathlib import Path
 
 DB_FALLBACK = ".bugmatrix/results.db"  # where $BUGMATRIX_DB is not set (the help and the docs name this one)
 RECORD_FALLBACK = "record"  # where $BUGMATRIX_RECORD is not set (the help and the docs name this one)
-DEFAULT_DB = Path(os.environ.get("BUGMATRIX_DB", DB_FALLBACK))
 NIGHTLY_DB = "nightly.db"  # the nightly's merged store: its file name in results/, and so in the baseline folder
+
+
+def default_db() -> Path:
+    """The default results store: $BUGMATRIX_DB, else `.bugmatrix/results.db` (read when called, so that what sets
+    the variable after this module's import -- the tests' conftest, a wrapper -- is what a command opens)."""
+    return Path(os.environ.get("BUGMATRIX_DB", DB_FALLBACK))
 
 
 def default_record() -> Path:

@@ -57,7 +57,7 @@ from harness.model.job import LOCAL_CELL, SETTLED
 from harness.model.names import UnsafeName, check_key
 from harness.model.outcome import Outcome, RankStatus
 from harness.model.result import Result
-from harness.session.basics import DEFAULT_DB
+from harness.session.basics import default_db
 
 SCHEMA_VERSION = 5
 
@@ -208,8 +208,8 @@ class Store(Protocol):
 class ResultStore:
     """A SQLite results store (see the module docstring for the whole contract)."""
 
-    def __init__(self, path: Path | str = DEFAULT_DB, readonly: bool = False) -> None:
-        self.path = Path(path)
+    def __init__(self, path: Path | str | None = None, readonly: bool = False) -> None:
+        self.path = Path(path) if path is not None else default_db()
         self.readonly = readonly
         if readonly:  # a reading command: never creates, fills or rewrites a file
             if not self.path.is_file():
