@@ -1,18 +1,21 @@
 """`bugmatrix osv`: the record as OSV advisories, written to a folder or served as the OSV API.
 
     bugmatrix osv export DIR                              # one BUGMATRIX-<case>.json per case (schema 1.6)
-    bugmatrix osv serve [--port 8080] [--host 127.0.0.1]  # POST /v1/query, /v1/querybatch; GET /v1/vulns/{id}
+    bugmatrix osv serve [--port 8080] [--host 127.0.0.1] [--timeout 10]  # POST /v1/query, /v1/querybatch;
+                                                                          # GET /v1/vulns/{id}
 
     pip-audit -s osv --osv-url http://127.0.0.1:8080/v1/query -r requirements.txt
 
-Served on the loopback interface unless `--host` says otherwise. See harness/analysis/osv.py for how the ranges are
-made (and what OSV cannot express) and harness/output/osv.py for the endpoints. Exit codes: 0 done, 2 input that
-cannot be read.
+Served on the loopback interface unless `--host` says otherwise (any other address: a one-line warning on stderr).
+See harness/analysis/osv.py for how the ranges are made (and what OSV cannot express) and harness/output/osv.py for
+the endpoints and the server's limits. Exit codes: 0 done, 2 input that cannot be read, a port outside 0-65535, a
+timeout that is not positive, an address that cannot be listened on.
 """
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import sys
 from pathlib import Path
 
@@ -31,6 +34,8 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
                              parents=[parents["--db"], parents["--record"]])
     serve.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: loopback only)")
     serve.add_argument("--port", type=int, default=8080, help="the port (0: any free port; default 8080)")
+    serve.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                       help="drop a connection that sends nothing for this long (default 10: READ_TIMEOUT)")
 
 
 def advisories(args: argparse.Namespace) -> dict[str, dict]:
@@ -67,14 +72,22 @@ def export(args: argparse.Namespace) -> ExitCode:
 def serve(args: argparse.Namespace) -> ExitCode:
     """Serve the advisories until interrupted."""
     from harness.analysis.osv import OSVIndex
-    from harness.output.osv import make_server
+    from harness.output.osv import READ_TIMEOUT, make_server
 
+    timeout = READ_TIMEOUT if args.timeout is None else args.timeout
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port {args.port}: not a port (0 to 65535)")
+    if not 0 < timeout < float("inf"):
+        raise UsageError(f"--timeout {args.timeout}: not a positive number of seconds")
     index = OSVIndex(advisories(args))
     try:
-        server = make_server(index, args.host, args.port)
+        server = make_server(index, args.host, args.port, timeout)
     except OSError as exc:
         raise UsageError(f"{args.host}:{args.port}: cannot listen ({exc.strerror})") from None
     host, port = server.server_address[:2]
+    if not ipaddress.ip_address(host).is_loopback:
+        print(f"warning: --host {args.host} is not a loopback address: any machine that can reach this one on port "
+              f"{port} can query it (no authentication, no TLS)", file=sys.stderr, flush=True)
     print(f"serving {len(index.docs)} advisories on http://{host}:{port}/v1/query", file=sys.stderr, flush=True)
     try:
         server.serve_forever()

@@ -1,19 +1,32 @@
 """The OSV advisories written to a folder, and served as the OSV API (the subset clients use), standard library only.
 
     write_documents(docs, Path("osv/"))                      # one <id>.json per case, deterministic
-    server = make_server(OSVIndex(docs), "127.0.0.1", 0)     # ThreadingHTTPServer; server.server_address[1]
+    server = make_server(OSVIndex(docs), "127.0.0.1", 0)     # an OSVServer; server.server_address[1]
     server.serve_forever()
 
 Endpoints: `POST /v1/query` (`{"package": {"name", "ecosystem"}, "version"}` -> `{"vulns": [...]}`),
 `POST /v1/querybatch` (`{"queries": [...]}` -> `{"results": [{"vulns": [{"id", "modified"}]}]}`) and
-`GET /v1/vulns/{id}`. A request body over `MAX_BODY` is 413; a body that is not JSON, or lacks a field, is 400 with
-`{"code", "message"}`; an unknown path or id is 404; every answer is JSON.
+`GET /v1/vulns/{id}`. Every answer is JSON, every error `{"code", "message"}` (and the connection closed): a body
+that is not JSON, is nested deeper than the interpreter's recursion limit, lacks a field, or a Content-Length that
+is not ASCII digits is 400; a missing Content-Length 411; a body over `MAX_BODY` 413; an unknown path or id 404;
+http.server's own refusals too (an unknown method 501, a request line over 64 KiB 414, a header line over 64 KiB or
+over 100 headers 431); anything unforeseen 500.
+
+Limits, so that a slow or hostile client cannot hold the server: the kernel queues `BACKLOG` connections not yet
+accepted (socketserver's default is 5: a burst of 200 clients timed out); a connection whose client sends nothing
+for `timeout` seconds (default `READ_TIMEOUT`) is dropped, an idle keep-alive one too; at most `max_connections`
+(default `MAX_CONNECTIONS`) are answered at once, a thread each, and one more is answered 503 and closed. A client
+that trickles a byte before each timeout is not dropped (the timeout is per read, not per request).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import socket
+import threading
+from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -22,6 +35,9 @@ from harness.analysis.osv import ECOSYSTEM, OSVIndex
 
 MAX_BODY = 1 << 20  # 1 MiB
 MAX_BATCH = 1000
+READ_TIMEOUT = 10.0  # seconds a connection may send nothing (mid-request or between requests) before it is dropped
+BACKLOG = 1024  # connections the kernel queues before they are accepted
+MAX_CONNECTIONS = 1000  # connections answered at once, a thread each
 
 
 def render(doc: dict) -> str:
@@ -67,82 +83,149 @@ def _query(index: OSVIndex, query: object) -> list[dict]:
     return index.query(package["name"], ecosystem, version)
 
 
-def make_handler(index: OSVIndex) -> type[BaseHTTPRequestHandler]:
-    """A request handler class answering from `index`."""
+def error_body(status: HTTPStatus, message: str) -> bytes:
+    """The JSON body of every error answer: `{"code", "message"}`."""
+    return json.dumps({"code": int(status), "message": message}).encode()
+
+
+def _busy(limit: int) -> bytes:
+    body = error_body(HTTPStatus.SERVICE_UNAVAILABLE, f"more than {limit} connections at once; try again")
+    return (f"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+            "Connection: close\r\n\r\n").encode() + body
+
+
+def make_handler(index: OSVIndex, read_timeout: float = READ_TIMEOUT) -> type[BaseHTTPRequestHandler]:
+    """A request handler class answering from `index`, dropping a connection silent for `read_timeout` seconds."""
 
     class Handler(BaseHTTPRequestHandler):
         """The OSV API's query, querybatch and vulns endpoints."""
 
         server_version = "bugmatrix-osv"
+        timeout = read_timeout  # StreamRequestHandler sets it on the socket: every read and write
+        # a request line it cannot read is answered as HTTP/1.0, with a status line and headers (http.server would
+        # take it for HTTP/0.9 and send the bare body)
+        default_request_version = "HTTP/1.0"
 
         def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
             pass
 
-        def _send(self, status: HTTPStatus, payload: object) -> None:
-            body = json.dumps(payload).encode()
+        def _send(self, status: HTTPStatus, body: bytes, close: bool = False) -> None:
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
+            if close:
+                self.send_header("Connection", "close")
             self.end_headers()
-            self.wfile.write(body)
+            if self.command != "HEAD":
+                self.wfile.write(body)
 
-        def _error(self, status: HTTPStatus, message: str) -> None:
-            self._send(status, {"code": int(status), "message": message})
+        def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+            """Every error as JSON, http.server's own (400, 414, 431, 501) included; the connection is closed (a
+            request it refuses may have left its body unread)."""
+            status = HTTPStatus(code)
+            self._send(status, error_body(status, message or status.phrase), close=True)
+
+        def _answer(self, answer: Callable[[], object]) -> None:
+            try:
+                payload = answer()
+            except BadRequest as exc:
+                self.send_error(exc.status, str(exc))
+            except OSError:
+                raise  # the connection failed or timed out: http.server drops it
+            except Exception as exc:  # noqa: BLE001 - whatever it is, the client gets a JSON answer
+                self.send_error(HTTPStatus.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}"[:200])
+            else:
+                self._send(HTTPStatus.OK, json.dumps(payload).encode())
 
         def _body(self) -> object:
             length = self.headers.get("Content-Length")
-            if length is None or not length.isdigit():
+            if length is None:
                 raise BadRequest(HTTPStatus.LENGTH_REQUIRED, "Content-Length: missing")
-            if int(length) > MAX_BODY:
+            if not (length.isascii() and length.isdecimal()):
+                raise BadRequest(HTTPStatus.BAD_REQUEST, f"Content-Length: {length[:40]!r} is not a number of bytes")
+            if len(length) > len(str(MAX_BODY)) or int(length) > MAX_BODY:
                 raise BadRequest(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"the body is over {MAX_BODY} bytes")
             raw = self.rfile.read(int(length))
             try:
                 return json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            except ValueError as exc:  # not JSON, or not UTF-8
                 raise BadRequest(HTTPStatus.BAD_REQUEST, f"the body is not JSON ({exc})") from None
+            except RecursionError:
+                raise BadRequest(HTTPStatus.BAD_REQUEST, "the body is nested too deeply") from None
 
-        def do_POST(self) -> None:  # noqa: N802 - http.server's name
-            """`/v1/query` and `/v1/querybatch`."""
+        def _post(self) -> object:
             path = self.path.split("?", 1)[0]
-            try:
-                if path not in ("/v1/query", "/v1/querybatch"):
-                    self.close_connection = True
-                    raise BadRequest(HTTPStatus.NOT_FOUND, f"{path}: no such endpoint")
-                body = self._body()
-                if path == "/v1/query":
-                    self._send(HTTPStatus.OK, {"vulns": _query(index, body)})
-                    return
-                queries = body.get("queries") if isinstance(body, dict) else None
-                if not isinstance(queries, list):
-                    raise BadRequest(HTTPStatus.BAD_REQUEST, "queries: missing")
-                if len(queries) > MAX_BATCH:
-                    raise BadRequest(HTTPStatus.BAD_REQUEST, f"queries: more than {MAX_BATCH}")
-                results = [{"vulns": [{"id": d["id"], "modified": d["modified"]} for d in _query(index, q)]}
-                           for q in queries]
-                self._send(HTTPStatus.OK, {"results": results})
-            except BadRequest as exc:
-                if exc.status == HTTPStatus.REQUEST_ENTITY_TOO_LARGE:
-                    self.close_connection = True  # the body is not read
-                self._error(exc.status, str(exc))
+            if path not in ("/v1/query", "/v1/querybatch"):
+                raise BadRequest(HTTPStatus.NOT_FOUND, f"{path}: no such endpoint")
+            body = self._body()
+            if path == "/v1/query":
+                return {"vulns": _query(index, body)}
+            queries = body.get("queries") if isinstance(body, dict) else None
+            if not isinstance(queries, list):
+                raise BadRequest(HTTPStatus.BAD_REQUEST, "queries: missing")
+            if len(queries) > MAX_BATCH:
+                raise BadRequest(HTTPStatus.BAD_REQUEST, f"queries: more than {MAX_BATCH}")
+            return {"results": [{"vulns": [{"id": d["id"], "modified": d["modified"]} for d in _query(index, q)]}
+                                for q in queries]}
 
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
-            """`/v1/vulns/{id}`."""
+        def _get(self) -> object:
             path = self.path.split("?", 1)[0]
             prefix = "/v1/vulns/"
             if not path.startswith(prefix):
-                self._error(HTTPStatus.NOT_FOUND, f"{path}: no such endpoint")
-                return
+                raise BadRequest(HTTPStatus.NOT_FOUND, f"{path}: no such endpoint")
             doc = index.get(path[len(prefix):])
             if doc is None:
-                self._error(HTTPStatus.NOT_FOUND, f"{path[len(prefix):]}: no such advisory")
-            else:
-                self._send(HTTPStatus.OK, doc)
+                raise BadRequest(HTTPStatus.NOT_FOUND, f"{path[len(prefix):]}: no such advisory")
+            return doc
+
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            """`/v1/query` and `/v1/querybatch`."""
+            self._answer(self._post)
+
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            """`/v1/vulns/{id}`."""
+            self._answer(self._get)
 
     return Handler
 
 
-def make_server(index: OSVIndex, host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
-    """A threading HTTP server answering the OSV API from `index` (port 0: a free port, see `server_address`)."""
-    server = ThreadingHTTPServer((host, port), make_handler(index))
-    server.daemon_threads = True
-    return server
+class OSVServer(ThreadingHTTPServer):
+    """A threading HTTP server with a listen backlog of `BACKLOG` that answers at most `max_connections`
+    connections at once (one more is told 503 and closed, by the accepting thread)."""
+
+    request_queue_size = BACKLOG
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler],
+                 max_connections: int = MAX_CONNECTIONS) -> None:
+        self.slots = threading.BoundedSemaphore(max_connections)
+        self.busy = _busy(max_connections)
+        super().__init__(address, handler)
+
+    def process_request(self, request: socket.socket, client_address: tuple) -> None:  # type: ignore[override]
+        """Answer in a thread of its own when a slot is free; else 503 at once."""
+        if not self.slots.acquire(blocking=False):
+            with contextlib.suppress(OSError):
+                request.settimeout(1.0)
+                request.sendall(self.busy)
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:  # no thread could start: socketserver closes the connection
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request: socket.socket, client_address: tuple) -> None:  # type: ignore[override]
+        """Answer, then free the connection's slot."""
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+
+def make_server(index: OSVIndex, host: str = "127.0.0.1", port: int = 0, timeout: float = READ_TIMEOUT,
+                max_connections: int = MAX_CONNECTIONS) -> OSVServer:
+    """A threading HTTP server answering the OSV API from `index` (port 0: a free port, see `server_address`),
+    dropping a connection silent for `timeout` seconds and answering at most `max_connections` at once."""
+    return OSVServer((host, port), make_handler(index, timeout), max_connections)
