@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
+import os
 import re
 import shutil
 import socket
@@ -663,3 +664,55 @@ def test_uv_audit_lists_the_case_through_the_served_api(server: str, tmp_path: P
     assert "BUGMATRIX-torch-2-simple" in hit.stdout + hit.stderr, hit.stdout + hit.stderr
     clean = run("torch==2.5.1")
     assert "BUGMATRIX" not in clean.stdout + clean.stderr, clean.stdout + clean.stderr
+
+
+# ------------------------------------------------------------------------------------------ never green on nothing
+
+
+def test_an_include_with_a_quoted_or_escaped_path_is_read_as_pip_reads_it(world: dict,
+                                                                          capsys: pytest.CaptureFixture[str]
+                                                                          ) -> None:
+    """7ca3bef: a file holding only `-r "my reqs.txt"` gave '0 bug(s) apply', exit 0 (the include regex missed
+    the quoted path, and the line was then skipped as an option)."""
+    (world["tmp"] / "my reqs.txt").write_text("torch==2.1.2\n")
+    for line in ('-r "my reqs.txt"', "-r 'my reqs.txt'", "-r my\\ reqs.txt", '--requirement="my reqs.txt"'):
+        (world["tmp"] / "top.txt").write_text(line + "\n")
+        assert main(_cli(world, "-r", str(world["tmp"] / "top.txt"))) == 1, line
+        out = capsys.readouterr().out
+        assert out.startswith("checked torch==2.1.2 against the record in") and "torch-2-simple" in out, line
+
+
+def test_what_is_not_a_readable_requirements_file_is_one_line_exit_2(world: dict,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """/dev/zero, a FIFO and a folder, given or included, never block or fill memory; nor does an include chain
+    deeper than the bound."""
+    fifo = world["tmp"] / "fifo"
+    os.mkfifo(fifo)
+    chain = world["tmp"] / "chain"
+    chain.mkdir()
+    for i in range(40):
+        (chain / f"r{i}.txt").write_text(f"-r r{i + 1}.txt\n")
+    (chain / "r40.txt").write_text("torch==2.1.2\n")
+    includes = {"zero.txt": "-r /dev/zero\n", "fifo.txt": "-r fifo\n", "dir.txt": f"-r {world['tmp']}\n"}
+    for name, text in includes.items():
+        (world["tmp"] / name).write_text(text)
+    for given in ["/dev/zero", str(fifo), str(world["tmp"]), *(str(world["tmp"] / n) for n in includes),
+                  str(chain / "r0.txt")]:
+        assert main(_cli(world, "-r", given)) == 2, given
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and len(err) < 300, err
+
+
+def test_an_environment_that_pins_nothing_the_record_knows_exits_5_never_green(world: dict,
+                                                                               capsys: pytest.CaptureFixture[str]
+                                                                               ) -> None:
+    """7ca3bef: unpinned lines (`torch>=2.5`) -> '0 bug(s) apply', exit 0: a CI gate green on nothing."""
+    (world["tmp"] / "loose.txt").write_text("torch>=2.5\nlightning\n")
+    (world["tmp"] / "empty.txt").write_text("# nothing\n")
+    for args in (["-r", str(world["tmp"] / "loose.txt")], ["-r", str(world["tmp"] / "empty.txt")],
+                 ["numpy==2.0.0"], ["--from", "numpy==1.0", "--to", "numpy==2.0"]):
+        assert main(_cli(world, *args)) == 5, args
+        captured = capsys.readouterr()
+        assert "nothing checked" in captured.err and len(captured.err.strip().splitlines()) == 1, args
+    assert main(_cli(world, "torch==2.5.1", "numpy==2.0.0")) == 0  # one known pin: an answer
+    assert capsys.readouterr().out.startswith("checked torch==2.5.1 against the record in")

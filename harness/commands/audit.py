@@ -8,9 +8,10 @@
 
 Exit codes: 0 no bug applies (for an upgrade: it brings none in), 1 a bug applies (brings one in), 2 input that
 cannot be read (an unparsable requirement line, an interpreter that does not exist, an unreadable file): one line
-naming it, nothing written. A distribution the record does not know, or a requirement that pins no single version,
-is listed as not covered, never an error. See harness/analysis/audit.py for how each answer and its precision is
-found.
+naming it, nothing written; 5 nothing checked: the environment pins no package the record has results for to one
+version (`torch>=2.5` alone, an empty file), so no answer is given (never a green "0 bugs"). A distribution the
+record does not know, or a requirement that pins no single version, is listed as not covered, never an error.
+See harness/analysis/audit.py for how each answer and its precision is found.
 """
 
 from __future__ import annotations
@@ -107,15 +108,21 @@ def _audit(args: argparse.Namespace) -> int:
         hits = audit.affected(answers)
         if fmt == "json":
             print(view.to_json(hits, target.not_covered))
-        elif fmt == "markdown":
-            print(view.to_markdown(hits, target.not_covered, target.label, args.device), end="")
         else:
-            print(view.to_text(hits, target.not_covered, target.label, args.device, len(answers)), end="")
+            print(_checked(target, args, markdown=fmt == "markdown"))
+            if fmt == "markdown":
+                print(view.to_markdown(hits, target.not_covered, target.label, args.device), end="")
+            else:
+                print(view.to_text(hits, target.not_covered, target.label, args.device, len(answers)), end="")
+        if not target.pins:
+            return _nothing_checked([target])
         return AFFECTED if hits else NONE
     from harness.analysis.compat import measured
     from harness.analysis.compat import upgrade as pairings_of
 
     before, after = _read(args, known, args.from_), _read(args, known, args.to)
+    if not before.pins and not after.pins:
+        return _nothing_checked([before, after])
     changes = audit.compare(audit.audit(results, cases, before, args.device, args.ignore, auditor),
                             audit.audit(results, cases, after, args.device, args.ignore, auditor))
     pairings = pairings_of(measured(store), before.public(), after.public(), [])
@@ -129,6 +136,25 @@ def _audit(args: argparse.Namespace) -> int:
         print(f"\n{before.label} -> {after.label} on {args.device}: fixes {fixed}, brings in {brought}, keeps "
               f"{sum(c.kind == 'keeps' for c in changes)}")
     return AFFECTED if any(c.kind == "brings" for c in changes) else NONE
+
+
+def _checked(target, args: argparse.Namespace, markdown: bool) -> str:  # noqa: ANN001 - analysis.audit.Target
+    """The first line of every answer: what was checked (the pins the record knows), against which record, on
+    which device -- so that a green answer on nothing cannot pass for a clean bill."""
+    pins = ", ".join(f"{name}=={pin.text}" for name, pin in sorted(target.pins.items())) or "no package it knows"
+    store = f" and the store {args.db}" if Path(args.db).is_file() else ""
+    line = f"checked {pins} against the record in {args.record}{store} on {args.device}"
+    return f"_{line}_\n" if markdown else line + "\n"
+
+
+def _nothing_checked(targets: list) -> ExitCode:
+    """Exit 5 (nothing ran) with one line: the environment pins no package the record has results for, or none
+    to one version (`torch>=2.5`): no answer is given, and none may read as "not affected"."""
+    labels = " and ".join(t.label or "this environment" for t in targets)
+    uncovered = sorted({f"{u.package} {u.version}".strip() for t in targets for u in t.not_covered})[:5]
+    print(f"bugmatrix audit: nothing checked: {labels} pins no package the record has results for to one version"
+          + (f" (not covered: {', '.join(uncovered)})" if uncovered else ""), file=sys.stderr)
+    return ExitCode.NOTHING_RAN
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -8,7 +8,8 @@ Understood: `==`/`===` pins (a local version such as `+cu124` kept: readers comp
 `--hash` options and backslash continuations, comments, environment markers (evaluated with `packaging.markers`
 against this interpreter: a line whose marker is false is skipped), extras (ignored: the distribution is what
 counts), `name @ git+https://...@<sha>` (a commit, with no version of its own), a direct wheel URL (its file name
-says the version), `-r other.txt` (read too, relative to the file), and the options a frozen file may hold
+says the version), `-r other.txt` (read too, relative to the file; a quoted or escaped path as pip reads it;
+depth, files and bytes bounded, and only regular files read), and the options a frozen file may hold
 (`--index-url`, `-c`, ...: skipped). A line that names a distribution without one exact version (`torch>=2.4`,
 an editable install, a local path) is *loose*: reported, never guessed. A line that does not parse at all is a
 `RequirementsError` (one line: `<file>:<line>: <problem>`).
@@ -17,6 +18,7 @@ an editable install, a local path) is *loose*: reported, never guessed. A line t
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -123,21 +125,74 @@ def parse_line(line: str, where: str) -> Pin | Loose | None:
     return Loose(name, requirement_text, "not pinned to one version")
 
 
-def read_requirements(path: Path, seen: frozenset[Path] = frozenset()) -> tuple[list[Pin], list[Loose]]:
-    """The pins and loose requirements of a requirements file (and the files it includes with `-r`)."""
+MAX_DEPTH = 16  # `-r` within `-r` ...: pip has no limit but the stack; a real project nests two or three deep
+MAX_FILES = 256  # files read for one audit, includes counted
+MAX_BYTES = 16 * 1024 * 1024  # bytes read for one audit (a 300-package lock with hashes is ~100 KB)
+_INCLUDE = re.compile(r"(-r|--requirement)(?:\s+|=)(.+)$")
+
+
+@dataclass
+class _Budget:
+    """What one audit may still read (shared by every file it includes)."""
+
+    files: int = MAX_FILES
+    bytes: int = MAX_BYTES
+
+
+def _read_text(path: Path, budget: _Budget, where: str | None = None) -> str:
+    """A requirements file's text: a regular file within the budget, else one line naming it (and `where` it was
+    included from): `/dev/zero`, a FIFO or a folder never block or fill memory."""
+    where = f"{where}: {path}" if where else str(path)
+    if not path.is_file():
+        kind = "a folder" if path.is_dir() else "not a regular file" if path.exists() else "no such file"
+        raise RequirementsError(f"{where}: cannot be read ({kind})")
+    budget.files -= 1
+    if budget.files < 0:
+        raise RequirementsError(f"{where}: more than {MAX_FILES} requirement files included")
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as handle:
+            data = handle.read(budget.bytes + 1)
+        budget.bytes -= len(data)
+        if budget.bytes < 0:
+            raise RequirementsError(f"{where}: more than {MAX_BYTES // (1024 * 1024)} MiB of requirements")
+        return data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise RequirementsError(f"{path}: cannot be read ({getattr(exc, 'strerror', None) or exc})") from None
+
+
+def _include_target(argument: str, where: str) -> str:
+    """The file an `-r` line names, as pip reads it: quotes and backslash escapes undone (`-r "my reqs.txt"`)."""
+    try:
+        words = shlex.split(argument)
+    except ValueError as exc:
+        raise RequirementsError(f"{where}: -r {argument}: {exc}") from None
+    if len(words) != 1:
+        raise RequirementsError(f"{where}: -r {argument}: names {len(words)} files, not one")
+    return words[0]
+
+
+def read_requirements(path: Path, seen: frozenset[Path] = frozenset(), budget: _Budget | None = None
+                      ) -> tuple[list[Pin], list[Loose]]:
+    """The pins and loose requirements of a requirements file (and the files it includes with `-r`, quoted or
+    escaped paths included, relative to the including file); bounded in depth, files and bytes, each bound and
+    every file that is not a regular file a `RequirementsError` naming it."""
+    budget = budget if budget is not None else _Budget()
+    if len(seen) >= MAX_DEPTH:
+        raise RequirementsError(f"{path}: included more than {MAX_DEPTH} levels deep")
+    text = _read_text(path, budget)
     pins: list[Pin] = []
     loose: list[Loose] = []
     for number, line in _logical_lines(text):
-        include = re.match(r"(-r|--requirement)(\s+|=)(\S+)$", line)
+        include = _INCLUDE.match(line)
         if include:
-            target = (path.parent / include.group(3)).resolve()
+            where = f"{path}:{number}"
+            name = _include_target(include.group(2), where)
+            target = (path.parent / name).resolve()
             if target in seen or target == path.resolve():
-                raise RequirementsError(f"{path}:{number}: -r {include.group(3)} includes itself")
-            more_pins, more_loose = read_requirements(target, seen | {path.resolve()})
+                raise RequirementsError(f"{where}: -r {name} includes itself")
+            if not target.is_file():
+                _read_text(target, budget, where)  # raises: names what it is
+            more_pins, more_loose = read_requirements(target, seen | {path.resolve()}, budget)
             pins += more_pins
             loose += more_loose
             continue
