@@ -716,3 +716,18 @@ def test_an_environment_that_pins_nothing_the_record_knows_exits_5_never_green(w
         assert "nothing checked" in captured.err and len(captured.err.strip().splitlines()) == 1, args
     assert main(_cli(world, "torch==2.5.1", "numpy==2.0.0")) == 0  # one known pin: an answer
     assert capsys.readouterr().out.startswith("checked torch==2.5.1 against the record in")
+
+
+def test_the_same_answer_from_any_folder_of_the_clone() -> None:
+    """7ca3bef: from the clone's docs/ folder, `audit torch==2.6.0` listed 8 bugs instead of 11 with no word (the
+    record's default was relative to the current folder, and a missing record read as an empty one)."""
+    root = Path(__file__).resolve().parent.parent
+    env = {k: v for k, v in os.environ.items() if k not in ("BUGMATRIX_RECORD", "BUGMATRIX_DB")}
+    env["BUGMATRIX_DB"] = "/nonexistent/bugmatrix-test.db"  # no store: the record alone answers
+    answers = []
+    for folder in (root, root / "docs", root / "harness"):
+        proc = subprocess.run([sys.executable, "-m", "harness", "audit", "torch==2.6.0", "--json"], cwd=folder,
+                              env=env, capture_output=True, text=True, check=False)
+        assert proc.returncode == 1, proc.stderr
+        answers.append(sorted((a["case"], a["variant"]) for a in json.loads(proc.stdout)["affected"]))
+    assert answers[0] and answers[0] == answers[1] == answers[2]

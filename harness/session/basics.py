@@ -21,6 +21,12 @@ def default_db() -> Path:
 
 
 def default_record() -> Path:
-    """The default record folder: $BUGMATRIX_RECORD, else `record` (read when called: harness/session/record.py
-    reads it once, at its own import, as `DEFAULT_RECORD`)."""
-    return Path(os.environ.get("BUGMATRIX_RECORD", RECORD_FALLBACK))
+    """The default record folder: $BUGMATRIX_RECORD, else `record` in the current directory, else the one beside
+    this package (as `default_cases_dir` finds the cases: run from a clone's `docs/`, the clone's record answers,
+    not an empty one). Read when called: harness/session/record.py reads it once, at its own import, as
+    `DEFAULT_RECORD`."""
+    if "BUGMATRIX_RECORD" in os.environ:
+        return Path(os.environ["BUGMATRIX_RECORD"])
+    here = Path(RECORD_FALLBACK)
+    beside = Path(__file__).resolve().parent.parent.parent / RECORD_FALLBACK
+    return here if here.is_dir() or not beside.is_dir() else beside
