@@ -1,6 +1,6 @@
 """The `bugmatrix` entry point: parse the command line with the parser of the command it names (built by
 `build_parser`, harness/commands/context.py) and run that command (harness/commands/<name>.py), turning one-line errors
-into exit 2 and Ctrl-C, SIGTERM and SIGHUP into exit 130."""
+into exit 2 (a full disk under the results store into exit 3) and Ctrl-C, SIGTERM and SIGHUP into exit 130."""
 
 from __future__ import annotations
 
@@ -24,10 +24,11 @@ def one_line_errors() -> tuple[type[Exception], ...]:
     from harness.matrix.basics import IndexLookupError, MatrixError
     from harness.matrix.git import GitError
     from harness.model.case_schema import CaseError
-    from harness.session.store import StoreError
+    from harness.session.store import DiskFull, StoreError
     from harness.workflows.bisect import BisectError
 
-    return (StoreError, MatrixError, CaseError, IndexLookupError, BisectError, GitError, InterpreterError, UsageError)
+    return (StoreError, MatrixError, CaseError, IndexLookupError, BisectError, GitError, InterpreterError, UsageError,
+            DiskFull)
 
 
 def chosen(argv: list[str]) -> str | None:
@@ -64,10 +65,11 @@ def main(argv: list[str] | None = None) -> int:
         from rich.markup import escape
 
         from harness.output.console import make_console
+        from harness.session.store import DiskFull
 
         make_console(stderr=True).print(f"[red]bugmatrix {args.command}:[/] {escape(str(exc))}", soft_wrap=True,
                                         highlight=False)
-        return ExitCode.USAGE_ERROR
+        return ExitCode.DISK_FULL if isinstance(exc, DiskFull) else ExitCode.USAGE_ERROR
     except KeyboardInterrupt:
         from harness.output.console import make_console
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import sqlite3
 import sys
 import tempfile
 import textwrap
@@ -35,6 +36,32 @@ from harness.launch.interpreter import Environment, inspect_interpreter  # noqa:
 from harness.model.case import Case, load_case  # noqa: E402
 
 MakeCase = Callable[..., Case]
+
+
+def cap_sqlite(monkeypatch: pytest.MonkeyPatch, when: Callable[[sqlite3.Connection], bool] = lambda db: True) -> None:
+    """For the rest of the test, a SQLite connection of which `when` holds cannot grow its database: SQLite's own
+    `PRAGMA max_page_count` makes a write that needs another page fail with SQLITE_FULL ("database or disk is full"),
+    as a full disk does, with no filesystem to fill. A new database gets 512-byte pages, so that every result saved
+    needs more pages."""
+    connect = sqlite3.connect
+
+    def capped(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        db = connect(*args, **kwargs)
+        db.execute("PRAGMA page_size = 512")  # takes effect only on an empty file
+        if when(db):
+            pages = db.execute("PRAGMA page_count").fetchall()[0][0]
+            db.execute(f"PRAGMA max_page_count = {max(1, pages)}")
+        return db
+
+    monkeypatch.setattr(sqlite3, "connect", capped)
+
+
+def holds_results(db: sqlite3.Connection) -> bool:
+    """Whether the store behind `db` already holds a result (a `cap_sqlite` condition)."""
+    try:
+        return db.execute("SELECT count(*) FROM results").fetchall()[0][0] > 0
+    except sqlite3.OperationalError:  # no results table yet
+        return False
 
 
 @pytest.fixture(autouse=True)

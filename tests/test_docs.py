@@ -16,6 +16,9 @@ import yaml
 from harness.cli import build_parser, main
 from harness.commands import list as list_command
 from harness.output import pages
+from harness.session.store import ResultStore
+
+from .conftest import cap_sqlite
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -118,6 +121,12 @@ def _demo_usage(tmp: Path) -> int:
     return code
 
 
+def _demo_disk_full(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> int:
+    source = ResultStore(tmp / "shard.db").path
+    cap_sqlite(monkeypatch)  # SQLITE_FULL, as on a full disk: the new store cannot even be created
+    return main(["--cases-dir", str(ROOT / "cases"), "merge", "--db", str(tmp / "results.db"), str(source)])
+
+
 def _demo_nothing_ran(tmp: Path) -> int:
     return main(["--cases-dir", str(ROOT / "cases"), "run", "no-such-case-anywhere", "--no-store"])
 
@@ -130,8 +139,9 @@ def _demo_interrupted(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> int:
     return main(["--cases-dir", str(ROOT / "cases"), "list"])
 
 
-DEMOS: dict[int, Callable[..., int]] = {0: _demo_ok, 1: _demo_not_as_expected, 2: _demo_usage,
+DEMOS: dict[int, Callable[..., int]] = {0: _demo_ok, 1: _demo_not_as_expected, 2: _demo_usage, 3: _demo_disk_full,
                                         5: _demo_nothing_ran, 130: _demo_interrupted}
+PATCHING = (3, 130)  # the demos that take the monkeypatch
 
 
 def readme_exit_codes() -> list[int]:
@@ -148,7 +158,7 @@ def test_each_exit_code_of_the_readme_is_what_the_command_returns(code: int, tmp
                                                                    monkeypatch: pytest.MonkeyPatch,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     demo = DEMOS[code]
-    got = demo(tmp_path, monkeypatch) if code == 130 else demo(tmp_path)
+    got = demo(tmp_path, monkeypatch) if code in PATCHING else demo(tmp_path)
     assert got == code, capsys.readouterr()
 
 

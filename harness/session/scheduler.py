@@ -2,7 +2,8 @@
 
     results = run_scheduled(items, work, cost=lambda job: job.nproc, cores=N)   # results in item order
 
-Ctrl-C / SIGTERM (any exception) kills every launch in flight and starts no more.
+Ctrl-C / SIGTERM (any exception) kills every launch in flight and starts no more. An error in one item's work (a
+store whose disk is full) does so at once, not when the results reach that item, and is what `run_scheduled` raises.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from harness.launch.torchrun import abort_all, allow_launches
+from harness.launch.torchrun import LaunchAborted, abort_all, allow_launches
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -20,17 +21,31 @@ R = TypeVar("R")
 
 def run_scheduled(items: list[T], work: Callable[[T], R], cost: Callable[[T], int], cores: int) -> list[R]:
     """`work(item)` for every item on up to `cores` threads, each holding min(cost(item), cores) cores while it
-    runs; results in item order. Ctrl-C/SIGTERM (any exception) kills every launch in flight and starts no more."""
+    runs; results in item order. Ctrl-C/SIGTERM (any exception) kills every launch in flight and starts no more; an
+    item's error does so as soon as it happens, and is raised rather than the aborted launches' `LaunchAborted`."""
     budget = _CoreBudget(cores)
+    failed: list[BaseException] = []  # the items' own errors, first first (not the aborts they caused)
 
     def held(item: T) -> R:
         with budget.take(min(max(1, cost(item)), max(1, cores))):
-            return work(item)
+            try:
+                return work(item)
+            except LaunchAborted:
+                raise
+            except BaseException as exc:
+                failed.append(exc)
+                abort_all()
+                raise
 
     allow_launches()
     pool = ThreadPoolExecutor(max_workers=max(1, cores))
     try:
         return list(pool.map(held, items))
+    except LaunchAborted:  # a launch killed because an item failed: that failure is what to report
+        abort_all()
+        if failed:
+            raise failed[0] from None
+        raise
     except BaseException:
         abort_all()
         raise

@@ -32,6 +32,14 @@ Contract:
 - A store written by an older bugmatrix is upgraded in place when opened, in one transaction (new columns get their
   empty values; the `latest` table is rebuilt from the results whenever the store was last opened by another schema
   version, so one that an older bugmatrix has written to since is made right again).
+- A store that cannot be written for want of space raises `DiskFull` (never a traceback, never "not a bugmatrix
+  results store"): SQLite's SQLITE_FULL ("database or disk is full"), or an I/O error while the store's disk has less
+  than `LOW_SPACE` free -- on a full disk SQLite cannot even make the shared-memory file that every read and write of
+  a WAL store needs, and says "disk I/O error". The free space is measured when the error happens, so an I/O error on
+  a disk with room left is not taken for one (opening the store, it is still `StoreError`). A failed `save` writes
+  nothing (its transaction is rolled back): the result is not recorded, and a resumed run launches it again.
+  `recording` then marks the run `interrupted`; when even that cannot be written the run stays `running`, which
+  nothing reads as "still in progress": a later run resumes from its saved results like from any other.
 Nothing is ever deleted implicitly (`latest` holds no result of its own: it only points at results).
 
 `NullStore` keeps the same contract for a run that records nothing (`--no-store`): runs get the id "", saving
@@ -43,15 +51,17 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import socket
 import sqlite3
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from harness.launch.logscan import human_size
 from harness.model.cell import COMPAT_PREFIX
 from harness.model.job import LOCAL_CELL, SETTLED
 from harness.model.names import UnsafeName, check_key
@@ -60,6 +70,7 @@ from harness.model.result import Result
 from harness.session.basics import default_db
 
 SCHEMA_VERSION = 5
+LOW_SPACE = 1 << 20  # below this much free space, an I/O error of the store is taken for a full disk
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -142,6 +153,54 @@ def _kept(compat: bool, column: str = "cell") -> str:
 
 class StoreError(RuntimeError):
     """The store file cannot be opened or is not a bugmatrix store."""
+
+
+class DiskFull(RuntimeError):
+    """The store could not be written for want of space (see the module docstring): not a `StoreError`, since the
+    store itself is sound. `recording` fills in the run it was recording and whether that run could be marked
+    `interrupted`; the message is one line naming the store and the free space on its disk."""
+
+    def __init__(self, path: Path, error: str, free: int | None) -> None:
+        super().__init__(path, error, free)
+        self.path, self.error, self.free = path, error, free
+        self.run_id = ""  # the run being recorded when the write failed ("" before one was begun)
+        self.marked = False  # whether that run could be marked `interrupted`
+
+    def __str__(self) -> str:
+        free = "free space unknown" if self.free is None else f"{human_size(self.free)} free"
+        line = f"{self.path}: no space left for the results store ({self.error}; {free} on its disk)"
+        if not self.run_id:
+            return f"{line}; nothing recorded"
+        run = (f"run {self.run_id} marked interrupted" if self.marked else
+               f"run {self.run_id} could not even be marked interrupted (it stays `running`)")
+        return f"{line}; {run}; the results saved before it are intact, and the same command resumes from them"
+
+
+def _full(exc: sqlite3.DatabaseError, path: Path) -> DiskFull | None:
+    """`DiskFull` when SQLite's error `exc` on the store at `path` means the disk is full (SQLITE_FULL, or an I/O
+    error with less than `LOW_SPACE` free, measured now), else None: the store's own fault."""
+    code = getattr(exc, "sqlite_errorcode", None)  # Python >= 3.11; the messages are SQLite's own for these codes
+    is_full = code & 0xFF == sqlite3.SQLITE_FULL if code is not None else "database or disk is full" in str(exc)
+    is_io = code & 0xFF == sqlite3.SQLITE_IOERR if code is not None else "disk I/O error" in str(exc)
+    try:
+        free: int | None = shutil.disk_usage(path.parent).free
+    except OSError:
+        free = None
+    if is_full or (is_io and free is not None and free < LOW_SPACE):
+        return DiskFull(path, str(exc), free)
+    return None
+
+
+@contextmanager
+def _space_checked(path: Path) -> Iterator[None]:
+    """Turn a SQLite error of the store at `path` that means a full disk into `DiskFull`; others pass unchanged."""
+    try:
+        yield
+    except sqlite3.DatabaseError as exc:
+        full = _full(exc, path)
+        if full is None:
+            raise
+        raise full from exc
 
 
 @dataclass(frozen=True)
@@ -229,7 +288,7 @@ class ResultStore:
             finally:
                 db.close()
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{self.path}: not a bugmatrix results store ({exc})") from None
+            raise _full(exc, self.path) or StoreError(f"{self.path}: not a bugmatrix results store ({exc})") from None
 
     def _current(self) -> bool:
         """Whether the file is a store of this schema version (nothing to upgrade); raises `StoreError` for a file
@@ -248,24 +307,26 @@ class ResultStore:
             finally:
                 db.close()
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{self.path}: not a bugmatrix results store ({exc})") from None
+            raise _full(exc, self.path) or StoreError(f"{self.path}: not a bugmatrix results store ({exc})") from None
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
         """A connection inside one transaction (IMMEDIATE unless the store was opened to read): committed on
-        success, rolled back on any exception."""
-        db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
-        try:
-            db.execute("PRAGMA busy_timeout=60000")
-            db.execute("BEGIN" if self.readonly else "BEGIN IMMEDIATE")
-            yield db
-            db.execute("COMMIT")
-        except BaseException:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            raise
-        finally:
-            db.close()
+        success, rolled back on any exception; `DiskFull` when the disk is full."""
+        with _space_checked(self.path):
+            db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+            try:
+                db.execute("PRAGMA busy_timeout=60000")
+                db.execute("BEGIN" if self.readonly else "BEGIN IMMEDIATE")
+                yield db
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    with suppress(sqlite3.Error):  # closing the connection rolls back too; keep the first error
+                        db.execute("ROLLBACK")
+                raise
+            finally:
+                db.close()
 
     def begin_run(self, command: str, machine: str, run_id: str | None = None) -> str:
         """Record a new run as `running` (or reuse `run_id` if it exists, for xdist workers); return its id."""
@@ -418,14 +479,29 @@ class NullStore:
 @contextmanager
 def recording(store: Store, command: str, machine: str) -> Iterator[str]:
     """A run for the duration of the block: begun on entry (yields its id), marked `complete` when the block ends
-    normally and `interrupted` when anything (Ctrl-C included) escapes it."""
+    normally and `interrupted` when anything (Ctrl-C included) escapes it. A `DiskFull` leaving the block, or raised
+    by marking the run, names the run and whether it could be marked (it outranks a Ctrl-C it interrupted)."""
     run_id = store.begin_run(command, machine)
     try:
         yield run_id
-    except BaseException:
-        store.end_run(run_id, "interrupted")
+    except BaseException as exc:
+        try:
+            store.end_run(run_id, "interrupted")
+        except DiskFull as full:
+            raise _named(exc if isinstance(exc, DiskFull) else full, run_id, marked=False) from None
+        if isinstance(exc, DiskFull):
+            _named(exc, run_id, marked=True)
         raise
-    store.end_run(run_id)
+    try:
+        store.end_run(run_id)
+    except DiskFull as full:
+        raise _named(full, run_id, marked=False) from None
+
+
+def _named(full: DiskFull, run_id: str, marked: bool) -> DiskFull:
+    """`full`, saying which run it stopped and whether that run could be marked `interrupted`."""
+    full.run_id, full.marked = run_id, marked
+    return full
 
 
 def _refuse_foreign(db: sqlite3.Connection, path: Path) -> None:
@@ -454,7 +530,8 @@ def _upgrade(db: sqlite3.Connection) -> None:
         db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         db.execute("COMMIT")
     except BaseException:
-        db.execute("ROLLBACK")
+        if db.in_transaction:  # SQLite rolls back by itself after some errors (a full disk): keep the first error
+            db.execute("ROLLBACK")
         raise
 
 
