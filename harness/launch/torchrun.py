@@ -106,7 +106,7 @@ def run_abortable(command: list[str], timeout: float, **popen: Any) -> subproces
         _active.add(proc)  # type: ignore[arg-type]
     try:
         if _stopping.is_set():  # abort_all ran between the check above and the registration
-            kill_tree(proc)  # type: ignore[arg-type]
+            kill_tree(proc)
         out, err = communicate(proc, timeout)
     finally:
         with _active_lock:
