@@ -294,6 +294,95 @@ def test_an_interpreter_that_does_not_exist_is_exit_2(world: dict, capsys: pytes
     assert "no-such-python" in capsys.readouterr().err
 
 
+FAKE_PYTHONS = {  # an interpreter that does anything but list its packages; each ignores `-c SCRIPT`
+    "garbage": "echo 'garbage, not JSON'",
+    "empty": "echo '{}'",
+    "wrong shape": """echo '{"python": "3.11", "packages": {"torch": "2.6.0"}}'""",
+    "not text": "printf '\\377\\376{'",
+    "fails": "(echo 'Traceback (most recent call last):'; echo '  File x'; echo 'ImportError: no json') >&2; exit 3",
+}
+
+
+def _fake_python(folder: Path, name: str, body: str) -> Path:
+    path = folder / name.replace(" ", "-")
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(0o755)
+    return path
+
+
+def _one_short_line(err: str, python: Path) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and len(lines[0]) <= 200 and str(python) in lines[0] and "Traceback" not in err, err
+    return lines[0]
+
+
+@pytest.mark.parametrize("name", FAKE_PYTHONS)
+def test_an_interpreter_that_does_not_list_its_packages_is_one_line_and_exit_2(
+        world: dict, capsys: pytest.CaptureFixture, name: str) -> None:
+    """Exit 1 is audit's 'a bug applies': an interpreter printing garbage or `{}` raised a traceback (exit 1)."""
+    python = _fake_python(world["tmp"], name, FAKE_PYTHONS[name])
+    assert main(_cli(world, "--python", str(python))) == 2
+    captured = capsys.readouterr()
+    line = _one_short_line(captured.err, python)
+    assert captured.out == ""
+    assert ("exit 3 listing its packages: ImportError: no json" if name == "fails" else "did not list its packages"
+            ) in line
+
+
+def test_an_interpreter_that_hangs_is_killed_with_what_it_started(world: dict, tmp_path: Path) -> None:
+    """`bugmatrix audit --python HANG` under $BUGMATRIX_INSPECT_S=2: exit 2 within seconds, one line; the two
+    children it started (one that left its process group with setsid) are gone. It waited 60 s, printed a
+    2,454-character 'line' with the inspection script, and left the children running."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    pids = tmp_path / "pids"
+    python = _fake_python(tmp_path, "hangs", f"sleep 300 & echo $! >> {pids}\nsetsid sleep 300 & echo $! >> {pids}\n"
+                          "exec sleep 300")
+    started = time.monotonic()
+    try:
+        done = subprocess.run([sys.executable, "-m", "harness", *_cli(world, "--python", str(python))],
+                              capture_output=True, text=True, timeout=90, cwd=Path(__file__).resolve().parent.parent,
+                              env={**os.environ, "BUGMATRIX_INSPECT_S": "2", "COLUMNS": "400"})
+        took = time.monotonic() - started
+        children = [int(pid) for pid in pids.read_text().split()]
+        deadline = time.monotonic() + 10  # a killed orphan is reaped by whoever adopted it
+        while _running(children) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert done.returncode == 2 and took < 30, (took, done.stderr[-2000:])
+        assert "no package listing in 2 s, killed with what it started" in _one_short_line(done.stderr, python)
+        assert len(children) == 2 and _running(children) == []
+    finally:  # leave nothing behind, whatever the verdict
+        for pid in _running([int(pid) for pid in pids.read_text().split()] if pids.exists() else []):
+            os.kill(pid, 9)
+
+
+def _running(pids: list[int]) -> list[int]:
+    import psutil
+
+    def alive(pid: int) -> bool:
+        try:
+            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+    return [pid for pid in pids if alive(pid)]
+
+
+def test_the_inspection_bound_is_a_parameter_and_a_bad_setting_is_one_line(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.launch.interpreter import InterpreterError, inspect_interpreter
+
+    python = _fake_python(tmp_path, "slow", "sleep 5")
+    with pytest.raises(InterpreterError, match=r"slow: no package listing in 0.5 s"):
+        inspect_interpreter(python, timeout=0.5)
+    monkeypatch.setenv("BUGMATRIX_INSPECT_S", "soon")
+    with pytest.raises(InterpreterError, match=r"^\$BUGMATRIX_INSPECT_S: 'soon' is not a number of seconds"):
+        inspect_interpreter(python)
+
+
 def test_the_upgrade_view_says_what_it_fixes_brings_in_and_keeps(world: dict, capsys: pytest.CaptureFixture) -> None:
     old, new = world["tmp"] / "old.txt", world["tmp"] / "new.txt"
     old.write_text("torch==2.6.0\nlightning==2.4.0\n")

@@ -165,3 +165,141 @@ def test_the_valid_documents_load(tmp_path: Path) -> None:
     assert load_case(folder / "case.yaml").spec.variants["workaround"].workaround
     (tmp_path / "matrix.yaml").write_text(yaml.safe_dump(MATRIX))
     assert len(load_matrix(tmp_path / "matrix.yaml").cells) == 5
+
+
+# ------------------------------------------------------------------------------------- nesting (issue 33, item 4)
+
+DEEP = 50_000  # deep enough to overflow libyaml's C composer: SIGSEGV, no message, before the nesting check
+DEEP_SHAPES = {  # a 100 KB document nested DEEP levels, and the line where it passes MAX_NESTING
+    "flow sequence": ("id: " + "[" * DEEP + "]" * DEEP + "\n", 1),
+    "flow mapping": ("{a: " * DEEP + "1" + "}" * DEEP + "\n", 1),
+    "compact block sequence": ("title: t\nx:\n  " + "- " * DEEP + "y\n", 3),
+    "complex keys": ("? " * DEEP + "x\n", 1),
+    "NEL line breaks": ("title: t\x85x:\x85  " + "- " * DEEP + "y\n", 3),
+    "unclosed": ("[" * DEEP, 1),
+    "indented mappings": ("".join(" " * i + "a:\n" for i in range(150)) + " " * 150 + "b: 1\n", 101),
+}
+_LOAD_EACH = """
+import sys
+from pathlib import Path
+from harness.matrix.basics import MatrixError
+from harness.matrix.expand import load_matrix
+from harness.model.case import load_case
+from harness.model.case_schema import CaseError
+for path in sys.argv[1:]:
+    path = Path(path)
+    try:
+        (load_matrix if path.name == "matrix.yaml" else load_case)(path)
+        print("loaded")
+    except (CaseError, MatrixError) as exc:
+        print(exc)
+"""
+
+
+def _write_deep(root: Path) -> list[tuple[Path, int]]:
+    """Each deep shape as a case folder's case.yaml and as a matrix.yaml, with the line it passes the limit."""
+    written = []
+    for i, (text, line) in enumerate(DEEP_SHAPES.values()):
+        folder = root / f"torchrec-{i}-deep"
+        folder.mkdir(parents=True)
+        (folder / "repro.py").write_text("print('hi')\n")
+        for path in (folder / "case.yaml", folder / "matrix.yaml"):
+            path.write_text(text, encoding="utf-8", newline="")
+            written.append((path, line))
+    return written
+
+
+def test_a_document_nested_too_deep_is_one_line_not_a_crash(tmp_path: Path) -> None:
+    """load_case and load_matrix (in a process of their own: the crash was SIGSEGV) refuse every shape with one line
+    naming the file and the line where the nesting passes the limit."""
+    import subprocess
+    import sys
+
+    written = _write_deep(tmp_path / "cases")
+    done = subprocess.run([sys.executable, "-c", _LOAD_EACH, *(str(p) for p, _ in written)], capture_output=True,
+                          text=True, timeout=120, cwd=Path(__file__).resolve().parent.parent)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert done.stdout.splitlines() == [f"{p}: line {line}: nested more than 100 levels deep" for p, line in written]
+
+
+def test_every_command_that_reads_the_folder_says_so_in_one_line(tmp_path: Path) -> None:
+    """`list`, `check-case` (the invalid case, exit 1 as for any) and `matrix` (an invalid matrix: exit 2) as the user
+    runs them; they died with SIGSEGV."""
+    import subprocess
+    import sys
+
+    cases = tmp_path / "cases"
+    (folder := cases / "torchrec-1-deep").mkdir(parents=True)
+    (folder / "repro.py").write_text("print('hi')\n")
+    (folder / "case.yaml").write_text(DEEP_SHAPES["flow sequence"][0])
+    (tmp_path / "matrix.yaml").write_text(DEEP_SHAPES["compact block sequence"][0])
+    said = f"{folder / 'case.yaml'}: line 1: nested more than 100 levels deep"
+    for argv, code, line in ((["list"], 1, f"invalid case {said}"), (["check-case", "torchrec-1"], 1, said),
+                             (["matrix", "--matrix", str(tmp_path / "matrix.yaml")], 2,
+                              f"invalid matrix {tmp_path / 'matrix.yaml'}: line 3: nested more than 100 levels deep")):
+        done = subprocess.run([sys.executable, "-m", "harness", "--cases-dir", str(cases), *argv], capture_output=True,
+                              text=True, timeout=120, cwd=Path(__file__).resolve().parent.parent,
+                              env={**__import__("os").environ, "COLUMNS": "400"})
+        assert done.returncode == code, (argv, done.returncode, done.stderr[-2000:])
+        assert line in (done.stdout + done.stderr).splitlines(), (argv, done.stdout[-1000:], done.stderr[-1000:])
+        assert "Traceback" not in done.stderr
+
+
+NAMES = st.sampled_from(["a", "[", "a]", "{x", "- y", "? z", ": w", "#c", "'q", '"d', "&an", "!t", "*al", ""])
+
+
+@st.composite
+def nested(draw: st.DrawFn) -> tuple[Any, int]:
+    """A document with one chain of lists and mappings 1..140 deep (only lists, only mappings or either at each
+    level; shallow siblings beside it), and its depth (a sibling list below the innermost collection adds one)."""
+    depth = draw(st.integers(1, 140))
+    kinds = draw(st.sampled_from([[True], [False], [True, False]]))  # True: a list
+    node: Any = draw(st.one_of(NAMES, st.integers()))
+    for _ in range(depth):
+        siblings = draw(st.lists(st.one_of(NAMES, st.lists(NAMES, max_size=2)), max_size=2))
+        if draw(st.sampled_from(kinds)):
+            node = [node, *siblings] if draw(st.booleans()) else [*siblings, node]
+        else:
+            node = {draw(NAMES) + "k": node, **{f"s{i}": s for i, s in enumerate(siblings)}}
+    return node, _depth(node)
+
+
+def _depth(node: Any) -> int:
+    children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else None
+    return 0 if children is None else 1 + max(map(_depth, children), default=0)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(doc=nested(), flow=st.sampled_from([False, True, None]), indent=st.sampled_from([2, 3, 4]))
+def test_the_nesting_check_never_passes_a_document_deeper_than_its_limit(doc: tuple[Any, int], flow: bool | None,
+                                                                          indent: int) -> None:
+    """The cheap bound that lets most documents skip the exact count never says 'shallow enough' wrongly: at a limit
+    one below the document's depth the check finds it (block, flow and mixed styles; names that quote)."""
+    from harness.model.nesting import yaml_too_deep
+
+    value, depth = doc
+    text = yaml.safe_dump(value, default_flow_style=flow, indent=indent, width=10_000)
+    assert yaml_too_deep(text, limit=depth - 1) is not None, text
+    assert yaml_too_deep(text, limit=depth) is None
+
+
+def test_the_nesting_check_of_json_skips_strings() -> None:
+    """Brackets inside strings (escaped quotes and backslashes included) are not nesting; those outside are."""
+    from harness.model.nesting import json_too_deep
+
+    assert json_too_deep("[" * 101 + "]" * 101) and not json_too_deep("[" * 100 + "]" * 100)
+    assert not json_too_deep('["' + "[" * 500 + '"]')
+    three = '{"a\\"[[[": "\\\\", "b": [[]], "c": "]]]"}'
+    assert not json_too_deep(three, limit=3) and json_too_deep(three, limit=2)
+
+
+def test_a_case_yaml_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
+    """It raised UnicodeDecodeError (a traceback out of every command that reads the folder)."""
+    import pytest
+
+    folder = tmp_path / "torchrec-1-latin1"
+    folder.mkdir()
+    (folder / "case.yaml").write_bytes("title: caf\u00e9\n".encode("latin-1"))
+    with pytest.raises(CaseError) as raised:
+        load_case(folder / "case.yaml")
+    assert str(raised.value) == f"{folder / 'case.yaml'}: not UTF-8 text (byte 10)"

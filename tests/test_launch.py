@@ -186,7 +186,6 @@ def test_python3_naming_the_harnesss_own_interpreter_is_listed_in_process(monkey
     """`--python python3` on a GPU image names the interpreter the harness runs in: listed in-process (no Python
     start-up); the base interpreter a venv links to is another environment, listed by a subprocess."""
     import os
-    import subprocess
     import sys
 
     from harness.launch import interpreter
@@ -201,7 +200,7 @@ def test_python3_naming_the_harnesss_own_interpreter_is_listed_in_process(monkey
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("listed by a subprocess")
 
-    monkeypatch.setattr(subprocess, "run", refuse)
+    monkeypatch.setattr(interpreter, "run_bounded", refuse)
     listed = interpreter.inspect_interpreter(other_name)
     assert listed.python == other_name and listed.packages == interpreter.inspect_interpreter(sys.executable).packages
     base = os.path.realpath(sys.executable)

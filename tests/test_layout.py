@@ -18,7 +18,9 @@ import pytest
 HARNESS = Path(__file__).resolve().parent.parent / "harness"
 LAYERS = ["model", "launch", "matrix", "session", "analysis", "output", "workflows", "commands"]
 ENTRY_POINTS = {"cli.py", "pytest_plugin.py", "__main__.py", "__init__.py"}
-# What launches a job: the launcher itself, the session pipeline and its scheduler, and every workflow.
+# What launches a job: the launcher itself, the session pipeline and its scheduler, and every workflow. Not
+# launch/interpreter.py (it asks an interpreter what it has installed; audit in analysis/ reads that) nor
+# launch/processes.py (the tree kill and time bound both it and torchrun.py use).
 LAUNCHING = ("harness.launch.execute", "harness.launch.torchrun", "harness.launch.rank_wrapper",
              "harness.session.pipeline", "harness.session.scheduler", "harness.workflows")
 READING_ONLY = ("analysis", "output")
@@ -130,6 +132,21 @@ def test_a_planted_launching_import_in_output_is_caught(tmp_path: Path) -> None:
     assert "harness.workflows.bisect" in launching_reached(graph, "harness.output.tables")
     assert launching_reached(graph, "harness.output.reports")  # and whatever imports it, indirectly
     assert not launching_reached(import_graph(), "harness.output.tables")
+
+
+def test_the_interpreter_listing_analysis_reads_kills_its_tree_without_the_launcher(tmp_path: Path) -> None:
+    """audit (analysis/) lists an interpreter's packages through launch/interpreter.py, whose time bound kills the
+    listing's whole tree with launch/processes.py; taking that kill from torchrun.py, where it was written first,
+    would make analysis/ reach the launcher (a copy of the harness with that import fails the rule)."""
+    import shutil
+
+    assert {"harness.launch.interpreter", "harness.launch.processes"} <= reach(import_graph(), "harness.analysis.audit")
+    copy = tmp_path / "harness"
+    shutil.copytree(HARNESS, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    planted = copy / "launch" / "interpreter.py"
+    planted.write_text(planted.read_text().replace("from harness.launch.processes import run_bounded",
+                                                   "from harness.launch.torchrun import run_abortable as run_bounded"))
+    assert launching_reached(import_graph(copy), "harness.analysis.audit") == ["harness.launch.torchrun"]
 
 
 def test_nothing_reenters_the_command_line() -> None:

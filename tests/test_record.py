@@ -406,3 +406,23 @@ def test_record_coverage_counts_each_planned_job_against_rows_of_the_committed_s
     assert "3 cpu job(s) planned in 1 cell(s)" not in out and "3 cpu job(s) planned in 3 cell(s)" in out
     assert "2 with a verdict, 1 with a non-verdict and its reason (1 infra), 0 missing" in out
     assert not (tmp_path / ".bugmatrix").exists()
+
+
+def test_a_line_nested_too_deep_for_json_names_file_and_line(tmp_path: Path, case: Case) -> None:
+    """A line nested 50,000 deep made `json` raise RecursionError (a traceback); it is refused as any line that is
+    not one object is, by file and line, before `json` is asked (issue 33)."""
+    record = Record()
+    fold_store(record, _store(tmp_path / "r.db", case, _two_cells(case)), [case])
+    write(tmp_path / "rec", record)
+    path = tmp_path / "rec" / "results" / f"{case.id}.jsonl"
+    first = path.read_text().splitlines()[0]
+    deep = first.replace('"tallies":{', '"tallies":{"x":' + "[" * 50_000 + "]" * 50_000 + ",", 1)
+    assert deep != first
+    path.write_text(f"{first}\n{deep}\n")
+    with pytest.raises(RecordError, match=rf"{path.name}:2: nested more than 100 levels deep$"):
+        load(tmp_path / "rec")
+    brackets = first.replace('"reason":"', '"reason":"\\"' + "[" * 5_000, 1)  # inside a string: no nesting
+    assert brackets != first
+    path.write_text(f"{brackets}\n{first[:-5]}\n")  # read line by line: the first is read, the second is cut
+    with pytest.raises(RecordError, match=rf"{path.name}:2: not a JSON object"):
+        load(tmp_path / "rec")

@@ -7,7 +7,8 @@
     bugmatrix audit --from old.txt --to new.txt           # an upgrade: the bugs it fixes, brings in, keeps
 
 Exit codes: 0 no bug applies (for an upgrade: it brings none in), 1 a bug applies (brings one in), 2 input that
-cannot be read (an unparsable requirement line, an interpreter that does not exist, an unreadable file): one line
+cannot be read (an unparsable requirement line, an interpreter that does not exist or does not list its packages
+within $BUGMATRIX_INSPECT_S seconds, default 30: killed then, with what it started; an unreadable file): one line
 naming it, nothing written; 5 nothing checked: the environment pins no package the record has results for to one
 version (`torch>=2.5` alone, an empty file), so no answer is given (never a green "0 bugs"). A distribution the
 record does not know, or a requirement that pins no single version, is listed as not covered, never an error.
@@ -34,7 +35,8 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
                        parents=[parents["--db"], parents["--record"]])
     p.add_argument("pins", nargs="*", metavar="PKG==VERSION", help="the versions to audit (instead of -r/--python)")
     p.add_argument("-r", "--requirement", type=Path, help="a requirements file (`pip freeze`, `uv pip compile`)")
-    p.add_argument("--python", help="an interpreter whose installed versions to audit")
+    p.add_argument("--python", help="an interpreter whose installed versions to audit (it gets "
+                   "$BUGMATRIX_INSPECT_S seconds, default 30, to list them)")
     p.add_argument("--from", dest="from_", metavar="A", help="upgrade view: the set before (a requirements file, an "
                    "interpreter or pkg==ver,pkg==ver)")
     p.add_argument("--to", metavar="B", help="upgrade view: the set after")

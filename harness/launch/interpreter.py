@@ -23,6 +23,7 @@ from packaging.utils import canonicalize_name
 from pydantic import BaseModel
 
 from harness.launch import early_smi
+from harness.launch.processes import run_bounded
 from harness.model.common import distributions
 
 
@@ -110,26 +111,63 @@ class InterpreterError(RuntimeError):
     """The interpreter could not be started or could not list its packages."""
 
 
-def inspect_interpreter(python: str | Path = sys.executable, timeout: float = 60) -> Environment:
+INSPECT_TIMEOUT_ENV = "BUGMATRIX_INSPECT_S"  # seconds an interpreter gets to list its packages (default 30)
+INSPECT_TIMEOUT_S = 30.0  # ~0.1 s on an idle machine; a hung one is killed, with whatever it started, after this
+
+
+def inspect_interpreter(python: str | Path = sys.executable, timeout: float | None = None) -> Environment:
     """List what `python` has installed, without importing any of it; raise `InterpreterError` if it cannot.
 
     The harness's own interpreter (the default local run, or `--python python3` naming the very interpreter the
     harness runs in, as on a GPU image) is listed in-process, by the same code, saving a Python start-up and the
-    listing's imports (~0.1 s of a `bugmatrix run`'s fixed cost, measured); any other runs it in a subprocess."""
+    listing's imports (~0.1 s of a `bugmatrix run`'s fixed cost, measured); any other runs it in a subprocess, in a
+    session of its own, for at most `timeout` seconds (default $BUGMATRIX_INSPECT_S, else `INSPECT_TIMEOUT_S`),
+    after which it and everything it started are killed. Whatever goes wrong (it cannot start, exits non-zero, hangs,
+    prints anything but the listing) is an `InterpreterError` of one line under 200 characters naming it."""
     if str(python) == sys.executable:
         return _environment(python, _inspect())
     python = _absolute(str(python))
     if _same_interpreter(python, sys.executable):
         return _environment(python, _inspect())
+    bound = _inspect_timeout() if timeout is None else timeout
+    named = _shown(python)
     try:
-        proc = subprocess.run(
-            [str(python), "-c", _INSPECT], capture_output=True, text=True, timeout=timeout, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise InterpreterError(f"{python}: {exc}") from None
+        proc = run_bounded([str(python), "-c", _INSPECT], timeout=bound)
+    except OSError as exc:
+        raise InterpreterError(f"{named}: cannot be started ({exc.strerror or exc})") from None
+    except subprocess.TimeoutExpired:
+        raise InterpreterError(f"{named}: no package listing in {bound:g} s, killed with what it started "
+                               f"(${INSPECT_TIMEOUT_ENV})") from None
+    out, err = (stream.decode("utf-8", "replace") for stream in (proc.stdout, proc.stderr))
     if proc.returncode != 0:
-        raise InterpreterError(f"{python}: exit {proc.returncode}: {proc.stderr.strip()[-500:]}")
-    return _environment(python, json.loads(proc.stdout))
+        last = next((line.strip() for line in reversed(err.splitlines()) if line.strip()), "no message")
+        raise InterpreterError(f"{named}: exit {proc.returncode} listing its packages: {last[:50]}")
+    try:
+        return _environment(python, json.loads(out))
+    except (ValueError, RecursionError, KeyError, TypeError, AttributeError):  # ValidationError is a ValueError
+        printed = repr(" ".join(out.split()))
+        printed = printed if len(printed) <= 50 else printed[:47] + "..."
+        raise InterpreterError(f"{named}: did not list its packages (printed {printed})") from None
+
+
+def _inspect_timeout() -> float:
+    text = os.environ.get(INSPECT_TIMEOUT_ENV, "").strip()
+    if not text:
+        return INSPECT_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise InterpreterError(f"${INSPECT_TIMEOUT_ENV}: {text[:20]!r} is not a number of seconds above 0")
+    return value
+
+
+def _shown(python: str) -> str:
+    """`python` as an error names it: on one line, at most 100 characters (the end of a longer path), so that the
+    error's line stays under 200."""
+    flat = python.replace("\n", "\\n").replace("\r", "\\r")
+    return flat if len(flat) <= 100 else "..." + flat[-97:]
 
 
 def _absolute(python: str) -> str:

@@ -54,6 +54,7 @@ from typing import Any
 import psutil
 
 from harness.launch.logscan import human_size, scan_log
+from harness.launch.processes import communicate, kill_tree, reap
 
 WRAPPER = Path(__file__).with_name("rank_wrapper.py")
 PORT_RETRIES = 3
@@ -105,13 +106,8 @@ def run_abortable(command: list[str], timeout: float, **popen: Any) -> subproces
         _active.add(proc)  # type: ignore[arg-type]
     try:
         if _stopping.is_set():  # abort_all ran between the check above and the registration
-            kill_tree(proc)  # type: ignore[arg-type]
-        try:
-            out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            kill_tree(proc)  # type: ignore[arg-type]
-            proc.communicate()
-            raise
+            kill_tree(proc)
+        out, err = communicate(proc, timeout)
     finally:
         with _active_lock:
             _active.discard(proc)  # type: ignore[arg-type]
@@ -516,52 +512,6 @@ def _nonempty(path: Path) -> bool:
         return path.stat().st_size > 0
     except OSError:
         return False
-
-
-def kill_tree(proc: subprocess.Popen[bytes]) -> None:
-    """SIGKILL `proc`, its process group and every descendant (even those in another session); reap them."""
-    try:
-        descendants = psutil.Process(proc.pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        descendants = []
-    # Workers orphaned by an exited torchrun are no longer its children, but stay in its process group.
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    for child in descendants:
-        try:
-            child.kill()
-        except psutil.NoSuchProcess:
-            pass
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:  # unkillable (D state): nothing more can be done from user space
-        pass
-    # Once torchrun is gone its children are re-parented: to this process when it is a subreaper, then reaped here.
-    reap({child.pid for child in descendants} - {proc.pid}, timeout=10)
-
-
-def reap(pids: set[int], timeout: float) -> None:
-    """Wait until every pid is gone, reaping those that are (or become) this process's children.
-
-    Only the given pids are waited for (never `waitpid(-1)`), so no other thread's subprocess loses its status."""
-    pending = set(pids)
-    deadline = time.monotonic() + timeout
-    while pending:
-        for pid in list(pending):
-            try:
-                done, _ = os.waitpid(pid, os.WNOHANG)
-                if done:
-                    pending.discard(pid)
-            except ChildProcessError:  # not (or no longer) ours: wait for whoever reaps it, or for its adoption
-                if not psutil.pid_exists(pid):
-                    pending.discard(pid)
-            except OSError:
-                pending.discard(pid)
-        if not pending or time.monotonic() >= deadline:
-            return
-        time.sleep(0.02)
 
 
 def _has_marker(proc: psutil.Process, marker: str) -> bool:

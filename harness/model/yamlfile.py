@@ -8,8 +8,11 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from harness.model.nesting import MAX_NESTING, yaml_too_deep
+
 M = TypeVar("M", bound=BaseModel)
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's safe loader where built in: ~10x faster
+# libyaml's safe loader where built in: ~10x faster; it recurses on the C stack: a text is measured first (nesting)
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 # Parts of pydantic's error locations that name union members (the type a value was tried as), not fields. They
 # are matched whole: a package whose name merely starts with one (`structlog`, `strawberry`) is a field.
 _UNION_TAGS = frozenset({"str", "int", "list[int]", "GitPin", "GitCondition"})
@@ -19,11 +22,19 @@ _KEYED = frozenset({"when", "pins", "axes", "supports", "sources", "device_packa
 
 
 def load_model(path: Path, model: type[M], error: type[Exception]) -> M:
-    """Parse `path` as YAML and validate it as `model`; raise `error("<path>: <field>: <problem>")` otherwise."""
+    """Parse `path` as YAML and validate it as `model`; raise `error("<path>: <field>: <problem>")` otherwise (a text
+    nested more than `MAX_NESTING` deep too: libyaml's loader would crash the process on a deep enough one)."""
     try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_LOADER)  # noqa: S506 - a safe loader
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise error(f"{path}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise error(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    deep = yaml_too_deep(text)
+    if deep is not None:
+        raise error(f"{path}: line {deep}: nested more than {MAX_NESTING} levels deep")
+    try:
+        data = yaml.load(text, Loader=_LOADER)  # noqa: S506 - a safe loader
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark else "document"

@@ -47,6 +47,7 @@ from typing import TypeVar
 from harness.model.cell import COMPAT_PREFIX
 from harness.model.job import SETTLED
 from harness.model.names import UnsafeName, check_key, check_name
+from harness.model.nesting import MAX_NESTING, json_too_deep
 from harness.model.outcome import Outcome
 from harness.model.result import Result, trusted
 from harness.session.basics import default_record
@@ -202,7 +203,7 @@ def _lines(path: Path) -> Iterable[tuple[int, dict]]:
     numbered = [(number, line) for number, line in enumerate(text.splitlines(), 1) if line.strip()]
     try:  # one parse of the whole file (a record ten times today's is ~30k lines); any doubt: line by line
         values = json.loads("[" + ",".join(line for _, line in numbered) + "]")
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):  # a line nested too deep for `json` is named below
         values = None
     if values is not None and len(values) == len(numbered) and all(type(v) is dict for v in values):
         return zip((number for number, _ in numbered), values, strict=True)
@@ -210,9 +211,12 @@ def _lines(path: Path) -> Iterable[tuple[int, dict]]:
 
 
 def _each_line(path: Path, numbered: list[tuple[int, str]]) -> list[tuple[int, dict]]:
-    """Each line parsed alone: the error names the first line that is not a JSON object."""
+    """Each line parsed alone: the error names the first line that is not a JSON object (or nests deeper than
+    `MAX_NESTING`, where `json` would raise RecursionError)."""
     out = []
     for number, line in numbered:
+        if json_too_deep(line):
+            raise RecordError(f"{path}:{number}: nested more than {MAX_NESTING} levels deep")
         try:
             value = json.loads(line)
         except json.JSONDecodeError as exc:
