@@ -820,3 +820,23 @@ def test_the_same_answer_from_any_folder_of_the_clone() -> None:
         assert proc.returncode == 1, proc.stderr
         answers.append(sorted((a["case"], a["variant"]) for a in json.loads(proc.stdout)["affected"]))
     assert answers[0] and answers[0] == answers[1] == answers[2]
+
+
+def test_a_case_folder_that_cannot_be_read_stops_audit_and_osv_never_a_silent_gap(
+        world: dict, capsys: pytest.CaptureFixture[str]) -> None:
+    """An invalid case folder (here nested too deep for the YAML loader) was silently left out of `audit` and `osv
+    export` (discover's errors dropped): '0 bugs' could mean 'one case unread'. Both refuse in one line naming it;
+    `report` says it and goes on."""
+    broken = world["cases_dir"] / "torch-9-broken"
+    broken.mkdir()
+    (broken / "repro.py").write_text("print('x')\n")
+    (broken / "case.yaml").write_text("title: " + "[" * 5000 + "]" * 5000 + "\n")
+    assert main(_cli(world, "torch==2.1.2")) == 2
+    err = capsys.readouterr().err.strip()
+    assert "torch-9-broken/case.yaml" in err and len(err.splitlines()) == 1
+    out = world["tmp"] / "osv"
+    assert main(["--cases-dir", str(world["cases_dir"]), "osv", "export", str(out), "--record",
+                 str(world["root"])]) == 2
+    assert "torch-9-broken/case.yaml" in capsys.readouterr().err and not out.exists()
+    assert main(["--cases-dir", str(world["cases_dir"]), "report", "--record", str(world["root"])]) == 0
+    assert "invalid case, left out of the report" in capsys.readouterr().err

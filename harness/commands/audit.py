@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> ExitCode:
 
 def _audit(args: argparse.Namespace) -> int:
     from harness.analysis import audit
-    from harness.model.case import discover
+    from harness.model.case import every_case
     from harness.output import audit as view
     from harness.session.readers import open_reader
 
@@ -98,7 +98,7 @@ def _audit(args: argparse.Namespace) -> int:
     if not args.cases_dir.is_dir():
         raise UsageError(f"--cases-dir {args.cases_dir}: no such folder")
     fmt = "json" if args.json else args.format
-    cases = discover(args.cases_dir)[0]
+    cases = every_case(args.cases_dir)
     store = open_reader(args.db, args.db_given, cases, args.record, judge=False)  # audit reads outcomes only
     results = store.latest()
     known = audit.known_packages(results, cases)

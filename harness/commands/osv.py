@@ -41,13 +41,13 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
 def advisories(args: argparse.Namespace) -> dict[str, dict]:
     """Every case's advisory from the record (with the local store layered), by id."""
     from harness.analysis.osv import documents
-    from harness.model.case import discover
+    from harness.model.case import every_case
     from harness.session.readers import open_reader
     from harness.session.record import load
 
     if not args.cases_dir.is_dir():
         raise UsageError(f"--cases-dir {args.cases_dir}: no such folder")
-    cases = discover(args.cases_dir)[0]
+    cases = every_case(args.cases_dir)
     store = open_reader(args.db, args.db_given, cases, args.record)
     return documents(store.latest(), cases, load(args.record).releases)
 

@@ -37,7 +37,10 @@ def run(args: argparse.Namespace) -> ExitCode:
     results = ctx.reader().latest(args.run)
     if args.cases:
         results = [(cell, r) for cell, r in results if any(part in r.case for part in args.cases)]
-    asked_unmeasured = args.cases and any(part in case.id for case in discover(args.cases_dir)[0]
+    cases, invalid = discover(args.cases_dir)
+    for error in invalid:  # a report is read while a case is written: said, not refused (audit refuses)
+        ctx.err.print(f"[yellow]invalid case, left out of the report:[/] {error}", soft_wrap=True, highlight=False)
+    asked_unmeasured = args.cases and any(part in case.id for case in cases
                                           for part in args.cases)  # shown as not measured below
     if not results and not asked_unmeasured:
         which = f" for run {args.run}" if args.run else ""

@@ -65,6 +65,17 @@ def discover(root: Path, patterns: list[str] | None = None) -> tuple[list[Case],
     return cases, errors
 
 
+def every_case(root: Path) -> list[Case]:
+    """Every case under `root`, for a command whose answer must cover the whole catalogue (`audit`, `osv export`):
+    an invalid case folder is a `CaseError` naming it (and how many more), never a case silently left out -- an
+    answer without it could read as "not affected"."""
+    cases, errors = discover(root)
+    if errors:
+        more = f" (and {len(errors) - 1} more invalid case folder(s))" if len(errors) > 1 else ""
+        raise CaseError(f"{errors[0]}{more}")
+    return cases
+
+
 def _is_default(cases_dir: Path) -> bool:
     return cases_dir.resolve() == default_cases_dir().resolve()
 
