@@ -76,16 +76,20 @@ def fold(args: argparse.Namespace) -> ExitCode:
     from harness.model.case import PROBES_DIR, discover
     from harness.output.console import make_console
     from harness.session.folding import fold_payload, fold_store, refresh_versions
+    from harness.session.journal import recover
     from harness.session.record import load, write
     from harness.session.store import DEFAULT_DB, ResultStore
 
     sources = args.sources or [DEFAULT_DB]
     cases = discover(args.cases_dir)[0] + discover(PROBES_DIR)[0]
-    record = load(args.record)  # a record file that does not parse stops here: nothing is written
+    say = make_console(stderr=True)
+    recovered = recover(args.record)  # a fold killed before: finished if it had committed, else undone
+    if recovered:
+        say.print(f"{args.record}: {recovered}", soft_wrap=True, highlight=False)
+    record = load(args.record)  # a record file that does not parse stops here: nothing more is written
     pins, machine = _pairs(args.pin, "--pin"), _pairs(args.machine, "--machine")
     if "cores" in machine and machine["cores"].isdigit():
         machine["cores"] = int(machine["cores"])  # type: ignore[assignment]
-    say = make_console(stderr=True)
     for source in sources:
         if not source.is_file():
             raise UsageError(f"{source}: no such file")

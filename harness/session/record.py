@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import gc
 import json
-import os
 import re
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -49,9 +48,11 @@ from harness.model.job import SETTLED
 from harness.model.outcome import Outcome
 from harness.model.result import Result, trusted
 from harness.session.basics import default_record
+from harness.session.journal import pending, recover, replace_all
 from harness.session.store import ResultStore, Run, StoreError
 
 DEFAULT_RECORD = default_record()
+MANIFEST = "manifest.jsonl"  # every other file of the record that holds rows: one missing or emptied is an error
 
 EXCERPT_LINE = 300  # characters kept of one deciding line
 EXCERPT_LINES = 4
@@ -193,30 +194,29 @@ def _dumps(value: object) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
-def _lines(path: Path) -> Iterable[tuple[int, dict]]:
+_DECODE = json.JSONDecoder().raw_decode
+
+
+def _lines(path: Path) -> list[tuple[int, dict]]:
+    """Each non-blank line of `path` with its number: exactly one JSON object a line, or a `RecordError` naming the
+    line. Each line is parsed alone (as fast as one parse of the whole file: a joined parse let a line holding
+    `{...},{...` and a line holding the rest pass as two rows, one of them spliced from two broken lines)."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise RecordError(f"{path}: cannot be read ({exc})") from None
-    numbered = [(number, line) for number, line in enumerate(text.splitlines(), 1) if line.strip()]
-    try:  # one parse of the whole file (a record ten times today's is ~30k lines); any doubt: line by line
-        values = json.loads("[" + ",".join(line for _, line in numbered) + "]")
-    except json.JSONDecodeError:
-        values = None
-    if values is not None and len(values) == len(numbered) and all(type(v) is dict for v in values):
-        return zip((number for number, _ in numbered), values, strict=True)
-    return _each_line(path, numbered)
-
-
-def _each_line(path: Path, numbered: list[tuple[int, str]]) -> list[tuple[int, dict]]:
-    """Each line parsed alone: the error names the first line that is not a JSON object."""
     out = []
-    for number, line in numbered:
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line:
+            continue
         try:
-            value = json.loads(line)
+            value, end = _DECODE(line)
         except json.JSONDecodeError as exc:
             raise RecordError(f"{path}:{number}: not a JSON object ({exc.msg})") from None
-        if not isinstance(value, dict):
+        if end != len(line):
+            raise RecordError(f"{path}:{number}: not a JSON object (Extra data)")
+        if type(value) is not dict:
             raise RecordError(f"{path}:{number}: not a JSON object")
         out.append((number, value))
     return out
@@ -248,8 +248,9 @@ def _check_row(path: Path, number: int, row: dict) -> dict:
 
 
 def load(root: Path = DEFAULT_RECORD) -> Record:
-    """The record under `root` (an empty record when there is none); `RecordError` names the file and line of
-    anything that does not parse."""
+    """The record under `root` (an empty record when there is none), as the next writer leaves it when a write was
+    interrupted (`journal.pending`; nothing is written). `RecordError` names the file and line of anything that does
+    not parse, a row citing a run `runs.jsonl` lacks, and a file the manifest lists that is missing or empty."""
     record = Record()
     if not root.is_dir():
         return record
@@ -259,36 +260,57 @@ def load(root: Path = DEFAULT_RECORD) -> Record:
 
 
 def _load(root: Path, record: Record) -> None:
-    paths = sorted((root / "results").glob("*.jsonl")) + [root / "compat.jsonl"]
-    for path in paths:
-        if path.is_file():
-            record.rows += [_check_row(path, n, row) for n, row in _lines(path)]
-    for name, target in (("runs", record.runs), ("machines", record.machines)):
-        path = root / f"{name}.jsonl"
-        if path.is_file():
-            for number, row in _lines(path):
-                if not isinstance(row.get("id"), str):
-                    raise RecordError(f"{path}:{number}: id: missing")
-                target[row["id"]] = {k: v for k, v in row.items() if k != "id"}
-    path = root / "rules.jsonl"
-    if path.is_file():
-        for number, row in _lines(path):
-            if not all(isinstance(row.get(k), str) for k in ("case", "variant", "set")):
-                raise RecordError(f"{path}:{number}: case, variant and set: missing")
-            record.rules.append(row)
-    path = root / "versions.jsonl"
-    if path.is_file():
-        for number, row in _lines(path):
-            package, version = row.get("package"), row.get("version")
-            if not isinstance(package, str) or not isinstance(version, str):
-                raise RecordError(f"{path}:{number}: package and version: missing")
-            point = {k: v for k, v in row.items() if k not in ("package", "version", "kind")}
-            if row.get("kind") == "git":
-                record.commits.setdefault(package, {})[version] = point
-            elif row.get("kind") == "release":
-                record.releases.setdefault(package, {})[version] = point
-            else:
-                raise RecordError(f"{path}:{number}: kind: {row.get('kind')!r} is neither 'release' nor 'git'")
+    overlay = pending(root)  # a killed write that had committed: its files, not yet in place, are the record
+    held: dict[str, int] = {}  # name -> rows read from it
+
+    def lines(name: str) -> tuple[Path, list[tuple[int, dict]]]:
+        path = overlay.get(name, root / name)
+        if not path.is_file() and name in overlay:  # put in place since `pending` looked: where it is now
+            path = root / name
+        numbered = _lines(path) if path.is_file() else []
+        held[name] = len(numbered)
+        return path, numbered
+
+    for name, target in (("runs.jsonl", record.runs), ("machines.jsonl", record.machines)):
+        path, numbered = lines(name)
+        for number, row in numbered:
+            if not isinstance(row.get("id"), str):
+                raise RecordError(f"{path}:{number}: id: missing")
+            target[row["id"]] = {k: v for k, v in row.items() if k != "id"}
+    results = {f"results/{p.name}" for p in (root / "results").glob("*.jsonl")}
+    for name in [*sorted(results | {n for n in overlay if n.startswith("results/")}), "compat.jsonl"]:
+        path, numbered = lines(name)
+        for number, row in numbered:
+            record.rows.append(_check_row(path, number, row))
+            if row["run"] not in record.runs:
+                raise RecordError(f"{path}:{number}: run {row['run']!r}: not in runs.jsonl")
+    path, numbered = lines("rules.jsonl")
+    for number, row in numbered:
+        if not all(isinstance(row.get(k), str) for k in ("case", "variant", "set")):
+            raise RecordError(f"{path}:{number}: case, variant and set: missing")
+        record.rules.append(row)
+    path, numbered = lines("versions.jsonl")
+    for number, row in numbered:
+        package, version = row.get("package"), row.get("version")
+        if not isinstance(package, str) or not isinstance(version, str):
+            raise RecordError(f"{path}:{number}: package and version: missing")
+        point = {k: v for k, v in row.items() if k not in ("package", "version", "kind")}
+        if row.get("kind") == "git":
+            record.commits.setdefault(package, {})[version] = point
+        elif row.get("kind") == "release":
+            record.releases.setdefault(package, {})[version] = point
+        else:
+            raise RecordError(f"{path}:{number}: kind: {row.get('kind')!r} is neither 'release' nor 'git'")
+    listing, numbered = lines(MANIFEST)
+    for number, entry in numbered:  # a record written before the manifest existed has none: nothing to hold it to
+        name = entry.get("file")
+        if not isinstance(name, str):
+            raise RecordError(f"{listing}:{number}: file: missing")
+        if not held.get(name):
+            path = overlay.get(name, root / name)
+            state = "missing" if not path.is_file() else "empty" if name in held else "not a file of the record"
+            raise RecordError(f"{path}: {state}, but {listing}:{number} lists it as holding rows (a fold never "
+                              "empties a file: restore it, e.g. with `git checkout`)")
 
 
 def render(record: Record) -> dict[str, str]:
@@ -309,6 +331,7 @@ def render(record: Record) -> dict[str, str]:
                  for p in sorted(record.commits) for v, point in sorted(record.commits[p].items())]
     files["versions.jsonl"] = versions
     files["rules.jsonl"] = sorted(record.rules, key=lambda r: (r["case"], r["variant"], r["set"], _dumps(r)))
+    files[MANIFEST] = [{"file": name} for name, rows in sorted(files.items()) if rows]
     return {name: "".join(_dumps(row) + "\n" for row in rows) for name, rows in sorted(files.items())}
 
 
@@ -325,21 +348,21 @@ def _by_version(points: dict[str, dict]) -> list[tuple[str, dict]]:
 
 
 def write(root: Path, record: Record) -> list[str]:
-    """Write the record under `root`: each file that changed, atomically (a reader never sees half a file); return
-    the paths written. Files of the record that no longer have rows are left alone (nothing is deleted)."""
-    written = []
+    """Write the record under `root`: every file that changed, all at once (`journal.replace_all`: a kill at any
+    moment leaves the record as before or as after, and a reader never sees half a file); return the names written.
+    An interrupted earlier write is finished or rolled back first (`journal.recover`). Files of the record that no
+    longer have rows are left alone (nothing is deleted)."""
+    recover(root)
+    changed = {}
     for name, text in render(record).items():
         path = root / name
         if path.is_file() and path.read_text(encoding="utf-8") == text:
             continue
         if not text and not path.exists():
             continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(f".{path.name}.tmp")
-        temporary.write_text(text, encoding="utf-8")
-        os.replace(temporary, path)
-        written.append(name)
-    return written
+        changed[name] = text
+    replace_all(root, changed)
+    return list(changed)
 
 
 # --------------------------------------------------------------------------------------------------------- fold
