@@ -6,6 +6,10 @@ pages' tables from it.
     bugmatrix record tables [--check] [--page PAGE ...]  # the cases and compatibility tables, from the record only
     bugmatrix record coverage [--device D] [--missing]   # which jobs of `run --all-cells` the record holds
 
+A fold writes every changed file at once: killed at any moment, it leaves the record as before or as after, and the
+next fold (or any command that writes the record) finishes or undoes it first, saying so
+(harness/session/journal.py).
+
 Exit codes: 0 done (for `tables --check`: the page is what the record generates; for `coverage`: every planned job
 has a row for its current script), 1 `tables --check` found a page that differs, or `coverage` found jobs missing, 2
 input that cannot be read (one line naming the file; nothing written).

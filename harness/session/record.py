@@ -13,6 +13,7 @@ so that a changed result is a changed line):
     record/versions.jsonl         each package's releases with their upload dates (and whether yanked), and each
                                   git commit run with its date and first-parent position: readers need no index
                                   and no clone, so the record reads the same offline
+    record/manifest.jsonl         every other file that holds rows: one of them missing or emptied is an error
 
 A row holds the case, variant, world size, device, cell and exact pins (`version @ commit` for a git install, the
 torch build's local version such as `+cu130` kept), the outcome and repeat tallies, the fingerprint (`job.py`) and
@@ -27,7 +28,12 @@ Guarantees (`tests/test_record.py`):
   leaves the row as it was, so a night that changed nothing is an empty diff.
 - History is kept: a result whose digest no committed case gives any more (its script or settings were edited
   since) is *superseded*; it stays in the record, but `RecordStore` and `LayeredStore` never return it as a result.
-- A file that does not parse is a `RecordError` naming the file and line; nothing is written.
+- A file that does not parse is a `RecordError` naming the file and line; nothing is written. So is a line that is
+  not exactly one JSON object, a row citing a run `runs.jsonl` lacks, and a file `manifest.jsonl` lists that is
+  missing or empty (a record written before the manifest has none, and is read as it is).
+- All or nothing (`journal.py`, `tests/test_record_atomic.py`): `write` replaces every changed file at once through a
+  journal inside the record, so a write killed at any moment leaves the record as before or as after: the next
+  writer finishes or undoes it, and a reader meanwhile reads what the next writer will leave, writing nothing.
 """
 
 from __future__ import annotations
