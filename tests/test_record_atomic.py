@@ -6,6 +6,7 @@ committed record imported into a fresh store folds back with nothing added or re
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -185,3 +186,12 @@ def test_the_record_imported_into_a_fresh_store_folds_back_with_nothing_added_or
     said = capsys.readouterr().err
     assert "0 row(s) added, 0 replaced" in said and "0 file(s) written" in said
     assert _files(root) == before
+
+
+def test_the_committed_record_lists_every_file_that_holds_rows() -> None:
+    """Without its manifest the committed record could lose a results file unnoticed: it must list every file."""
+    root = ROOT / "record"
+    listed = [json.loads(line)["file"] for line in (root / "manifest.jsonl").read_text().splitlines()]
+    held = sorted(str(p.relative_to(root)) for p in root.rglob("*.jsonl") if p.name != "manifest.jsonl")
+    assert listed == held
+    assert load(root).rows
