@@ -286,10 +286,11 @@ def _load(root: Path, record: Record) -> None:
     results = {f"results/{p.name}" for p in (root / "results").glob("*.jsonl")}
     for name in [*sorted(results | {n for n in overlay if n.startswith("results/")}), "compat.jsonl"]:
         path, numbered = lines(name)
-        for number, row in numbered:
-            record.rows.append(_check_row(path, number, row))
-            if row["run"] not in record.runs:
-                raise RecordError(f"{path}:{number}: run {row['run']!r}: not in runs.jsonl")
+        rows = [_check_row(path, number, row) for number, row in numbered]
+        if not {row["run"] for row in rows} <= record.runs.keys():  # the line is looked for only when one is missing
+            number, row = next((n, r) for n, r in numbered if r["run"] not in record.runs)
+            raise RecordError(f"{path}:{number}: run {row['run']!r}: not in runs.jsonl")
+        record.rows += rows
     path, numbered = lines("rules.jsonl")
     for number, row in numbered:
         if not all(isinstance(row.get(k), str) for k in ("case", "variant", "set")):
