@@ -63,7 +63,8 @@ def _crash_after(monkeypatch: pytest.MonkeyPatch, steps: int | None) -> list[str
 
 
 def test_a_fold_killed_at_any_step_leaves_the_record_as_before_or_after_and_no_temporary_file(
-        tmp_path: Path, case: Case, make_case, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+        tmp_path: Path, case: Case, make_case, monkeypatch: pytest.MonkeyPatch,  # noqa: ANN001
+        capsys: pytest.CaptureFixture[str]) -> None:
     other = make_case("print('y')\n", case_id="fake-2-other")
     record = Record()
     fold_store(record, _store(tmp_path / "first.db", case, _two_cells(case)), [case])
@@ -104,8 +105,11 @@ def test_a_fold_killed_at_any_step_leaves_the_record_as_before_or_after_and_no_t
         assert main(["--cases-dir", str(case.folder.parent), "report", "--record", str(root), "--format", "json",
                      "-o", str(out), "--matrix", str(tmp_path / "absent.yaml")]) == 0
         assert _files(root) == left, f"killed after {steps} step(s): a reader wrote to the record"
-        # the next command that writes finishes the fold or undoes it
+        # the next command that writes finishes the fold or undoes it, and says so
+        journal = (root / ".record-journal").exists()
+        capsys.readouterr()
         assert main(_fold(root, case, tmp_path / "empty.db")) == 0
+        assert ("an interrupted write was" in capsys.readouterr().err) == journal
         now = _files(root)
         assert now in (before, after), f"killed after {steps} step(s): neither before nor after: {sorted(now)}"
         assert read == logical["before" if now == before else "after"]

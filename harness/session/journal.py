@@ -109,7 +109,7 @@ def recover(root: Path) -> str | None:
 def _put_in_place(root: Path, names: list[str]) -> None:
     """Steps 3 and 4: rename each journaled file that is still there over its place, sync, remove the journal."""
     journal = root / JOURNAL
-    folders = set()
+    folders = {root}  # a folder made for a new file is a new name in root
     for name in names:
         source = journal / _FILES / name
         if source.is_file():
