@@ -6,6 +6,10 @@ pages' tables from it.
     bugmatrix record tables [--check] [--page PAGE ...]  # the cases and compatibility tables, from the record only
     bugmatrix record coverage [--device D] [--missing]   # which jobs of `run --all-cells` the record holds
 
+A fold writes every changed file at once: killed at any moment, it leaves the record as before or as after, and the
+next fold (or any command that writes the record) finishes or undoes it first, saying so
+(harness/session/journal.py).
+
 Exit codes: 0 done (for `tables --check`: the page is what the record generates; for `coverage`: every planned job
 has a row for its current script), 1 `tables --check` found a page that differs, or `coverage` found jobs missing, 2
 input that cannot be read (one line naming the file; nothing written).
@@ -77,16 +81,20 @@ def fold(args: argparse.Namespace) -> ExitCode:
     from harness.output.console import make_console
     from harness.session.basics import default_db
     from harness.session.folding import fold_payload, fold_store, refresh_versions
+    from harness.session.journal import recover
     from harness.session.record import RecordError, load, write
     from harness.session.store import ResultStore
 
     sources = args.sources or [default_db()]
     cases = discover(args.cases_dir)[0] + discover(PROBES_DIR)[0]
-    record = load(args.record)  # a record file that does not parse stops here: nothing is written
+    say = make_console(stderr=True)
+    recovered = recover(args.record)  # a fold killed before: finished if it had committed, else undone
+    if recovered:
+        say.print(f"{args.record}: {recovered}", soft_wrap=True, highlight=False)
+    record = load(args.record)  # a record file that does not parse stops here: nothing more is written
     pins, machine = _pairs(args.pin, "--pin"), _pairs(args.machine, "--machine")
     if "cores" in machine and machine["cores"].isdigit():
         machine["cores"] = int(machine["cores"])  # type: ignore[assignment]
-    say = make_console(stderr=True)
     for source in sources:
         if not source.is_file():
             raise UsageError(f"{source}: no such file")
