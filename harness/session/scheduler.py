@@ -2,7 +2,9 @@
 
     results = run_scheduled(items, work, cost=lambda job: job.nproc, cores=N)   # results in item order
 
-Ctrl-C / SIGTERM (any exception) kills every launch in flight and starts no more.
+Ctrl-C / SIGTERM (any exception) kills every launch in flight and starts no more: a job not yet begun, queued or
+waiting for cores, never begins (its steps before the launch, such as making its cell's environment, can take
+seconds that nothing aborts, and the interrupted run would wait for them).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from harness.launch.torchrun import abort_all, allow_launches
+from harness.launch.torchrun import abort_all, allow_launches, refuse_if_interrupted
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -24,7 +26,9 @@ def run_scheduled(items: list[T], work: Callable[[T], R], cost: Callable[[T], in
     budget = _CoreBudget(cores)
 
     def held(item: T) -> R:
+        refuse_if_interrupted()  # a queued job a thread takes up after the interrupt
         with budget.take(min(max(1, cost(item)), max(1, cores))):
+            refuse_if_interrupted()  # a job that waited for the cores the interrupted launches held
             return work(item)
 
     allow_launches()
