@@ -54,6 +54,7 @@ def project(root: Path, buggy: list[bool], broken: set[int] = frozenset(), git_u
 
 def bisect(root: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, dict, str]:
     capsys.readouterr()
+    ResultStore(root / "r.db")  # an explicit --db must exist (bisect never creates one it was named)
     code = main(["--cases-dir", str(root / "cases"), "bisect", "fakelib-1-bug", "--package", "fakelib",
                  "--device", "cpu", "--matrix", str(root / "matrix.yaml"), "--envs", str(root / "envs"),
                  "--db", str(root / "r.db"), "-j", "1", "--json", *extra])
@@ -188,6 +189,7 @@ def test_the_policy_goes_from_releases_to_commits_without_the_cli(tmp_path: Path
 
 def test_bisect_ends_with_the_command_for_each_side(tmp_path: Path, capsys) -> None:
     root = project(tmp_path, [i < 3 for i in range(6)])
+    ResultStore(root / "r.db")
     capsys.readouterr()
     code = main(["--cases-dir", str(root / "cases"), "bisect", "fakelib-1-bug", "--package", "fakelib",
                  "--device", "cpu", "--matrix", str(root / "matrix.yaml"), "--envs", str(root / "envs"),

@@ -23,6 +23,7 @@ from harness.matrix.index import Release
 from harness.matrix.resolve import resolve_cell
 from harness.matrix.spec import AxisRule
 from harness.model.outcome import Outcome
+from harness.session.store import ResultStore
 from harness.workflows.datebisect import (
     Build,
     DateLineError,
@@ -401,6 +402,7 @@ def test_bisect_by_date_names_the_day_and_steps_over_gaps(tmp_path: Path, capsys
     (case / "case.yaml").write_text(yaml.safe_dump({
         "title": "t", "upstream": ["https://example.invalid/1"], "packages": ["torch"], "timeout": 60,
         "signature": "FAKE-SIG", "variants": {"bug": {"expect": [{"outcome": "fixed"}]}}}))
+    ResultStore(tmp_path / "r.db")  # an explicit --db must exist
     code = main(["--cases-dir", str(tmp_path / "cases"), "bisect", "torch-1-bug", "--package", "torch",
                  "--device", "cpu", "--dates", "2025-08-01..2025-08-08", "--channel", "nightly", "--pre",
                  "--matrix", str(tmp_path / "matrix.yaml"), "--envs", str(tmp_path / "envs"),

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from harness.matrix.envcache import MARKER
 from harness.model.outcome import Outcome
 from harness.session.store import ResultStore
 
@@ -21,9 +22,9 @@ from .test_launch import leftovers
 
 VERSIONS = ["1.0", "1.1", "1.2", "1.3"]
 SCRIPT = """
-import sys, time
+import os, sys, time
 import fakelib
-time.sleep(2)                      # long enough for the test to interrupt a launch in flight
+time.sleep(float(os.environ.get("FAKE_CASE_SLEEP_S", "2")))  # long enough to interrupt a launch in flight
 if fakelib.BUGGY:
     print("RuntimeError: FAKE-SIG")
     sys.exit(1)
@@ -128,3 +129,37 @@ def test_interrupting_a_run_while_it_builds_an_environment_stops_at_once(project
     if db.exists():
         assert all(result.outcome is not Outcome.INFRA for _, _, result in ResultStore(db).results())
     assert not [p.name for p in (project / "envs").iterdir() if ".building-" in p.name]
+
+
+def test_sigterm_with_a_launch_in_flight_exits_at_once_and_begins_no_waiting_job(project: Path, tmp_path: Path) -> None:
+    """SIGTERM while a 2-rank launch holds both cores and the next job waits for them: the run exits within
+    seconds. The waiting job used to begin once the killed launch gave its cores back, and its steps before the
+    launch are not aborted: here its cell's interpreter takes 10 s to start (as a torch stack's can on a loaded
+    machine), and the interrupted run waited for them (issue 33: 16-20 s under load 15)."""
+    subprocess.run(bugmatrix(project, "env", "build"), check=True, capture_output=True)
+    [second] = [m.parent for m in (project / "envs").glob(f"*/{MARKER}")
+                if json.loads(m.read_text())["cell"] == "fakelib-1.1"]
+    [site] = second.glob("lib/python*/site-packages")
+    (site / "slow_start.pth").write_text("import time; time.sleep(10)\n")
+    uv_cache = tmp_path / "uv-cache"  # the budget below measures this cache, never the user's (nor cleans it)
+    uv_cache.mkdir()
+    db = project / "results.db"
+    # --disk-budget 1: over budget from the start, so no cell is prepared ahead: the waiting job would make its own
+    run = subprocess.Popen([*bugmatrix(project, "run", "--all-cells", "--nproc", "2", "-j", "2", "--disk-budget",
+                                       "1", "--db", str(db))],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                           env={**os.environ, "FAKE_CASE_SLEEP_S": "60", "UV_CACHE_DIR": str(uv_cache)})
+    script = str(project / "cases" / "fakelib-1-slow" / "repro.py")
+    deadline = time.monotonic() + 120
+    while len(leftovers(script)) < 2 and time.monotonic() < deadline and run.poll() is None:
+        time.sleep(0.1)
+    assert run.poll() is None and len(leftovers(script)) >= 2, "the first launch never started its ranks"
+    started = time.monotonic()
+    run.send_signal(signal.SIGTERM)
+    _, err = run.communicate(timeout=120)
+    took = time.monotonic() - started
+    assert run.returncode == 130, err.decode()
+    assert took < 8, f"exit took {took:.1f} s after SIGTERM"  # 0.3-0.8 s measured at load 17; 20-60 s before
+    assert leftovers(str(project)) == []  # the launch in flight was killed, whole tree, and nothing else began
+    [interrupted] = ResultStore(db).runs()
+    assert interrupted.status == "interrupted" and ResultStore(db).results() == []

@@ -35,7 +35,7 @@ def _files(root: Path) -> dict[Path, bytes]:
     return {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
 
-@pytest.mark.parametrize("name", ["../x", "a/b", "", "-lead", "Upper", "a b", "a.b", "x" * 129, "é"])
+@pytest.mark.parametrize("name", ["../x", "a/b", "", "-lead", "Upper", "a b", "a.b", "x" * 81, "é"])
 def test_a_case_id_outside_the_grammar_is_refused_in_one_line(name: str) -> None:
     with pytest.raises(UnsafeName) as caught:
         check_name("case id", name)

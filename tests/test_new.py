@@ -158,6 +158,21 @@ def test_new_usage_errors_are_one_line(tmp_path: Path, capsys, args: list[str], 
     assert not any(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize(
+    ("digits", "why"),
+    [
+        (300, "an issue number of 300 digits"),  # was OSError: File name too long, a traceback
+        (5000, "an issue number of 5000 digits"),  # past what int() reads
+        (70, "would be 85 characters (at most 80)"),  # a folder the disk takes, but no case id
+    ],
+)
+def test_new_refuses_a_number_no_case_id_holds(tmp_path: Path, capsys, digits: int, why: str) -> None:
+    code = new(tmp_path, f"https://github.com/pytorch/pytorch/issues/{'9' * digits}", "--slug", "some-bug")
+    err = capsys.readouterr().err
+    assert code == 2 and why in err and len(err.strip().splitlines()) == 1
+    assert not any(tmp_path.iterdir())
+
+
 def draft(tmp_path: Path, slug: str = "draft") -> Path:
     """A fresh draft of the torch issue in tmp/cases; its folder."""
     cases = tmp_path / "cases"

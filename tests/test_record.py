@@ -205,7 +205,7 @@ def test_layered_reader_prefers_the_newest_and_writes_to_the_local_store_only(tm
 
 
 def test_reading_commands_answer_from_the_record_with_no_store_and_never_create_one(
-        tmp_path: Path, case: Case, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, case: Case, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     record = Record()
     fold_store(record, _store(tmp_path / "r.db", case, _two_cells(case)), [case])
     write(tmp_path / "rec", record)
@@ -218,11 +218,20 @@ def test_reading_commands_answer_from_the_record_with_no_store_and_never_create_
     assert {r["cell"] for r in payload["results"]} == {"torch-2.0.1", "torch-2.1.2"}
     assert main(["--cases-dir", cases, "expect", "--record", "rec", "--matrix", "absent.yaml"]) in (0, 1)
     assert not (tmp_path / ".bugmatrix").exists()
-    # an explicit --db that does not exist: one line, exit 2, no file created
-    for command in (["report"], ["compare"], ["expect"], ["narrow", "--dry-run"]):
+    # an explicit --db that does not exist: one line naming it, exit 2, no file created; narrow and bisect too,
+    # which record probes (narrow used to create a store, find no boundary in it and exit 0)
+    (tmp_path / "matrix.yaml").write_text("indexes: {local: https://example.invalid/simple}\n"
+                                          "defaults: {index: local}\n")
+    for command in (["report"], ["compare"], ["expect"], ["narrow", "--dry-run"], ["narrow"],
+                    ["bisect", case.id, "--package", "torch"], ["audit", "torch==2.0.1"],
+                    ["compat", "--no-probe"], ["osv", "export", "osv-out"]):
+        capsys.readouterr()
         code = main(["--cases-dir", cases, *command, "--record", "rec", "--db", "typo.db"])
+        err = capsys.readouterr().err
         assert code == 2, command
-        assert not (tmp_path / "typo.db").exists()
+        assert "typo.db: no such results store (--db)" in err and len(err.strip().splitlines()) == 1, (command, err)
+        assert not (tmp_path / "typo.db").exists(), command
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cases", "matrix.yaml", "r.db", "rec", "report.json"]
 
 
 def test_an_empty_file_given_as_the_store_is_refused_and_left_empty(tmp_path: Path, case: Case) -> None:

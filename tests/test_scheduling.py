@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 
+import pytest
+
+from harness.launch.torchrun import LaunchAborted, allow_launches, refuse_if_interrupted
 from harness.session.scheduler import run_scheduled
 
 
@@ -51,3 +55,39 @@ def test_jobs_of_one_width_run_side_by_side_not_alternating(make_case, env) -> N
     singles = [(r.started_at, r.started_at + r.duration_s) for r in results if r.nproc == 1]
     # each 1-rank job ran beside another one (in plan order, each would have waited alone behind a 2-rank job)
     assert all(any(a < d and c < b for c, d in singles if (c, d) != (a, b)) for a, b in singles), singles
+
+
+def test_an_interrupt_begins_no_job_that_was_queued_or_waiting_for_cores() -> None:
+    """Ctrl-C / SIGTERM while a 2-core job runs: the jobs behind it (one waiting for its cores, others queued) never
+    begin. They used to begin as soon as the killed job gave its cores back, and the interrupted run waited for
+    their steps before the launch (a cell's environment to make: seconds, tens of seconds on a loaded machine)."""
+    begun: list[str] = []
+    running = threading.Event()
+
+    def work(item: str) -> str:
+        begun.append(item)
+        if item == "wide":
+            running.set()
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:  # a launch in flight, until abort_all kills it
+                refuse_if_interrupted()
+                time.sleep(0.01)
+        return item
+
+    def interrupt() -> None:
+        running.wait(30)
+        time.sleep(0.2)  # the next job is waiting for the cores
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)  # as Ctrl-C (SIGTERM: the same path)
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as harness/cli.py installs it
+    threading.Thread(target=interrupt, daemon=True).start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_scheduled(["wide", "narrow-1", "narrow-2", "narrow-3"], work,
+                          cost=lambda item: 2 if item == "wide" else 1, cores=2)
+        assert begun == ["wide"]
+        with pytest.raises(LaunchAborted):  # and nothing else starts in this run
+            refuse_if_interrupted()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        allow_launches()  # as the next run does: the other tests of this process launch

@@ -1,7 +1,7 @@
 """`bugmatrix bisect CASE --package P`: the release (then the commit) where a case's outcome changes.
 
 Exit codes: 0 a boundary was found, 1 the bisection was refused or the boundary is ambiguous, 2 a case or variant
-that does not exist (or another bad input).
+that does not exist, an explicit --db that does not exist (or another bad input).
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 check or compare the measured table (see harness/analysis/compat.py).
 
 Exit codes: 0 shown, 1 `--check` found a disagreement with matrix.yaml or a probe of this run could not be
-established, 2 bad input (an invalid matrix, an explicit --db that does not exist).
+established, 2 bad input (an invalid matrix, an explicit --db that does not exist where nothing is probed or
+resumed).
 """
 
 from __future__ import annotations
@@ -68,7 +69,8 @@ def run(args: argparse.Namespace) -> ExitCode:
     err = ctx.err
     matrix = ctx.matrix
     probing = not (args.no_probe or args.check or args.rows or args.upgrade)
-    store = ctx.reader(writable=probing or bool(args.resume_from))
+    fills = probing or bool(args.resume_from)
+    store = ctx.reader(writable=fills, creates=fills)  # the nightly's compat job names a fresh --db to fill
     unknown = 0
     for source in args.resume_from or ():
         path = source / NIGHTLY_DB if source.is_dir() else source

@@ -170,15 +170,16 @@ class Context:
             raise UsageError(f"--cases-dir {self.args.cases_dir}: no such folder")
         return discover(self.args.cases_dir, patterns)
 
-    def reader(self, writable: bool = False) -> ResultStore:
+    def reader(self, writable: bool = False, creates: bool = False) -> ResultStore:
         """What a reading command reads: the record (`--record`) with the local store (`--db`) layered over it;
-        with `writable`, the local store is opened to record probes (see harness/session/readers.py)."""
+        with `writable`, the local store is opened to record probes, and with `creates` too an explicit `--db`
+        that does not exist is created rather than refused (see harness/session/readers.py)."""
         from harness.model.case import PROBES_DIR, discover
         from harness.session.readers import open_reader
 
         args = self.args
         return open_reader(args.db, args.db_given, discover(args.cases_dir)[0], args.record, writable,
-                           getattr(args, "probes_dir", None) or PROBES_DIR)
+                           getattr(args, "probes_dir", None) or PROBES_DIR, creates=creates)
 
     def store(self) -> Store:
         """The store a command records in: `--db` (default .bugmatrix/results.db), or the null store with

@@ -93,13 +93,19 @@ def abort_all() -> None:
         kill_tree(proc)
 
 
+def refuse_if_interrupted() -> None:
+    """Raise `LaunchAborted` once `abort_all` has run: nothing new starts in an interrupted run (a launch, a build,
+    a job that was waiting for cores)."""
+    if _stopping.is_set():
+        raise LaunchAborted("the run was interrupted")
+
+
 def run_abortable(command: list[str], timeout: float, **popen: Any) -> subprocess.CompletedProcess[str]:
     """`subprocess.run` (text, output captured) for a command a run waits on besides its launches (an environment
     build, a cache clean): `abort_all` kills it and its descendants as it kills a launch, and it then raises
     `LaunchAborted`, as it does when the run is already interrupted; after `timeout` seconds its tree is killed and
     `subprocess.TimeoutExpired` raised. Without this, Ctrl-C waited minutes for an install in progress."""
-    if _stopping.is_set():
-        raise LaunchAborted("the run was interrupted")
+    refuse_if_interrupted()
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True, **popen)
     with _active_lock:
@@ -111,8 +117,7 @@ def run_abortable(command: list[str], timeout: float, **popen: Any) -> subproces
     finally:
         with _active_lock:
             _active.discard(proc)  # type: ignore[arg-type]
-    if _stopping.is_set():
-        raise LaunchAborted("the run was interrupted")
+    refuse_if_interrupted()
     return subprocess.CompletedProcess(command, proc.returncode, out, err)
 
 
@@ -233,8 +238,7 @@ def _launch_once(
     python: str, script: Path, args: list[str], nproc: int, timeout: float, env: dict[str, str] | None,
     signature: str | None,
 ) -> LaunchResult:
-    if _stopping.is_set():
-        raise LaunchAborted("the run was interrupted")
+    refuse_if_interrupted()
     command = torchrun_command(python, script, args, nproc)
     marker = uuid.uuid4().hex
     adopting = become_subreaper()
@@ -307,8 +311,7 @@ def _launch_once(
                 with _active_lock:
                     _active.discard(proc)
                 strays = kill_strays(marker, adopted)
-        if _stopping.is_set():
-            raise LaunchAborted("the run was interrupted")
+        refuse_if_interrupted()
         duration = time.monotonic() - started
         ranks = {r: _read_rank(rank_dir, r, signature, r in hung) for r in range(nproc)}
         for r in stopped & set(ranks):

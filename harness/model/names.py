@@ -16,7 +16,8 @@ from pathlib import Path
 CASE_ID = r"^[a-z0-9][a-z0-9-]*$"  # every folder of cases/ and probes/: lowercase, digits, hyphens
 VARIANT = r"^[a-z0-9][a-z0-9_-]*$"
 CELL = r"^[A-Za-z0-9][A-Za-z0-9._+-]*$"  # matrix.yaml cell names (a version's dots and local `+`)
-MAX_LENGTH = 128  # a record file name is the id plus `.jsonl`: well inside any file system's 255 bytes
+MAX_LENGTH = 80  # the longest library, a 9-digit issue number and a 60-character slug (`new`); a record file
+# name is the id plus `.jsonl`, well inside any file system's 255 bytes
 _PATTERNS = {"case id": re.compile(CASE_ID), "variant": re.compile(VARIANT), "cell": re.compile(CELL)}
 
 

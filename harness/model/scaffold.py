@@ -17,8 +17,12 @@ import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from harness.model import names
+
 SLUG = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 PACKAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+CASE_ID = re.compile(names.CASE_ID)  # the one grammar of harness/model/names.py
+MAX_CASE_ID = names.MAX_LENGTH
 NOT_WRITTEN = "TODO: this case is not written yet"
 PLACEHOLDER_SIGNATURE = "TODO: the text the bug prints"
 
@@ -75,9 +79,13 @@ def parse_url(url: str) -> Upstream:
     parts = urlsplit(url.strip())
     path = [p for p in parts.path.split("/") if p]
     if (parts.scheme not in ("http", "https") or parts.netloc.lower() not in ("github.com", "www.github.com")
-            or len(path) < 4 or path[2] not in ("issues", "pull") or not path[3].isdigit() or int(path[3]) == 0):
+            or len(path) < 4 or path[2] not in ("issues", "pull") or not (path[3].isascii() and path[3].isdigit())
+            or not path[3].strip("0")):  # 0, 00: no issue has it
         raise ValueError(f"{url}: not a GitHub issue or pull request link "
                          "(https://github.com/<owner>/<repo>/issues/<N> or .../pull/<N>)")
+    if len(path[3]) > MAX_CASE_ID:  # no case id holds it (and int() refuses past 4,300 digits)
+        raise ValueError(f"{parts.netloc}/{path[0]}/{path[1]}/{path[2]}/{path[3][:12]}…: an issue number of "
+                         f"{len(path[3])} digits; a case id holds at most {MAX_CASE_ID} characters")
     repo = f"{path[0]}/{path[1]}".lower()
     for library in LIBRARIES:
         if repo in library.aliases:
@@ -106,8 +114,13 @@ def parse_packages(text: str | None, library: Library) -> list[str]:
 
 
 def case_id(upstream: Upstream, slug: str) -> str:
-    """The case folder's name: `<library>-<number>-<slug>`."""
-    return f"{upstream.library.name}-{upstream.number}-{check_slug(slug)}"
+    """The case folder's name: `<library>-<number>-<slug>`; ValueError when it is not a case id (lowercase
+    letters, digits and hyphens, at most MAX_CASE_ID characters)."""
+    cid = f"{upstream.library.name}-{upstream.number}-{check_slug(slug)}"
+    if len(cid) > MAX_CASE_ID or not CASE_ID.fullmatch(cid):
+        raise ValueError(f"case id {cid[:MAX_CASE_ID // 2]}… would be {len(cid)} characters (at most {MAX_CASE_ID}): "
+                         f"check the link's number ({len(str(upstream.number))} digits) or shorten --slug")
+    return cid
 
 
 def _flow(items: list[str]) -> str:

@@ -4,8 +4,10 @@
 
 - With no local store (a fresh clone), the record alone answers; the default store path is never created by a
   reader. An explicit `--db` that does not exist is a `StoreError` (one line, exit 2), never a silent fall-back.
-- With `writable`, the local store is opened to write (created when missing): narrow, bisect and compat record
-  their probes there while reusing the record's results as known points (`standing`).
+- With `writable`, the local store is opened to write: narrow, bisect and compat record their probes there while
+  reusing the record's results as known points (`standing`). The default store is created when missing; an explicit
+  `--db` that does not exist is refused as for any reader (a mistyped path would hide the store's intervals and
+  leave a stray store behind), unless `creates`: compat's probes fill the fresh store the nightly names.
 - Results are judged by today's rules (`expected` from the case's current `expect` list; nothing is expected of an
   `infra`), and superseded results (`record.superseded`) are left out of both layers.
 - The record's version points (upload dates, commit dates and positions) answer the index and clone questions of
@@ -25,6 +27,7 @@ from harness.matrix import git, index
 from harness.model.case import PROBES_DIR, Case, discover
 from harness.model.outcome import Outcome
 from harness.model.result import Result
+from harness.session.basics import DEFAULT_DB
 from harness.session.record import DEFAULT_RECORD, LayeredStore, Record, RecordStore, current_digests, load, when
 from harness.session.store import ResultStore, StoreError
 
@@ -80,12 +83,15 @@ def record_store(record: Record, cases: list[Case], record_root: Path = DEFAULT_
 
 
 def open_reader(db: Path | None, explicit: bool, cases: list[Case], record_root: Path = DEFAULT_RECORD,
-                writable: bool = False, probes_dir: Path = PROBES_DIR, judge: bool = True) -> ResultStore:
+                writable: bool = False, probes_dir: Path = PROBES_DIR, judge: bool = True,
+                creates: bool = False) -> ResultStore:
     """The store a reading command reads (see the module docstring; `db` None: the record alone); raises
-    `StoreError` (a one-line message) for an explicit `--db` that does not exist or is not a store, or a record
-    file that does not parse. `judge=False`: results keep the `expected` they recorded (None for the record's)."""
-    if db is not None and explicit and not db.is_file() and not writable:
-        raise StoreError(f"{db}: no such results store (--db)")
+    `StoreError` (a one-line message) for an explicit `--db` that does not exist (unless `creates`, with
+    `writable`) or is not a store, or a record file that does not parse, before anything is created.
+    `judge=False`: results keep the `expected` they recorded (None for the record's)."""
+    if db is not None and explicit and not db.is_file() and not (writable and creates):
+        also = f"; leave --db out to record in {DEFAULT_DB} (created when missing)" if writable else ""
+        raise StoreError(f"{db}: no such results store (--db){also}")
     record = load(record_root)
     if not writable:  # a measuring command asks the live index: tonight's release is planned tonight
         use_chronology(record)

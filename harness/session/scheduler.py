@@ -2,8 +2,10 @@
 
     results = run_scheduled(items, work, cost=lambda job: job.nproc, cores=N)   # results in item order
 
-Ctrl-C / SIGTERM (any exception) kills every launch in flight and starts no more. An error in one item's work (a
-store whose disk is full) does so at once, not when the results reach that item, and is what `run_scheduled` raises.
+Ctrl-C / SIGTERM (any exception) kills every launch in flight and starts no more: a job not yet begun, queued or
+waiting for cores, never begins (its steps before the launch, such as making its cell's environment, can take
+seconds that nothing aborts, and the interrupted run would wait for them). An error in one item's work (a store
+whose disk is full) does so at once, not when the results reach that item, and is what `run_scheduled` raises.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from harness.launch.torchrun import LaunchAborted, abort_all, allow_launches
+from harness.launch.torchrun import LaunchAborted, abort_all, allow_launches, refuse_if_interrupted
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -27,7 +29,9 @@ def run_scheduled(items: list[T], work: Callable[[T], R], cost: Callable[[T], in
     failed: list[BaseException] = []  # the items' own errors, first first (not the aborts they caused)
 
     def held(item: T) -> R:
+        refuse_if_interrupted()  # a queued job a thread takes up after the interrupt
         with budget.take(min(max(1, cost(item)), max(1, cores))):
+            refuse_if_interrupted()  # a job that waited for the cores the interrupted launches held
             try:
                 return work(item)
             except LaunchAborted:
