@@ -27,7 +27,7 @@ from harness.matrix import git, index
 from harness.model.case import PROBES_DIR, Case, discover
 from harness.model.outcome import Outcome
 from harness.model.result import Result
-from harness.session.basics import DEFAULT_DB
+from harness.session.basics import default_db
 from harness.session.record import DEFAULT_RECORD, LayeredStore, Record, RecordStore, current_digests, load, when
 from harness.session.store import ResultStore, StoreError
 
@@ -90,7 +90,7 @@ def open_reader(db: Path | None, explicit: bool, cases: list[Case], record_root:
     `writable`) or is not a store, or a record file that does not parse, before anything is created.
     `judge=False`: results keep the `expected` they recorded (None for the record's)."""
     if db is not None and explicit and not db.is_file() and not (writable and creates):
-        also = f"; leave --db out to record in {DEFAULT_DB} (created when missing)" if writable else ""
+        also = f"; leave --db out to record in {default_db()} (created when missing)" if writable else ""
         raise StoreError(f"{db}: no such results store (--db){also}")
     record = load(record_root)
     if not writable:  # a measuring command asks the live index: tonight's release is planned tonight
