@@ -36,7 +36,6 @@ import ast
 import re
 import sys
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 from harness.commands import UsageError
