@@ -865,3 +865,17 @@ def test_the_real_record_never_says_affected_where_the_bugs_code_does_not_exist_
     for torch in ("2.6.0", "2.7.1"):
         said = _by_case(_real_audit(f"torch=={torch}"), "torch-162692-dtensor-mean-uneven")
         assert not said["affected"] and {"bug", "empty-shard"} <= said["cannot_say"], (torch, said)
+
+
+def test_an_osv_range_never_starts_where_the_bugs_code_is_absent(gated: dict) -> None:
+    """7ca3bef: torch-4-absent's advisory said `introduced: "0"`, so an OSV client flagged torch 2.2.1, where the
+    rules say its code does not exist (`torch <2.4.0: skip, because: absent`); an untestable skip moves nothing."""
+    docs = _docs(gated)
+    [absent] = docs["BUGMATRIX-torch-4-absent"]["affected"]
+    assert absent["ranges"][0]["events"] == [{"introduced": "2.4.0"}, {"fixed": "2.12.1"}]
+    assert [d["id"] for d in OSVIndex(docs).query("torch", "PyPI", "2.2.1")] == ["BUGMATRIX-torch-5-hole"]
+    assert [d["id"] for d in OSVIndex(docs).query("torch", "PyPI", "2.5.0")] == ["BUGMATRIX-torch-4-absent",
+                                                                                 "BUGMATRIX-torch-5-hole"]
+    assert docs["BUGMATRIX-torch-5-hole"]["affected"][0]["ranges"][0]["events"] == [{"introduced": "0"}]
+    assert docs["BUGMATRIX-torch-4-absent"]["database_specific"]["condition"]["bug"][0] == {
+        "when": {"torch": "<2.4.0"}, "outcome": "skip", "because": "absent"}
