@@ -832,6 +832,8 @@ def test_json_separates_the_four_answers_and_only_affected_fails(gated: dict,
     assert main(_cli(gated, "torch==2.0.1", "--format", "markdown")) == 0
     assert "Cannot say (1, not counted as affected):\n\n- torch-5-hole (bug): outside supports" in \
         capsys.readouterr().out
+    assert main(_cli(gated, "--from", "torch==2.2.1", "--to", "torch==2.7.1")) == 1  # the upgrade brings it in
+    assert re.search(r"torch-4-absent \(bug\) +absent \(rules\) +reproduced \(exact\)", capsys.readouterr().out)
 
 
 def _real_audit(*pins: str) -> dict:

@@ -102,7 +102,7 @@ CHANGE_TEXT = {"fixes": "fixed by the upgrade", "brings": "BROUGHT IN by the upg
 def _side(answer: Answer | None) -> str:
     if answer is None:
         return "not applicable"
-    return f"{answer.status} ({answer.basis})"
+    return f"{'absent' if answer.why == ABSENT else answer.status} ({answer.basis})"
 
 
 def upgrade_rows(changes: list[Change], pairings: Upgrade | None) -> list[list[str]]:
