@@ -279,13 +279,8 @@ def _skip_kind(rules: list[Rule]) -> str:
 
 def _when_text(rule: Rule) -> str:
     """A rule's conditions in words: `torch <2.4.0`, `litgpt @ 60140755d7db, ...`, `device cuda` ("" for none)."""
-    parts = []
-    for key, cond in rule.when.items():
-        if isinstance(cond, GitCondition):
-            parts.append(f"{key} @ {', '.join(sha[:12] for sha in cond.git)}")
-        else:
-            parts.append(f"{key} {cond}" if key != "nproc" else f"nproc {cond}")
-    return ", ".join(parts)
+    return ", ".join(f"{key} @ {', '.join(sha[:12] for sha in cond.git)}" if isinstance(cond, GitCondition)
+                     else f"{key} {cond}" for key, cond in rule.when.items())
 
 
 def _rule_packages(variant: Variant, device: str) -> set[str]:
@@ -353,7 +348,7 @@ def _cannot_run(case: Case, variant: str, target: Target, device: str,
     cannot say), or a pin is outside `supports:` (cannot say); None where it can run."""
     spec = case.spec
     rules = _skip_rules(spec.variants[variant], [(target.environment(), n) for n in spec.nproc], device)
-    if exact:  # measured skip here: why, by the rules that held for what was run (or hold at these pins)
+    if exact:  # measured skip here: why, by the rules at these pins, else by those that held for what was run
         rules = rules or _skip_rules(spec.variants[variant], [(environment_of(r), r.nproc) for c in exact
                                                                for r in c.results], device)
         basis, said = "exact", "; measured skip at these exact pins"
@@ -444,7 +439,7 @@ class Auditor:
         if status == FIXED:
             why = FIXED
         elif status not in AFFECTED and not why:
-            why = precision  # no verdict here: the precision says why
+            why = precision if status == SKIP else f"{status}: {precision}"  # no verdict here: the precision says why
         if used:
             differ = sorted({f"{p} {_short(c.versions[p])}" for c in used for p in c.versions
                              if p not in deciding and (p not in target.pins or not _matches(c.versions[p],
