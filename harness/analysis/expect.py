@@ -282,7 +282,18 @@ def _derive(d: Derivation, measured: list[Measured], between: Between | None) ->
         except Refused:
             continue
         rules = trial
-    d.new = rules
+    d.new = _said_why(d.old, rules)
+
+
+def _said_why(old: list[Rule], rules: list[Rule]) -> list[Rule]:
+    """A derived `skip` rule says why as the old skip rules do, where they all say the same (`because`); where
+    they differ or none says, it says nothing, and `bugmatrix check-case` asks for it."""
+    said = {r.because for r in old if r.outcome is Outcome.SKIP}
+    if len(said) != 1 or None in said:
+        return rules
+    because = said.pop()
+    return [r.model_copy(update={"because": because}) if r.outcome is Outcome.SKIP and r.because is None else r
+            for r in rules]
 
 
 def _partitions(outcome_at: dict[tuple[str, int], dict[str, Outcome]]) -> list[tuple[dict[str, Any], list]]:
