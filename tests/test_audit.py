@@ -268,7 +268,7 @@ def test_json_shape_exit_codes_and_no_process_is_spawned(world: dict, capsys: py
     req.write_text("torch==2.6.0+cu124\nlightning==2.3.3\nnumpy==2.1.0\nrequests>=2\n")
     assert main(_cli(world, "-r", str(req), "--json")) == 1
     payload = json.loads(capsys.readouterr().out)
-    assert set(payload) == {"affected", "not_covered"}
+    assert list(payload) == ["affected", "not_affected", "cannot_say", "not_covered"]
     (entry,) = payload["affected"]
     assert {"case", "variant", "title", "upstream", "precision", "fixed_in", "workarounds", "reproduce",
             "versions"} <= set(entry)
@@ -840,3 +840,153 @@ def test_a_case_folder_that_cannot_be_read_stops_audit_and_osv_never_a_silent_ga
     assert "torch-9-broken/case.yaml" in capsys.readouterr().err and not out.exists()
     assert main(["--cases-dir", str(world["cases_dir"]), "report", "--record", str(world["root"])]) == 0
     assert "invalid case, left out of the report" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------- precision that can gate (item 4)
+
+S = Outcome.SKIP
+
+
+@pytest.fixture
+def gated(tmp_path: Path, make_case, monkeypatch: pytest.MonkeyPatch) -> dict:  # noqa: ANN001
+    """Two torch cases where the case cannot always run. torch-4-absent: the bug's code appears in 2.4 (`because:
+    absent` below it), reproduced at 2.7.1 and 2.9.0, fixed at 2.12.1; its workaround measured fixed at 2.9.0 only.
+    torch-5-hole: runs on torch >= 2.1 (`supports:`); reproduced at 2.3.0 and 2.7.0, a cell measured skip between
+    them at 2.5.0 (the rules: untestable there) and at 2.9.0, the newest (no rule says why)."""
+    monkeypatch.chdir(tmp_path)
+    absent = make_case("print('a')\n", case_id="torch-4-absent", upstream=["https://example.invalid/torch/issues/4"],
+                       variants={"bug": {"expect": [
+                           {"when": {"torch": "<2.4.0"}, "outcome": "skip", "because": "absent"},
+                           {"when": {"torch": "<2.12.0"}, "outcome": "reproduced"}, {"outcome": "fixed"}]},
+                           "workaround-w": {"workaround": True, "args": ["--w"], "expect": [
+                               {"when": {"torch": "<2.4.0"}, "outcome": "skip", "because": "absent"},
+                               {"outcome": "fixed"}]}})
+    hole = make_case("print('h')\n", case_id="torch-5-hole", upstream=["https://example.invalid/torch/issues/5"],
+                     supports={"torch": ">=2.1"},
+                     variants={"bug": {"expect": [
+                         {"when": {"torch": ">=2.5.0,<2.6.0"}, "outcome": "skip", "because": "untestable"},
+                         {"outcome": "reproduced"}]}})
+    rows = [_row(absent, "bug", f"torch-{v}", {"torch": v}, o, DAY + i)
+            for i, (v, o) in enumerate([("2.7.1", R), ("2.9.0", R), ("2.12.1", F)])]
+    rows.append(_row(absent, "workaround-w", "torch-2.9.0", {"torch": "2.9.0"}, F, DAY + 10))
+    rows += [_row(hole, "bug", f"torch-{v}", {"torch": v}, o, DAY + 20 + i)
+             for i, (v, o) in enumerate([("2.3.0", R), ("2.5.0", S), ("2.7.0", R), ("2.9.0", S)])]
+    root = tmp_path / "rec"
+    write(root, Record(rows=rows, runs={RUN: {"started": "2026-12-01T00:00:00Z", "machine": "m-test",
+                                              "command": "test"}}))
+    return {"root": root, "cases": [absent, hole], "cases_dir": absent.folder.parent, "tmp": tmp_path}
+
+
+def test_a_skip_rule_because_absent_is_not_affected_never_an_extrapolation(gated: dict) -> None:
+    """7ca3bef: torch 2.2.1 was AFFECTED by torch-4-absent, extrapolated from 2.7.1, where the bug's code does not
+    exist (the rule `torch <2.4.0: skip, because: absent`), as torch-177844 (FSDP2) was at torch 2.2.1."""
+    answer = _answers(gated, ["torch==2.2.1"])[("torch-4-absent", "bug")]
+    assert not answer.affected and (answer.kind, answer.why, answer.basis) == ("not_affected", "absent", "rules")
+    assert answer.precision.startswith("absent in torch 2.2.1: the code this bug lives in does not exist there")
+    assert "torch <2.4.0" in answer.precision
+    # where the rules say it runs, the extrapolation stands, as before
+    assert _answers(gated, ["torch==2.5.0"])[("torch-4-absent", "bug")].basis == "extrapolated"
+
+
+def test_a_cell_measured_skip_is_a_barrier_never_interpolated_across_nor_extrapolated_from(gated: dict) -> None:
+    """7ca3bef dropped skip cells as unknown: torch 2.6.0 was interpolated reproduced between 2.3.0 and 2.7.0 across
+    the skip at 2.5.0, and 2.9.5 extrapolated reproduced from 2.7.0 past the skip at 2.9.0."""
+    inside = _answers(gated, ["torch==2.6.0"])[("torch-5-hole", "bug")]
+    assert inside.basis == "rules" and "between torch 2.5.0 (skip) and 2.7.0 (reproduced)" in inside.precision
+    beyond = _answers(gated, ["torch==2.9.5"])[("torch-5-hole", "bug")]
+    assert (beyond.kind, beyond.status, beyond.basis) == ("cannot_say", "skip", "extrapolated")
+    assert "beyond the newest measured release torch 2.9.0, measured skip" in beyond.precision
+    # measured skip at exactly these pins: by the kind of the rule that matches, or cannot say why
+    at = _answers(gated, ["torch==2.5.0"])[("torch-5-hole", "bug")]
+    assert (at.kind, at.basis) == ("cannot_say", "exact") and at.why.startswith("untestable at torch 2.5.0")
+    unsaid = _answers(gated, ["torch==2.9.0"])[("torch-5-hole", "bug")]
+    assert unsaid.kind == "cannot_say" and unsaid.why == "skip at torch 2.9.0 on cpu, the rules do not say why"
+
+
+def test_pins_outside_supports_cannot_say(gated: dict) -> None:
+    """7ca3bef: torch 2.0.1, below the case's `supports: torch >=2.1`, was extrapolated reproduced from 2.3.0."""
+    answer = _answers(gated, ["torch==2.0.1"])[("torch-5-hole", "bug")]
+    assert not answer.affected and answer.kind == "cannot_say"
+    assert answer.why == "outside supports: torch 2.0.1 (supports torch >=2.1)"
+
+
+def test_a_workaround_is_listed_only_where_it_was_measured(gated: dict) -> None:
+    """7ca3bef listed workaround-w as "measured fixed here" at torch 2.7.1, extrapolated from its one
+    measurement at 2.9.0."""
+    assert _answers(gated, ["torch==2.9.0"])[("torch-4-absent", "bug")].workarounds == ["workaround-w"]
+    bug = _answers(gated, ["torch==2.7.1"])[("torch-4-absent", "bug")]
+    assert bug.affected and bug.basis == "exact" and bug.workarounds == []  # the workaround there: extrapolated
+
+
+def test_json_separates_the_four_answers_and_only_affected_fails(gated: dict,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """7ca3bef: `--json` had `affected` and `not_covered` only, and torch 2.0.1 exited 1 on two bugs the case
+    cannot run (absent code, outside supports)."""
+    assert main(_cli(gated, "torch==2.0.1", "--json")) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert list(payload) == ["affected", "not_affected", "cannot_say", "not_covered"]
+    assert payload["affected"] == []
+    assert [(x["case"], x["why"]) for x in payload["not_affected"]] == [("torch-4-absent", "absent")]
+    assert [(x["case"], x["why"]) for x in payload["cannot_say"]] == [
+        ("torch-5-hole", "outside supports: torch 2.0.1 (supports torch >=2.1)")]
+    assert main(_cli(gated, "torch==2.9.0", "--json")) == 1  # torch-4-absent reproduced there
+    payload = json.loads(capsys.readouterr().out)
+    [hit] = payload["affected"]
+    assert "why" not in hit and hit["workarounds"] == ["workaround-w"]  # an affected entry keeps its shape
+    assert [x["case"] for x in payload["cannot_say"]] == ["torch-5-hole"]
+    assert main(_cli(gated, "torch==2.0.1")) == 0
+    out = capsys.readouterr().out
+    assert "not affected: 1 (0 fixed; 1 absent here" in out and "torch-4-absent (bug)" in out
+    assert "cannot say (1, not counted as affected):\n  torch-5-hole (bug): outside supports" in out
+    assert main(_cli(gated, "torch==2.0.1", "--format", "markdown")) == 0
+    assert "Cannot say (1, not counted as affected):\n\n- torch-5-hole (bug): outside supports" in \
+        capsys.readouterr().out
+    assert main(_cli(gated, "--from", "torch==2.2.1", "--to", "torch==2.7.1")) == 1  # the upgrade brings it in
+    assert re.search(r"torch-4-absent \(bug\) +absent \(rules\) +reproduced \(exact\)", capsys.readouterr().out)
+
+
+def _real_audit(*pins: str) -> dict:
+    """`python -m harness audit PINS --json` on the clone's own cases and record, no store."""
+    root = Path(__file__).resolve().parent.parent
+    env = {k: v for k, v in os.environ.items() if k not in ("BUGMATRIX_RECORD", "BUGMATRIX_DB")}
+    env["BUGMATRIX_DB"] = "/nonexistent/bugmatrix-test.db"
+    proc = subprocess.run([sys.executable, "-m", "harness", "audit", *pins, "--json"], cwd=root, env=env,
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode in (0, 1), proc.stderr
+    return json.loads(proc.stdout)
+
+
+def _by_case(payload: dict, case: str) -> dict[str, set[str]]:
+    return {kind: {x["variant"] for x in payload[kind] if x["case"] == case}
+            for kind in ("affected", "not_affected", "cannot_say")}
+
+
+def test_the_real_record_never_says_affected_where_the_bugs_code_does_not_exist_or_the_case_cannot_run() -> None:
+    """7ca3bef, measured in built environments (issue 34, item 4): torch-177844 (no FSDP2) and torch-192224 (no
+    flatten_optimizer_state_dict) AFFECTED at torch 2.2.1, litgpt-2258 (no Qwen3) at litgpt 0.5.8, torch-162692 at
+    torch 2.6.0 and 2.7.1, where the record holds `skip` at exactly those pins (gloo has no AVG there)."""
+    old = _real_audit("torch==2.2.1")
+    for case in ("torch-177844-fsdp2-nonfloat-param", "torch-192224-dsd-flattened-missing-optim-state-typeerror"):
+        said = _by_case(old, case)
+        assert not said["affected"] and "bug" in said["not_affected"], (case, said)
+        assert {x["why"] for x in old["not_affected"] if x["case"] == case} == {"absent"}
+    litgpt = _by_case(_real_audit("litgpt==0.5.8", "lightning==2.6.5", "torch==2.14.1"),
+                      "litgpt-2258-qwen3-prompt-none-system")
+    assert not litgpt["affected"] and "bug" in litgpt["not_affected"]
+    for torch in ("2.6.0", "2.7.1"):
+        said = _by_case(_real_audit(f"torch=={torch}"), "torch-162692-dtensor-mean-uneven")
+        assert not said["affected"] and {"bug", "empty-shard"} <= said["cannot_say"], (torch, said)
+
+
+def test_an_osv_range_never_starts_where_the_bugs_code_is_absent(gated: dict) -> None:
+    """7ca3bef: torch-4-absent's advisory said `introduced: "0"`, so an OSV client flagged torch 2.2.1, where the
+    rules say its code does not exist (`torch <2.4.0: skip, because: absent`); an untestable skip moves nothing."""
+    docs = _docs(gated)
+    [absent] = docs["BUGMATRIX-torch-4-absent"]["affected"]
+    assert absent["ranges"][0]["events"] == [{"introduced": "2.4.0"}, {"fixed": "2.12.1"}]
+    assert [d["id"] for d in OSVIndex(docs).query("torch", "PyPI", "2.2.1")] == ["BUGMATRIX-torch-5-hole"]
+    assert [d["id"] for d in OSVIndex(docs).query("torch", "PyPI", "2.5.0")] == ["BUGMATRIX-torch-4-absent",
+                                                                                 "BUGMATRIX-torch-5-hole"]
+    assert docs["BUGMATRIX-torch-5-hole"]["affected"][0]["ranges"][0]["events"] == [{"introduced": "0"}]
+    assert docs["BUGMATRIX-torch-4-absent"]["database_specific"]["condition"]["bug"][0] == {
+        "when": {"torch": "<2.4.0"}, "outcome": "skip", "because": "absent"}

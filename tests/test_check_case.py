@@ -256,3 +256,23 @@ def test_check_case_command_names_each_problem_and_exits_by_them(
     assert main(["check-case", f"{cases}/torch-1-good/", "--cases-dir", str(cases)]) == 0
     (tmp_path / "empty").mkdir()
     assert main(["check-case", "--cases-dir", str(tmp_path / "empty")]) == 5
+
+
+def test_a_skip_rule_must_say_why_it_skips(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every `skip` rule says `because: absent | untestable` (the audit answers by it): one line naming the file
+    and the field where it does not; `because` on a rule that does not skip is invalid (one line too)."""
+    folder = write_case(tmp_path / "cases", "torch-1-skips", readme_snippet())
+    unexplained = CASE_YAML.replace("expect: [{outcome: reproduced}]",
+                                    'expect: [{when: {torch: "<2.4"}, outcome: skip}, {outcome: reproduced}]')
+    (folder / "case.yaml").write_text(unexplained)
+    assert main(["check-case", "--cases-dir", str(tmp_path / "cases")]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        f"{folder}/case.yaml: variants.bug.expect[0].because: a skip rule must say why it skips (absent: the bug's "
+        "code does not exist in those versions; untestable: it exists but the case cannot test it there)"]
+    (folder / "case.yaml").write_text(unexplained.replace("outcome: skip}", "outcome: skip, because: absent}"))
+    assert main(["check-case", "--cases-dir", str(tmp_path / "cases")]) == 0
+    (folder / "case.yaml").write_text(CASE_YAML.replace("{outcome: reproduced}",
+                                                        "{outcome: reproduced, because: absent}"))
+    assert main(["check-case", "--cases-dir", str(tmp_path / "cases")]) == 1
+    [line] = capsys.readouterr().out.splitlines()
+    assert line.startswith(f"{folder}/case.yaml: variants.bug.expect.0: ") and "only a `skip` rule says why" in line

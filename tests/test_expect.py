@@ -403,3 +403,20 @@ def test_an_infra_retry_of_a_measured_key_is_not_listed_as_left_out(tmp_path: Pa
         db.save(db.begin_run("bugmatrix run", "host", run_id=run_id), r, cell=cell)
     found = [(cell, r.outcome) for _, cell, r in measurements(db)]
     assert found == [("fakelib-1.0", Outcome.SKIP), ("fakelib-1.1", Outcome.INFRA)]
+
+
+def test_a_derived_skip_rule_says_why_as_the_old_skip_rules_did(tmp_path: Path, case: Case) -> None:
+    """0a97b25 had no `because`: a case whose skip rules say why (absent | untestable, which `bugmatrix audit`
+    answers by) must not lose it to `bugmatrix expect --write`; kept rules keep theirs, a derived skip rule takes
+    the old skip rules' reason where they agree, and the rewrite writes it."""
+    (case.folder / "case.yaml").write_text(CASE_YAML.replace(
+        '      - when: {fakelib: "<1.1"}   # a first guess\n        outcome: reproduced\n',
+        '      - when: {fakelib: "<1.05"}\n        outcome: skip\n        because: absent\n'))
+    absent = load_case(case.folder / "case.yaml")
+    d = derived(tmp_path, absent, ("c0", result("1.0", S)), ("c1", result("1.1", R)), ("c3", result("1.3", F)),
+                ("c4", result("1.4", F)), ("c2", result("1.2", R)))
+    assert dump(d.new)[1:] == [{"when": {"fakelib": "<1.1"}, "outcome": "skip", "because": "absent"},
+                               {"when": {"fakelib": ">=1.1,<1.3"}, "outcome": "reproduced"}, {"outcome": "fixed"}]
+    edit = rewrite(absent, [d], "2024-04-01")
+    assert edit is not None and "        outcome: skip\n        because: absent\n" in edit.after
+    assert dump(list(write_case(edit).spec.variants["bug"].expect)) == dump(d.new)

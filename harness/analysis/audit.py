@@ -26,6 +26,17 @@ reported as the workarounds that are measured fixed there):
 - from the case's rules (not measured): a boundary lies between the nearest measured versions and was not narrowed,
   nothing was measured near these pins, or nothing on this device at all.
 
+Where the case cannot run, nothing is read across: a cell measured `skip` (every world size skipped) is a barrier,
+never dropped as unknown, never interpolated across nor extrapolated from. Where the rules say `skip` at these pins
+(or a cell measured them skip), the rule's `because` (harness/model/case_schema.py `Rule`) answers: `absent`, the
+code the bug lives in does not exist in these versions -> not affected; `untestable` -> cannot say. Pins outside
+the case's `supports:` (the versions its script can run on) -> cannot say, never extrapolated.
+
+Each answer is one of four kinds (`Answer.kind`): `affected`; `not_affected`, why `fixed` (measured, interpolated,
+extrapolated or from the rules: the precision says which) or `absent`; `cannot_say`, with why (untestable,
+outside `supports:`, a skip the rules do not explain, no verdict); and, for want of a pin, not answered
+(`unpinned`). A workaround is listed as measured fixed only where it was measured (exact or interpolated).
+
 `fixed_in` is the upgrade target: along the deciding package that answered (the other deciding packages as pinned),
 the first release measured fixed after the pinned one, i.e. after the last reproduced release of the run the pin is
 in (None when no newer release is measured fixed).
@@ -43,10 +54,10 @@ from packaging.version import InvalidVersion, Version
 
 from harness.analysis.reproduce import repro_command
 from harness.analysis.transitions import FIXED, MIXED, REPRODUCED, UNKNOWN, cell_axes, cell_status, cell_versions
-from harness.launch.expectations import expected_outcome
+from harness.launch.expectations import environment_of, expected_outcome, rule_holds, version_matches
 from harness.launch.interpreter import Environment, Installed
 from harness.model.case import Case
-from harness.model.case_schema import Variant
+from harness.model.case_schema import GitCondition, Rule, Variant
 from harness.model.common import logical_name, primary_package
 from harness.model.outcome import Outcome
 from harness.model.requirements import Loose, Pin
@@ -55,6 +66,10 @@ from harness.model.result import Result
 # distributions that are the same code as a logical package under an older name
 RENAMED = {"pytorch-lightning": "lightning"}
 AFFECTED = (REPRODUCED, MIXED)
+SKIP = Outcome.SKIP.value  # a cell where every world size skipped: the case cannot run there (a barrier)
+ABSENT, UNTESTABLE = "absent", "untestable"  # `Rule.because`
+MEASURED = ("exact", "interpolated")  # the bases that rest on a measurement at or around the pins
+KINDS = ("affected", "not_affected", "cannot_say")
 
 
 @dataclass(frozen=True)
@@ -168,17 +183,29 @@ class Answer:
     workarounds: list[str] = field(default_factory=list)
     reproduce: str = ""
     versions: dict[str, str] = field(default_factory=dict)
+    why: str = ""  # not affected: "fixed" | "absent"; cannot say: why not (one line)
 
     @property
     def affected(self) -> bool:
         """Whether the bug applies: it reproduces (or, mixed, reproduces in some of the cells at these pins)."""
         return self.status in AFFECTED
 
+    @property
+    def kind(self) -> str:
+        """`affected`, `not_affected` (fixed, or its code absent at these pins) or `cannot_say` (module doc)."""
+        if self.affected:
+            return "affected"
+        return "not_affected" if self.status == FIXED or self.why == ABSENT else "cannot_say"
+
     def to_json(self) -> dict:
-        """The `--json` shape of one affected entry."""
+        """The `--json` shape of one entry: an affected one as it always was; the others say `why`."""
+        if self.affected:
+            return {"case": self.case, "variant": self.variant, "title": self.title, "upstream": self.upstream,
+                    "outcome": self.status, "precision": self.precision, "fixed_in": self.fixed_in,
+                    "workarounds": self.workarounds, "reproduce": self.reproduce, "versions": self.versions}
         return {"case": self.case, "variant": self.variant, "title": self.title, "upstream": self.upstream,
-                "outcome": self.status, "precision": self.precision, "fixed_in": self.fixed_in,
-                "workarounds": self.workarounds, "reproduce": self.reproduce, "versions": self.versions}
+                "outcome": self.status, "why": self.why, "precision": self.precision, "basis": self.basis,
+                "versions": self.versions}
 
 
 @dataclass
@@ -221,7 +248,39 @@ def _public(text: str) -> str | None:
 
 def _combine(statuses: Iterable[str]) -> str:
     said = set(statuses) - {UNKNOWN}
+    if len(said) > 1:
+        said.discard(SKIP)  # a cell that ran outvotes one that could not
     return UNKNOWN if not said else said.pop() if len(said) == 1 else MIXED
+
+
+def _cell_status(results: list[Result]) -> str:
+    """`cell_status`, but a cell where every world size skipped is `skip` (the case cannot run there), not unknown."""
+    if all(r.outcome is Outcome.SKIP for r in results):
+        return SKIP
+    return cell_status(results)
+
+
+def _skip_rules(variant: Variant, envs: Iterable[tuple[Environment, int]], device: str) -> list[Rule] | None:
+    """The rules that say `skip` in each (environment, world size), in order; None where one of them runs."""
+    rules = []
+    for env, nproc in envs:
+        rule = next((r for r in variant.expect if rule_holds(r, env, nproc, device)), variant.expect[-1])
+        if rule.outcome is not Outcome.SKIP:
+            return None
+        rules.append(rule)
+    return rules
+
+
+def _skip_kind(rules: list[Rule]) -> str:
+    """`absent` when every rule says so, `untestable` when one does, "" when they do not say why."""
+    said = {r.because for r in rules}
+    return ABSENT if said == {ABSENT} else UNTESTABLE if UNTESTABLE in said else ""
+
+
+def _when_text(rule: Rule) -> str:
+    """A rule's conditions in words: `torch <2.4.0`, `litgpt @ 60140755d7db, ...`, `device cuda` ("" for none)."""
+    return ", ".join(f"{key} @ {', '.join(sha[:12] for sha in cond.git)}" if isinstance(cond, GitCondition)
+                     else f"{key} {cond}" for key, cond in rule.when.items())
 
 
 def _rule_packages(variant: Variant, device: str) -> set[str]:
@@ -241,13 +300,78 @@ def _cells(entries: list[tuple[str, Result]]) -> list[_Cell]:
         by_cell[cell].append(result)
     out = []
     for name, rs in sorted(by_cell.items()):
-        out.append(_Cell(name, cell_status(rs), cell_versions(rs), rs))
+        out.append(_Cell(name, _cell_status(rs), cell_versions(rs), rs))
     return out
 
 
 def _short(text: str) -> str:
     release, _, commit = text.partition(" @ ")
     return f"{release} @ {commit[:12]}" if commit else release
+
+
+def _exact(cells: list[_Cell], deciding: list[str], target: Target) -> list[_Cell]:
+    """The cells measured at the target's deciding versions, those that match most of its other pins."""
+    pins = target.pins
+    exact = [c for c in cells if all(_matches(c.versions.get(p), pins[p]) for p in deciding)]
+    if not exact:
+        return []
+    best = max(sum(_matches(c.versions.get(p), pins[p]) for p in pins) for c in exact)
+    return [c for c in exact if sum(_matches(c.versions.get(p), pins[p]) for p in pins) == best]
+
+
+def _outside(case: Case, target: Target) -> str:
+    """`torch 2.2.1 (supports torch >=2.7)` where a pinned release is outside the case's `supports:` (the
+    versions its script can run on); "" where every one is inside (a git install is not compared)."""
+    for package, spec in case.spec.supports.items():
+        pin = target.pins.get(logical_name(package))
+        if pin is None or pin.commit or not spec:
+            continue
+        version = _public(pin.version)
+        if version is not None and not version_matches(Version(version), spec):
+            return f"{package} {pin.text} (supports {package} {spec})"
+    return ""
+
+
+def _pins_text(rules: list[Rule], case: Case, target: Target, device: str) -> str:
+    """The pins the skip rules speak of (`torch 2.2.1`; the primary package's for a catch-all), and the device
+    when a rule names it or none names a package."""
+    named = [k for r in rules for k in r.when if k not in ("nproc", "device")]
+    names = dict.fromkeys(logical_name(k) for k in named or [primary_package(case.spec.packages)])
+    text = ", ".join(f"{n} {target.pins[n].text}" for n in names if n in target.pins)
+    return text + f" on {device}" if not named or any("device" in r.when for r in rules) else text
+
+
+def _cannot_run(case: Case, variant: str, target: Target, device: str,
+                exact: list[_Cell]) -> tuple[str, str, str, str] | None:
+    """(status, basis, precision, why) where the case cannot run at the target's pins: the rules say `skip` there
+    or a cell measured these pins skip (then the rule's `because` answers: absent -> not affected, untestable ->
+    cannot say), or a pin is outside `supports:` (cannot say); None where it can run."""
+    spec = case.spec
+    rules = _skip_rules(spec.variants[variant], [(target.environment(), n) for n in spec.nproc], device)
+    if exact:  # measured skip here: why, by the rules at these pins, else by those that held for what was run
+        rules = rules or _skip_rules(spec.variants[variant], [(environment_of(r), r.nproc) for c in exact
+                                                               for r in c.results], device)
+        basis, said = "exact", "; measured skip at these exact pins"
+    elif rules is not None:
+        basis, said = "rules", ""
+    else:
+        outside = _outside(case, target)
+        if not outside:
+            return None
+        return (SKIP, "rules", f"outside the case's supports: {outside}, where its script cannot run (not "
+                "extrapolated)", f"outside supports: {outside}")
+    kind = _skip_kind(rules or [])
+    where = _pins_text(rules or [], case, target, device)
+    rule = next((r for r in rules or [] if r.because == kind), None)
+    cited = f" (the case's {f'rule {_when_text(rule)}' if rule.when else 'last rule'}: skip, {kind})" if rule else ""
+    if kind == ABSENT:
+        return SKIP, basis, f"absent in {where}: the code this bug lives in does not exist there{cited}{said}", ABSENT
+    if kind == UNTESTABLE:
+        return (SKIP, basis, f"untestable at {where}: the code exists but the case cannot test it there{cited}{said}",
+                f"untestable at {where}{cited}")
+    said = said or "; from the case's rules"
+    return (SKIP, basis, f"skip at {where}{said}: the rules do not say why (absent or untestable)",
+            f"skip at {where}, the rules do not say why")
 
 
 class Auditor:
@@ -270,7 +394,8 @@ class Auditor:
         """The packages of `candidates` along which the record measured a change of outcome."""
         key = (case, variant, device, frozenset(candidates))
         if key not in self._boundaries:  # the cells' status and versions as `cells` found them; no other axis built
-            cells = {c.name: (c.status, c.versions) for c in self.cells(case, variant, device)}
+            cells = {c.name: (UNKNOWN if c.status == SKIP else c.status, c.versions)  # a skip is no change of outcome
+                     for c in self.cells(case, variant, device)}
             self._boundaries[key] = {a.package for a in cell_axes(case, variant, device, cells, candidates)
                                      if a.changes()}
         return self._boundaries[key]
@@ -298,11 +423,23 @@ class Auditor:
                  for name, dist in target.renamed.items() if name in {logical_name(p) for p in spec.packages}]
         used: list[_Cell] = []
         along: str | None = None
-        if not cells:
+        why = ""
+        exact = _exact(cells, deciding, target)
+        if exact and _combine(c.status for c in exact) != SKIP:
+            status, basis, precision = _combine(c.status for c in exact), "exact", "measured at these exact pins"
+            used, along = exact, deciding[0]
+        elif (cannot := _cannot_run(case, variant, target, device, exact)) is not None:
+            status, basis, precision, why = cannot
+            used = exact
+        elif not cells:
             status, basis = self._rules(case, variant, target, device), "rules"
             precision = f"not measured on this device ({device}): from the case's rules"
         else:
             status, basis, precision, used, along = self._measured(case, variant, cells, deciding, target, device)
+        if status == FIXED:
+            why = FIXED
+        elif status not in AFFECTED and not why:
+            why = precision if status == SKIP else f"{status}: {precision}"  # no verdict here: the precision says why
         if used:
             differ = sorted({f"{p} {_short(c.versions[p])}" for c in used for p in c.versions
                              if p not in deciding and (p not in target.pins or not _matches(c.versions[p],
@@ -310,7 +447,7 @@ class Auditor:
             if differ:
                 precision += f"; measured with {', '.join(differ)}"
         precision = "; ".join([precision, *notes])
-        answer = Answer(**base, status=status, measured=basis != "rules", basis=basis, precision=precision)
+        answer = Answer(**base, status=status, measured=basis != "rules", basis=basis, precision=precision, why=why)
         if answer.affected:
             answer.fixed_in = self._fixed_in(cells, deciding, target, along)
             answer.reproduce = self._reproduce(case, variant, target, device, used)
@@ -318,7 +455,7 @@ class Auditor:
             for name, other in spec.variants.items():
                 if other.workaround:
                     w = self.answer(case, name, target, device, with_workarounds=False)
-                    if w.status == FIXED and w.measured:
+                    if w.status == FIXED and w.basis in MEASURED:  # never an extrapolation or the rules' word
                         answer.workarounds.append(name)
         return answer
 
@@ -333,13 +470,10 @@ class Auditor:
 
     def _measured(self, case: Case, variant: str, cells: list[_Cell], deciding: list[str], target: Target,
                   device: str) -> tuple[str, str, str, list[_Cell], str | None]:
-        """(status, basis, precision, the cells it rests on, the package it was read along)."""
+        """(status, basis, precision, the cells it rests on, the package it was read along) where no cell was
+        measured at these exact pins: interpolated, extrapolated or from the rules, never across a cell measured
+        `skip` (it is read as what it is: the case could not run there)."""
         pins = target.pins
-        exact = [c for c in cells if all(_matches(c.versions.get(p), pins[p]) for p in deciding)]
-        if exact:
-            best = max(sum(_matches(c.versions.get(p), pins[p]) for p in pins) for c in exact)
-            chosen = [c for c in exact if sum(_matches(c.versions.get(p), pins[p]) for p in pins) == best]
-            return _combine(c.status for c in chosen), "exact", "measured at these exact pins", chosen, deciding[0]
         for q in deciding:
             others = [p for p in deciding if p != q]
             line = [c for c in cells if q in c.versions and all(_matches(c.versions.get(p), pins[p]) for p in others)]
@@ -358,6 +492,9 @@ class Auditor:
             hi_v = _short(high_cells[0].versions[q]) if high_cells else ""
             ruled = self._rules(case, variant, target, device)
             if low_status and high_status:
+                if low_status == high_status == SKIP:
+                    return (SKIP, "interpolated", f"between {q} {lo_v} and {hi_v}, both measured skip (the case "
+                            "cannot run there): no answer", low_cells + high_cells, q)
                 if low_status == high_status:
                     return (low_status, "interpolated", f"inside measured releases {q} {lo_v} and {hi_v} with no "
                             "boundary between them (interpolated)", low_cells + high_cells, q)
@@ -366,6 +503,9 @@ class Auditor:
             side, status, cells_used = ((hi_v, high_status, high_cells) if high_status
                                         else (lo_v, low_status, low_cells))
             where = "before the oldest" if high_status else "beyond the newest"
+            if status == SKIP:  # a barrier: what lies past a release the case could not run on is not read from it
+                return (SKIP, "extrapolated", f"{where} measured release {q} {side}, measured skip (the case cannot "
+                        "run there): not extrapolated", cells_used, q)
             text = f"{where} measured release {q} {side} (extrapolated)"
             if ruled != status and ruled in (REPRODUCED, FIXED):
                 text += f"; the case's rules say {ruled}"
@@ -469,6 +609,15 @@ def unpinned(results: list[tuple[str, Result]], cases: list[Case], target: Targe
 def affected(answers: Iterable[Answer]) -> list[Answer]:
     """The bug variants that apply (workaround variants are never listed as bugs)."""
     return [a for a in answers if a.affected and not a.workaround]
+
+
+def by_kind(answers: Iterable[Answer]) -> dict[str, list[Answer]]:
+    """The bug variants (never a workaround) by `Answer.kind`: `affected`, `not_affected`, `cannot_say`."""
+    out: dict[str, list[Answer]] = {kind: [] for kind in KINDS}
+    for answer in answers:
+        if not answer.workaround:
+            out[answer.kind].append(answer)
+    return out
 
 
 # ------------------------------------------------------------------------------------------------------- upgrade

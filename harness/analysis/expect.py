@@ -282,7 +282,18 @@ def _derive(d: Derivation, measured: list[Measured], between: Between | None) ->
         except Refused:
             continue
         rules = trial
-    d.new = rules
+    d.new = _said_why(d.old, rules)
+
+
+def _said_why(old: list[Rule], rules: list[Rule]) -> list[Rule]:
+    """A derived `skip` rule says why as the old skip rules do, where they all say the same (`because`); where
+    they differ or none says, it says nothing, and `bugmatrix check-case` asks for it."""
+    said = {r.because for r in old if r.outcome is Outcome.SKIP}
+    if len(said) != 1 or None in said:
+        return rules
+    because = said.pop()
+    return [r.model_copy(update={"because": because}) if r.outcome is Outcome.SKIP and r.because is None else r
+            for r in rules]
 
 
 def _partitions(outcome_at: dict[tuple[str, int], dict[str, Outcome]]) -> list[tuple[dict[str, Any], list]]:
@@ -420,7 +431,8 @@ def _kept_rules(d: Derivation, points: list[Point]) -> list[tuple[int, Rule]]:
         if any(rule_holds(rule, *e) for e in envs):
             if i not in deciding and unmeasured and DEVICE not in rule.when:
                 for device in unmeasured:
-                    kept.append((-1, Rule(when={**rule.when, DEVICE: device}, outcome=rule.outcome)))
+                    kept.append((-1, Rule(when={**rule.when, DEVICE: device}, outcome=rule.outcome,
+                                            because=rule.because)))
                 shadowed = True
                 continue
             narrowed = _without_measured_commits(rule, points)
@@ -429,7 +441,8 @@ def _kept_rules(d: Derivation, points: list[Point]) -> list[tuple[int, Rule]]:
             rule = narrowed
         kept.append((i, rule))
     if shadowed:
-        kept += [(-1, Rule(when={DEVICE: device}, outcome=d.old[-1].outcome)) for device in unmeasured]
+        kept += [(-1, Rule(when={DEVICE: device}, outcome=d.old[-1].outcome, because=d.old[-1].because))
+                 for device in unmeasured]
     d.kept = [i for i, _ in kept]
     return kept
 
@@ -444,7 +457,7 @@ def _without_measured_commits(rule: Rule, points: list[Point]) -> Rule | None:
                 return None
             cond = GitCondition(git=left)
         when[key] = cond
-    return Rule(when=when, outcome=rule.outcome) if when != rule.when else None
+    return Rule(when=when, outcome=rule.outcome, because=rule.because) if when != rule.when else None
 
 
 def _merge_git(kept: list[tuple[int, Rule]], derived: list[Rule]) -> list[Rule]:
@@ -464,7 +477,8 @@ def _merge_git(kept: list[tuple[int, Rule]], derived: list[Rule]) -> list[Rule]:
         new = rule.when[gits[0]]
         assert isinstance(new, GitCondition)
         shas = [*old.git, *(s for s in new.git if not any(s.startswith(o) for o in old.git))]
-        rules[twin] = Rule(when={**rules[twin].when, gits[0]: GitCondition(git=shas)}, outcome=rule.outcome)
+        rules[twin] = Rule(when={**rules[twin].when, gits[0]: GitCondition(git=shas)}, outcome=rule.outcome,
+                           because=rules[twin].because)
     return rules
 
 
@@ -572,6 +586,8 @@ def _rule_node(rule: Rule, mapping: type) -> Any:
             when.fa.set_flow_style()
         node["when"] = when
     node["outcome"] = rule.outcome.value
+    if rule.because:
+        node["because"] = rule.because
     return node
 
 

@@ -4,11 +4,13 @@
     index = OSVIndex(docs); index.query("lightning", "PyPI", "2.3.3") -> [doc, ...]
 
 Ranges come from one device's measured boundaries (CPU, unless only CUDA has verdicts): along each package, in
-version order, the first measured version reproduces -> `introduced: "0"`; each measured fix -> `fixed: <the first
-version measured fixed>`; each regression -> `introduced: <the first version measured reproducing again>`. An interval
-boundary (releases between the two measured versions not run) is written at the measured version, so the releases
-not run are reported affected; each boundary's precision is said in `database_specific`. `versions` lists the
-versions measured reproducing. Superseded results never count (the store does not return them).
+version order, the first measured version reproduces -> `introduced: "0"`, or the release from which the bug's code
+exists where every bug variant's rules say so (`{package: "<X"}: skip, because: absent` -> `introduced: "X"`: the
+range never starts where the code does not exist, as `bugmatrix audit` answers there); each measured fix ->
+`fixed: <the first version measured fixed>`; each regression -> `introduced: <the first version measured reproducing
+again>`. An interval boundary (releases between the two measured versions not run) is written at the measured
+version, so the releases not run are reported affected; each boundary's precision is said in `database_specific`.
+`versions` lists the versions measured reproducing. Superseded results never count (the store does not return them).
 
 What OSV cannot express: a bug that needs two packages in range at once (a coupling such as lightning <= 2.3 with
 torch >= 2.6) is written as an `affected` entry per package, and a client ORs them, so it is over-reported there;
@@ -22,6 +24,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
@@ -86,16 +89,22 @@ def _between(releases: dict[str, dict[str, dict]], package: str, low: Version, h
 
 
 def events_of(points: list[tuple[Version, str]], releases: dict[str, dict[str, dict]],
-              package: str) -> tuple[list[dict[str, str]], list[str]]:
-    """(OSV events, each boundary's precision) from the measured points along one package (module docstring)."""
+              package: str, exists_from: Version | None = None) -> tuple[list[dict[str, str]], list[str]]:
+    """(OSV events, each boundary's precision) from the measured points along one package (module docstring);
+    `exists_from`: the release before which the bug's code does not exist (`absent_before`)."""
     known = [(v, s) for v, s in points if s in (REPRODUCED, FIXED)]
     events: list[dict[str, str]] = []
     said: list[str] = []
     if not known or all(s == FIXED for _, s in known):
         return events, said
     if known[0][1] == REPRODUCED:
-        events.append({"introduced": "0"})
-        said.append(f"reproduces from the oldest measured release {known[0][0]}")
+        if exists_from is not None and exists_from <= known[0][0]:
+            events.append({"introduced": str(exists_from)})
+            said.append(f"reproduces from the oldest measured release {known[0][0]}; the bug's code does not exist "
+                        f"before {exists_from} (the case's rules: skip, absent)")
+        else:
+            events.append({"introduced": "0"})
+            said.append(f"reproduces from the oldest measured release {known[0][0]}")
     for (before, old), (after, new) in zip(known, known[1:], strict=False):
         if old == new:
             continue
@@ -117,6 +126,32 @@ def _changes(points: list[tuple[Version, str]]) -> bool:
     return any(a != b for a, b in zip(known, known[1:], strict=False))
 
 
+def absent_before(case: Case, package: str) -> Version | None:
+    """The release before which no bug variant's code exists along `package`: each bug variant's rules say
+    `{package: "<X"}: skip, because: absent` (device and world size aside); the earliest such X over the variants,
+    None where a bug variant has no such rule."""
+    bounds = []
+    for variant in case.spec.variants.values():
+        if variant.workaround:
+            continue
+        mine = []
+        for rule in variant.expect:
+            keys = [k for k in rule.when if k not in ("device", "nproc")]
+            spec = rule.when.get(keys[0]) if len(keys) == 1 and logical_name(keys[0]) == package else None
+            if rule.because != "absent" or not isinstance(spec, str):
+                continue
+            try:
+                [only] = SpecifierSet(spec)
+            except (InvalidSpecifier, ValueError):
+                continue
+            if only.operator == "<":
+                mine.append(Version(only.version))
+        if not mine:
+            return None
+        bounds.append(max(mine))
+    return min(bounds, default=None)
+
+
 def _rule_packages(case: Case) -> set[str]:
     return {logical_name(k) for v in case.spec.variants.values() if not v.workaround for k in v.packages_named()}
 
@@ -127,7 +162,7 @@ def _device_view(case: Case, entries: list[tuple[str, Result]],
     primary = logical_name(primary_package(case.spec.packages))
     packages = sorted({logical_name(p) for p in case.spec.packages})
     per = {p: _points(entries, p) for p in packages}
-    views = {p: events_of(per[p], releases, p) for p in packages}
+    views = {p: events_of(per[p], releases, p, absent_before(case, p)) for p in packages}
     changed = {p for p in packages if _changes(per[p])}
     chosen = changed & (_rule_packages(case) | {primary}) or changed
     if not chosen and any(s == REPRODUCED for _, s in per.get(primary, [])):
@@ -165,7 +200,8 @@ def document(case: Case, entries: list[tuple[str, Result]], releases: dict[str, 
     reproducing = [r for _, r in by_device.get(device, []) if r.outcome is Outcome.REPRODUCED]
     reproduce = repro_command(case, max(reproducing, key=lambda r: (r.started_at, r.nproc))) if reproducing else ""
     condition = {name: [{"when": {k: (v if isinstance(v, str | list) else v.model_dump()) for k, v in r.when.items()},
-                         "outcome": r.outcome.value} for r in case.spec.variants[name].expect]
+                         "outcome": r.outcome.value, **({"because": r.because} if r.because else {})}
+                        for r in case.spec.variants[name].expect]
                  for name in sorted(bugs)}
     details = [f"bugmatrix case {case.id}: {case.spec.title}.", ""]
     details += [f"- {name}: {' '.join(case.spec.variants[name].description.split()) or 'the bug path'}"

@@ -6,6 +6,10 @@
     bugmatrix audit                                       # this interpreter's
     bugmatrix audit --from old.txt --to new.txt           # an upgrade: the bugs it fixes, brings in, keeps
 
+Each bug variant is answered `affected`, `not_affected` (fixed, or its code absent in these versions) or `cannot_say`
+(the case cannot test it there: a skip rule's `because: untestable`, outside its `supports:`); see
+harness/analysis/audit.py.
+
 Exit codes: 0 no bug applies (for an upgrade: it brings none in), 1 a bug applies (brings one in), 2 input that
 cannot be read (an unparsable requirement line, an interpreter that does not exist or does not list its packages
 within $BUGMATRIX_INSPECT_S seconds, default 30: killed then, with what it started; an unreadable file): one line
@@ -107,18 +111,18 @@ def _audit(args: argparse.Namespace) -> int:
         target = _read(args, known)
         answers = audit.audit(results, cases, target, args.device, args.ignore, auditor)
         target.not_covered += audit.unpinned(results, cases, target, args.device, args.ignore, auditor)
-        hits = audit.affected(answers)
+        kinds = audit.by_kind(answers)
         if fmt == "json":
-            print(view.to_json(hits, target.not_covered))
+            print(view.to_json(kinds, target.not_covered))
         else:
             print(_checked(target, args, markdown=fmt == "markdown"))
             if fmt == "markdown":
-                print(view.to_markdown(hits, target.not_covered, target.label, args.device), end="")
+                print(view.to_markdown(kinds, target.not_covered, target.label, args.device), end="")
             else:
-                print(view.to_text(hits, target.not_covered, target.label, args.device, len(answers)), end="")
+                print(view.to_text(kinds, target.not_covered, target.label, args.device, len(answers)), end="")
         if not target.pins:
             return _nothing_checked([target])
-        return AFFECTED if hits else NONE
+        return AFFECTED if kinds["affected"] else NONE  # cannot_say never fails a gate: only a bug that applies
     from harness.analysis.compat import measured
     from harness.analysis.compat import upgrade as pairings_of
 

@@ -5,9 +5,10 @@
     bugmatrix check-case cases/torch-162692-dtensor-mean-uneven   # a case folder by its path (tab completion)
     bugmatrix check-case --cases-dir ~/my-cases
 
-For each case: `case.yaml` validates (harness/model/case_schema.py), its `repro.py` follows the canonical set-up
-(`check_script`), and every documented path of the script is run by a variant (`check_flags_run`). The script is
-parsed with `ast`, never imported or run. `check_script(source)` returns one line per broken rule:
+For each case: `case.yaml` validates (harness/model/case_schema.py) and every `skip` rule says why it skips
+(`because: absent | untestable`), its `repro.py` follows the canonical set-up (`check_script`), and every
+documented path of the script is run by a variant (`check_flags_run`). The script is parsed with `ast`, never
+imported or run. `check_script(source)` returns one line per broken rule:
 
 - it parses with Python 3.8's grammar (the oldest cells run it);
 - no `import harness` / `from harness ...`;
@@ -35,9 +36,13 @@ import ast
 import re
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.commands import UsageError
 from harness.model.exitcode import ExitCode
+
+if TYPE_CHECKING:  # the schema (pydantic) is imported when a case is checked, not when the CLI starts
+    from harness.model.case_schema import CaseSpec
 
 CLEAN, PROBLEMS, NOTHING = ExitCode.OK, ExitCode.FAILED, ExitCode.NOTHING_RAN
 
@@ -96,7 +101,19 @@ def case_problems(folder: Path) -> list[str]:
     source = case.script.read_text()
     variant_args = [list(v.args) for v in case.spec.variants.values()]
     where = f"{folder}/{case.spec.script}"
-    return [f"{where}: {p}" for p in check_script(source) + check_flags_run(source, variant_args)]
+    return ([f"{folder}/case.yaml: {p}" for p in skip_rules_unexplained(case.spec)]
+            + [f"{where}: {p}" for p in check_script(source) + check_flags_run(source, variant_args)])
+
+
+def skip_rules_unexplained(spec: CaseSpec) -> list[str]:
+    """One line per `skip` rule that does not say why it skips (`because: absent | untestable`, see
+    `Rule.because`): `bugmatrix audit` answers not_affected or cannot_say by it, never a guess."""
+    from harness.model.outcome import Outcome
+
+    return [f"variants.{name}.expect[{i}].because: a skip rule must say why it skips (absent: the bug's code does "
+            "not exist in those versions; untestable: it exists but the case cannot test it there)"
+            for name, variant in spec.variants.items() for i, rule in enumerate(variant.expect)
+            if rule.outcome is Outcome.SKIP and rule.because is None]
 
 
 EXIT_CALLS = {"sys.exit", "exit", "quit", "os._exit", "_exit"}

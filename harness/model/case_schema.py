@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -31,11 +31,19 @@ class GitCondition(Strict):
     git: list[Annotated[str, Field(pattern=r"^[0-9a-f]{7,40}$")]] = Field(min_length=1)
 
 
+SKIP_KINDS = ("absent", "untestable")  # why a `skip` rule skips (see `Rule.because`)
+
+
 class Rule(Strict):
-    """`outcome` is expected when every condition in `when` holds (an empty `when` always holds)."""
+    """`outcome` is expected when every condition in `when` holds (an empty `when` always holds). A `skip` rule
+    says why in `because`: `absent`, the code the bug lives in does not exist in those versions (no FSDP2 before
+    torch 2.4), so the bug cannot apply there; `untestable`, the code exists but the case cannot test it there
+    (gloo has no AVG on CPU). `bugmatrix audit` answers `not_affected` and `cannot_say` for them;
+    `bugmatrix check-case` requires it on every skip rule."""
 
     when: dict[str, str | GitCondition | list[int]] = Field(default_factory=dict)
     outcome: Outcome
+    because: Literal["absent", "untestable"] | None = None
 
     @field_validator("outcome")
     @classmethod
@@ -59,6 +67,12 @@ class Rule(Strict):
             elif not isinstance(cond, GitCondition):
                 raise ValueError(f"{key}: must be a version specifier or {{git: [sha, ...]}}")
         return when
+
+    @model_validator(mode="after")
+    def _because_on_skip(self) -> Rule:
+        if self.because is not None and self.outcome is not Outcome.SKIP:
+            raise ValueError("because: only a `skip` rule says why it skips (absent | untestable)")
+        return self
 
 
 class Variant(Strict):

@@ -164,6 +164,7 @@ def render_case_yaml(upstream: Upstream, slug: str, packages: list[str]) -> str:
         "      #     outcome: reproduced",
         "      #   - outcome: fixed",
         "      - outcome: skip   # the draft: repro.py exits 125 until it is written",
+        "        because: untestable",
         "evidence: |",
         f"  TODO: the upstream reading ({link}: the issue, the fix, the first release with it)",
         "  and what was run: the command, the cells or versions, the device and backend, the world sizes,",

@@ -6,15 +6,17 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from harness.analysis.audit import Answer, Change, Uncovered
+from harness.analysis.audit import ABSENT, KINDS, Answer, Change, Uncovered
 
 if TYPE_CHECKING:  # the compatibility grid is imported only by the upgrade view
     from harness.analysis.compat import Upgrade
 
 
-def to_json(affected: list[Answer], not_covered: list[Uncovered]) -> str:
-    """`{"affected": [...], "not_covered": [...]}` (see `Answer.to_json`)."""
-    payload = {"affected": [a.to_json() for a in affected], "not_covered": [u.to_json() for u in not_covered]}
+def to_json(kinds: dict[str, list[Answer]], not_covered: list[Uncovered]) -> str:
+    """`{"affected": [...], "not_affected": [...], "cannot_say": [...], "not_covered": [...]}`: the bug variants by
+    `Answer.kind` (`Answer.to_json`; `not_affected` and `cannot_say` say `why`), then what the record cannot answer."""
+    payload: dict[str, list] = {kind: [a.to_json() for a in kinds[kind]] for kind in KINDS}
+    payload["not_covered"] = [u.to_json() for u in not_covered]
     return json.dumps(payload, indent=2, sort_keys=False)
 
 
@@ -28,8 +30,29 @@ def _not_covered_text(not_covered: list[Uncovered]) -> list[str]:
                                                           for why, names in sorted(by_why.items()))]
 
 
-def to_text(affected: list[Answer], not_covered: list[Uncovered], label: str, device: str, answered: int) -> str:
-    """Plain text: each bug that applies with its precision, upgrade target, workarounds and reproduce command."""
+def _grouped(answers: list[Answer]) -> list[tuple[str, str]]:
+    """(`case (variant, variant)`, why) per case and reason, in case order: one line each."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for a in answers:
+        groups.setdefault((a.case, a.why), []).append(a.variant)
+    return [(f"{case} ({', '.join(variants)})", why) for (case, why), variants in groups.items()]
+
+
+def _not_affected_line(answers: list[Answer]) -> str:
+    """`not affected: 30 (27 fixed; 3 absent here ...: case (variant), ...)`."""
+    absent = [a for a in answers if a.why == ABSENT]
+    said = f"{len(answers) - len(absent)} fixed"
+    if absent:
+        said += (f"; {len(absent)} absent here, the bug's code does not exist in these versions: "
+                 + ", ".join(item for item, _ in _grouped(absent)))
+    return f"not affected: {len(answers)} ({said})"
+
+
+def to_text(kinds: dict[str, list[Answer]], not_covered: list[Uncovered], label: str, device: str,
+            answered: int) -> str:
+    """Plain text: each bug that applies with its precision, upgrade target, workarounds and reproduce command;
+    then how many do not apply (fixed, absent) and, one line each, those the record cannot say."""
+    affected = kinds["affected"]
     lines = []
     for a in affected:
         lines += [f"AFFECTED  {a.case} ({a.variant}): {a.title}", f"  {a.upstream}",
@@ -38,6 +61,10 @@ def to_text(affected: list[Answer], not_covered: list[Uncovered], label: str, de
                   + (f"; workarounds measured fixed here: {', '.join(a.workarounds)}" if a.workarounds else ""),
                   f"  reproduce: {a.reproduce}", ""]
     lines.append(f"{len(affected)} bug(s) apply to {label} on {device} ({answered} case x variant answer(s))")
+    lines.append(_not_affected_line(kinds["not_affected"]))
+    if kinds["cannot_say"]:
+        lines += ["", f"cannot say ({len(kinds['cannot_say'])}, not counted as affected):",
+                  *(f"  {item}: {why}" for item, why in _grouped(kinds["cannot_say"]))]
     lines += _not_covered_text(not_covered)
     return "\n".join(lines) + "\n"
 
@@ -46,15 +73,20 @@ def _md(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def to_markdown(affected: list[Answer], not_covered: list[Uncovered], label: str, device: str) -> str:
-    """A Markdown table of the bugs that apply, then what is not covered."""
+def to_markdown(kinds: dict[str, list[Answer]], not_covered: list[Uncovered], label: str, device: str) -> str:
+    """A Markdown table of the bugs that apply; how many do not, those the record cannot say, what is not covered."""
+    affected = kinds["affected"]
     lines = [f"**{len(affected)} bug(s) apply** to {_md(label)} on {device}.", ""]
     if affected:
         lines += ["| case | variant | outcome | precision | fixed in | workarounds | reproduce |",
-                  "|---|---|---|---|---|---|---|"]
-        for a in affected:
-            lines.append(f"| [{a.case}]({a.upstream}) | {a.variant} | {a.status} | {_md(a.precision)} | "
-                         f"{a.fixed_in or '—'} | {', '.join(a.workarounds) or '—'} | `{_md(a.reproduce)}` |")
+                  "|---|---|---|---|---|---|---|", *(
+                      f"| [{a.case}]({a.upstream}) | {a.variant} | {a.status} | {_md(a.precision)} | "
+                      f"{a.fixed_in or '—'} | {', '.join(a.workarounds) or '—'} | `{_md(a.reproduce)}` |"
+                      for a in affected), ""]
+    lines.append(f"{_md(_not_affected_line(kinds['not_affected']))}.")
+    if kinds["cannot_say"]:
+        lines += ["", f"Cannot say ({len(kinds['cannot_say'])}, not counted as affected):", ""]
+        lines += [f"- {_md(item)}: {_md(why)}" for item, why in _grouped(kinds["cannot_say"])]
     if not_covered:
         lines += ["", "Not covered:", ""]
         lines += [f"- `{_md(u.package)}` {_md(u.version)}: {u.why}" for u in not_covered]
@@ -70,7 +102,7 @@ CHANGE_TEXT = {"fixes": "fixed by the upgrade", "brings": "BROUGHT IN by the upg
 def _side(answer: Answer | None) -> str:
     if answer is None:
         return "not applicable"
-    return f"{answer.status} ({answer.basis})"
+    return f"{'absent' if answer.why == ABSENT else answer.status} ({answer.basis})"
 
 
 def upgrade_rows(changes: list[Change], pairings: Upgrade | None) -> list[list[str]]:
