@@ -93,6 +93,7 @@ class Target:
     not_covered: list[Uncovered] = field(default_factory=list)
     renamed: dict[str, str] = field(default_factory=dict)  # logical -> the distribution pinned under an older name
     label: str = ""
+    markers_for: str = ""  # the platform and Python a lockfile's markers were evaluated for (lockfiles.py)
 
     def environment(self) -> Environment:
         """The pins as the rule evaluator sees an installed environment."""

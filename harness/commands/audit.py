@@ -38,12 +38,18 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
                        "versions (a requirements file, an interpreter, pkg==ver), with its precision; launches nothing",
                        parents=[parents["--db"], parents["--record"]])
     p.add_argument("pins", nargs="*", metavar="PKG==VERSION", help="the versions to audit (instead of -r/--python)")
-    p.add_argument("-r", "--requirement", type=Path, help="a requirements file (`pip freeze`, `uv pip compile`)")
+    p.add_argument("-r", "--requirement", type=Path, help="a requirements file (`pip freeze`, `uv pip compile`) or "
+                   "a lockfile: `uv.lock`, `pylock.toml`, `pylock.NAME.toml` (by name, else by content)")
     p.add_argument("--python", help="an interpreter whose installed versions to audit (it gets "
                    "$BUGMATRIX_INSPECT_S seconds, default 30, to list them)")
     p.add_argument("--from", dest="from_", metavar="A", help="upgrade view: the set before (a requirements file, an "
                    "interpreter or pkg==ver,pkg==ver)")
     p.add_argument("--to", metavar="B", help="upgrade view: the set after")
+    p.add_argument("--python-platform", metavar="PLATFORM", help="the platform a lockfile's (or requirement "
+                   "markers') resolution is read for, as uv names it: linux, macos, windows or a target such as "
+                   "x86_64-manylinux_2_28 (default: this machine)")
+    p.add_argument("--python-version", metavar="X.Y", help="the Python version a lockfile's resolution is read for "
+                   "(default: this interpreter's)")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="the device the bugs are asked for "
                    "(default cpu)")
     p.add_argument("--ignore", action="append", default=[], metavar="CASE", help="leave this case out (repeatable)")
@@ -53,30 +59,63 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
 
 def _read(args: argparse.Namespace, known: dict[str, set[str]], spec: str | None = None):  # noqa: ANN202
     """The target named by `spec` (--from/--to), else by -r, --python, the positional pins or this interpreter."""
-    from harness.analysis.audit import target_of, target_of_environment
-    from harness.launch.interpreter import inspect_interpreter
-    from harness.model.requirements import RequirementsError, parse_pins, read_requirements
+    from harness.analysis.audit import target_of
+    from harness.model.lockfiles import marker_environment
+    from harness.model.requirements import RequirementsError, parse_pins
 
+    chosen = args.python_platform is not None or args.python_version is not None
+    try:
+        environment = marker_environment(args.python_platform, args.python_version)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     try:
         if spec is not None:
             path = Path(spec)
             if path.is_dir() and (path / "bin" / "python").exists():
-                return target_of_environment(inspect_interpreter(path / "bin" / "python"), known, spec)
-            if path.is_file() and os.access(path, os.X_OK) and path.suffix not in (".txt", ".in"):
-                return target_of_environment(inspect_interpreter(path), known, spec)
-            if path.is_file() or path.suffix in (".txt", ".in"):
-                return target_of(*read_requirements(path), known, spec)
+                return _installed(path / "bin" / "python", known, spec, chosen)
+            if (path.is_file() and os.access(path, os.X_OK) and path.suffix not in (".txt", ".in", ".lock", ".toml")
+                    and path.name != "uv.lock"):
+                return _installed(path, known, spec, chosen)
+            if path.is_file() or path.suffix in (".txt", ".in", ".lock", ".toml"):
+                return _read_file(path, known, environment, chosen)
             if "==" in spec or " @ " in spec:
-                return target_of(*parse_pins([spec]), known, spec)
-            raise UsageError(f"{spec}: not a requirements file, an interpreter or pkg==version[,pkg==version]")
+                return target_of(*parse_pins([spec], environment=environment.values), known, spec)
+            raise UsageError(f"{spec}: not a requirements file, a lockfile, an interpreter or "
+                             "pkg==version[,pkg==version]")
         if args.requirement is not None:
-            return target_of(*read_requirements(args.requirement), known, str(args.requirement))
+            return _read_file(args.requirement, known, environment, chosen)
         if args.pins:
-            return target_of(*parse_pins(args.pins), known, " ".join(args.pins))
+            target = target_of(*parse_pins(args.pins, environment=environment.values), known, " ".join(args.pins))
+            target.markers_for = environment.label if chosen else ""
+            return target
         python = args.python or sys.executable
-        return target_of_environment(inspect_interpreter(python), known, python)
+        return _installed(python, known, python, chosen)
     except RequirementsError as exc:
         raise UsageError(str(exc)) from None
+
+
+def _read_file(path: Path, known: dict[str, set[str]], environment, chosen: bool):  # noqa: ANN001, ANN202
+    """A requirements file or a lockfile (harness/model/lockfiles.py), its markers evaluated for `environment`; the
+    target says which platform and Python that was where it is a lockfile or was chosen."""
+    from harness.analysis.audit import target_of
+    from harness.model.lockfiles import open_pins
+
+    pins_file = open_pins(path)
+    target = target_of(*pins_file.pins(environment), known, str(path))
+    if pins_file.kind or chosen:
+        target.markers_for = environment.label
+    return target
+
+
+def _installed(python: str | Path, known: dict[str, set[str]], label: str, chosen: bool):  # noqa: ANN202
+    """The target an interpreter's installed distributions make: it is its own platform and Python."""
+    from harness.analysis.audit import target_of_environment
+    from harness.launch.interpreter import inspect_interpreter
+
+    if chosen:
+        raise UsageError(f"--python-platform/--python-version choose what a lockfile or requirements file is read "
+                         f"for; the interpreter {label} has its own")
+    return target_of_environment(inspect_interpreter(python), known, label)
 
 
 def run(args: argparse.Namespace) -> ExitCode:
@@ -139,8 +178,10 @@ def _audit(args: argparse.Namespace) -> int:
         print(view.upgrade_text(rows, markdown=fmt == "markdown"), end="")
         brought = sum(c.kind == "brings" for c in changes)
         fixed = sum(c.kind == "fixes" for c in changes)
-        print(f"\n{before.label} -> {after.label} on {args.device}: fixes {fixed}, brings in {brought}, keeps "
-              f"{sum(c.kind == 'keeps' for c in changes)}")
+        markers_for = before.markers_for or after.markers_for
+        resolved = f" (read for {markers_for})" if markers_for else ""
+        print(f"\n{before.label} -> {after.label}{resolved} on {args.device}: fixes {fixed}, brings in {brought}, "
+              f"keeps {sum(c.kind == 'keeps' for c in changes)}")
     return AFFECTED if any(c.kind == "brings" for c in changes) else NONE
 
 
@@ -149,7 +190,8 @@ def _checked(target, args: argparse.Namespace, markdown: bool) -> str:  # noqa: 
     which device -- so that a green answer on nothing cannot pass for a clean bill."""
     pins = ", ".join(f"{name}=={pin.text}" for name, pin in sorted(target.pins.items())) or "no package it knows"
     store = f" and the store {args.db}" if Path(args.db).is_file() else ""
-    line = f"checked {pins} against the record in {args.record}{store} on {args.device}"
+    resolved = f" in {target.label} for {target.markers_for}" if target.markers_for else ""
+    line = f"checked {pins}{resolved} against the record in {args.record}{store} on {args.device}"
     return f"_{line}_\n" if markdown else line + "\n"
 
 

@@ -19,9 +19,12 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.markers import EvaluateContext, InvalidMarker, Marker
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
@@ -83,9 +86,23 @@ def _logical_lines(text: str) -> list[tuple[int, str]]:
     return out
 
 
-def parse_line(line: str, where: str) -> Pin | Loose | None:
-    """One requirement line as a pin, a loose requirement, or None (an option, or a marker that is false here);
-    `RequirementsError` when it does not parse."""
+def marker_holds(marker: str, environment: Mapping[str, str | AbstractSet[str]] | None, where: str,
+                 context: EvaluateContext = "metadata") -> bool:
+    """Whether an environment marker holds for `environment` (None: this interpreter; a dict: the target a lockfile
+    is read for, harness/model/lockfiles.marker_environment; `context="lock_file"` for PEP 751's `extras` and
+    `dependency_groups` sets); `RequirementsError` naming `where` when it does not parse or cannot be evaluated."""
+    try:
+        return Marker(marker).evaluate(dict(environment) if environment is not None else None, context)
+    except InvalidMarker as exc:
+        first = str(exc).splitlines()[0]
+        raise RequirementsError(f"{where}: {marker!r} is not a marker ({first})") from None
+    except Exception as exc:  # noqa: BLE001 - an undefined marker variable is the line's problem, said once
+        raise RequirementsError(f"{where}: marker {marker} cannot be evaluated ({exc})") from None
+
+
+def parse_line(line: str, where: str, environment: Mapping[str, str] | None = None) -> Pin | Loose | None:
+    """One requirement line as a pin, a loose requirement, or None (an option, or a marker that is false for
+    `environment`: None is this interpreter); `RequirementsError` when it does not parse."""
     if line.startswith(("-e ", "--editable")):
         return Loose(line.split(None, 1)[-1], line, "an editable install: no version to look up")
     if line.startswith("-"):
@@ -100,12 +117,8 @@ def parse_line(line: str, where: str) -> Pin | Loose | None:
     except InvalidRequirement as exc:
         first = str(exc).splitlines()[0]
         raise RequirementsError(f"{where}: {requirement_text!r} is not a requirement ({first})") from None
-    if req.marker is not None:
-        try:
-            if not req.marker.evaluate():
-                return None
-        except Exception as exc:  # noqa: BLE001 - an undefined marker variable is the line's problem, said once
-            raise RequirementsError(f"{where}: marker {req.marker} cannot be evaluated ({exc})") from None
+    if req.marker is not None and not marker_holds(str(req.marker), environment, where):
+        return None
     name = canonicalize_name(req.name)
     if req.url:
         sha = _SHA.search(req.url)
@@ -132,16 +145,16 @@ _INCLUDE = re.compile(r"(-r|--requirement)(?:\s+|=)(.+)$")
 
 
 @dataclass
-class _Budget:
+class Budget:
     """What one audit may still read (shared by every file it includes)."""
 
     files: int = MAX_FILES
     bytes: int = MAX_BYTES
 
 
-def _read_text(path: Path, budget: _Budget, where: str | None = None) -> str:
-    """A requirements file's text: a regular file within the budget, else one line naming it (and `where` it was
-    included from): `/dev/zero`, a FIFO or a folder never block or fill memory."""
+def read_text(path: Path, budget: Budget, where: str | None = None) -> str:
+    """A requirements file's (or a lockfile's) text: a regular file within the budget, else one line naming it (and
+    `where` it was included from): `/dev/zero`, a FIFO or a folder never block or fill memory."""
     where = f"{where}: {path}" if where else str(path)
     if not path.is_file():
         kind = "a folder" if path.is_dir() else "not a regular file" if path.exists() else "no such file"
@@ -171,15 +184,21 @@ def _include_target(argument: str, where: str) -> str:
     return words[0]
 
 
-def read_requirements(path: Path, seen: frozenset[Path] = frozenset(), budget: _Budget | None = None
-                      ) -> tuple[list[Pin], list[Loose]]:
+def read_requirements(path: Path, seen: frozenset[Path] = frozenset(), budget: Budget | None = None,
+                      environment: Mapping[str, str] | None = None) -> tuple[list[Pin], list[Loose]]:
     """The pins and loose requirements of a requirements file (and the files it includes with `-r`, quoted or
     escaped paths included, relative to the including file); bounded in depth, files and bytes, each bound and
-    every file that is not a regular file a `RequirementsError` naming it."""
-    budget = budget if budget is not None else _Budget()
+    every file that is not a regular file a `RequirementsError` naming it. Markers are evaluated for
+    `environment` (None: this interpreter)."""
+    budget = budget if budget is not None else Budget()
     if len(seen) >= MAX_DEPTH:
         raise RequirementsError(f"{path}: included more than {MAX_DEPTH} levels deep")
-    text = _read_text(path, budget)
+    return requirements_of(path, read_text(path, budget), seen, budget, environment)
+
+
+def requirements_of(path: Path, text: str, seen: frozenset[Path], budget: Budget,
+                    environment: Mapping[str, str] | None = None) -> tuple[list[Pin], list[Loose]]:
+    """The pins and loose requirements in the text of the requirements file `path` (see read_requirements)."""
     pins: list[Pin] = []
     loose: list[Loose] = []
     for number, line in _logical_lines(text):
@@ -191,12 +210,12 @@ def read_requirements(path: Path, seen: frozenset[Path] = frozenset(), budget: _
             if target in seen or target == path.resolve():
                 raise RequirementsError(f"{where}: -r {name} includes itself")
             if not target.is_file():
-                _read_text(target, budget, where)  # raises: names what it is
-            more_pins, more_loose = read_requirements(target, seen | {path.resolve()}, budget)
+                read_text(target, budget, where)  # raises: names what it is
+            more_pins, more_loose = read_requirements(target, seen | {path.resolve()}, budget, environment)
             pins += more_pins
             loose += more_loose
             continue
-        found = parse_line(line, f"{path}:{number}")
+        found = parse_line(line, f"{path}:{number}", environment)
         if isinstance(found, Pin):
             pins.append(found)
         elif isinstance(found, Loose):
@@ -204,8 +223,10 @@ def read_requirements(path: Path, seen: frozenset[Path] = frozenset(), budget: _
     return pins, loose
 
 
-def parse_pins(items: list[str], where: str = "argument") -> tuple[list[Pin], list[Loose]]:
-    """`pkg==version` arguments (one or several per item, separated by commas) as pins."""
+def parse_pins(items: list[str], where: str = "argument", environment: Mapping[str, str] | None = None
+               ) -> tuple[list[Pin], list[Loose]]:
+    """`pkg==version` arguments (one or several per item, separated by commas) as pins (markers evaluated for
+    `environment`, None: this interpreter)."""
     pins: list[Pin] = []
     loose: list[Loose] = []
     for item in items:
@@ -213,7 +234,7 @@ def parse_pins(items: list[str], where: str = "argument") -> tuple[list[Pin], li
             part = part.strip()
             if not part:
                 continue
-            found = parse_line(part, f"{where} {part!r}")
+            found = parse_line(part, f"{where} {part!r}", environment)
             if isinstance(found, Pin):
                 pins.append(found)
             elif isinstance(found, Loose):
