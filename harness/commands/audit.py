@@ -1,21 +1,27 @@
 """`bugmatrix audit`: am I affected? The record's answer for one environment's exact versions, launching nothing.
 
     bugmatrix audit -r requirements.txt [--device cuda] [--json | --format markdown] [--ignore CASE]
+    bugmatrix audit -r uv.lock [--python-platform macos] [--python-version 3.12]   # or pylock.toml
     bugmatrix audit torch==2.6.0+cu124 lightning==2.3.3
     bugmatrix audit --python .venv/bin/python             # that interpreter's installed versions
     bugmatrix audit                                       # this interpreter's
     bugmatrix audit --from old.txt --to new.txt           # an upgrade: the bugs it fixes, brings in, keeps
+
+A lockfile (`uv.lock`, `pylock.toml`, `pylock.NAME.toml`; by name, else by content) is read for one target: this
+machine, or the platform and Python chosen (harness/model/lockfiles.py says what counts as installed); the answer's
+first line names it.
 
 Each bug variant is answered `affected`, `not_affected` (fixed, or its code absent in these versions) or `cannot_say`
 (the case cannot test it there: a skip rule's `because: untestable`, outside its `supports:`); see
 harness/analysis/audit.py.
 
 Exit codes: 0 no bug applies (for an upgrade: it brings none in), 1 a bug applies (brings one in), 2 input that
-cannot be read (an unparsable requirement line, an interpreter that does not exist or does not list its packages
-within $BUGMATRIX_INSPECT_S seconds, default 30: killed then, with what it started; an unreadable file): one line
-naming it, nothing written; 5 nothing checked: the environment pins no package the record has results for to one
-version (`torch>=2.5` alone, an empty file), so no answer is given (never a green "0 bugs"). A distribution the
-record does not know, or a requirement that pins no single version, is listed as not covered, never an error.
+cannot be read (an unparsable requirement line, a lockfile field missing or mistyped, an interpreter that does not
+exist or does not list its packages within $BUGMATRIX_INSPECT_S seconds, default 30: killed then, with what it
+started; an unreadable file): one line naming it, nothing written; 5 nothing checked: the environment pins no
+package the record has results for to one version (`torch>=2.5` alone, an empty file), so no answer is given (never
+a green "0 bugs"). A distribution the record does not know, or a requirement that pins no single version, is listed
+as not covered, never an error.
 See harness/analysis/audit.py for how each answer and its precision is found.
 """
 
@@ -42,8 +48,8 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
                    "a lockfile: `uv.lock`, `pylock.toml`, `pylock.NAME.toml` (by name, else by content)")
     p.add_argument("--python", help="an interpreter whose installed versions to audit (it gets "
                    "$BUGMATRIX_INSPECT_S seconds, default 30, to list them)")
-    p.add_argument("--from", dest="from_", metavar="A", help="upgrade view: the set before (a requirements file, an "
-                   "interpreter or pkg==ver,pkg==ver)")
+    p.add_argument("--from", dest="from_", metavar="A", help="upgrade view: the set before (a requirements file, "
+                   "a lockfile, an interpreter or pkg==ver,pkg==ver)")
     p.add_argument("--to", metavar="B", help="upgrade view: the set after")
     p.add_argument("--python-platform", metavar="PLATFORM", help="the platform a lockfile's (or requirement "
                    "markers') resolution is read for, as uv names it: linux, macos, windows or a target such as "

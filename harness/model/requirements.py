@@ -6,7 +6,8 @@
 
 Understood: `==`/`===` pins (a local version such as `+cu124` kept: readers compare by the public version),
 `--hash` options and backslash continuations, comments, environment markers (evaluated with `packaging.markers`
-against this interpreter: a line whose marker is false is skipped), extras (ignored: the distribution is what
+against this interpreter, or the target a caller names (harness/model/lockfiles.py, which reads `uv.lock` and
+`pylock.toml` too): a line whose marker is false is skipped), extras (ignored: the distribution is what
 counts), `name @ git+https://...@<sha>` (a commit, with no version of its own), a direct wheel URL (its file name
 says the version), `-r other.txt` (read too, relative to the file; a quoted or escaped path as pip reads it;
 depth, files and bytes bounded, and only regular files read), and the options a frozen file may hold
