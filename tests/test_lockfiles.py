@@ -288,7 +288,7 @@ old = [
     assert [p.distribution for p in pins] == ["torch"] and pins[0].text in ("2.6.0+cpu", "2.6.0+cu124")
 
 
-def test_the_target_is_named_and_a_platform_or_version_not_understood_is_refused() -> None:
+def test_the_target_is_named_and_a_platform_or_version_not_understood_is_refused(tmp_path: Path) -> None:
     assert marker_environment().label.endswith("(this machine)")
     mac = marker_environment("macos", "3.12")
     assert mac.values["sys_platform"] == "darwin" and mac.values["platform_system"] == "Darwin"
@@ -297,6 +297,10 @@ def test_the_target_is_named_and_a_platform_or_version_not_understood_is_refused
     win = marker_environment("windows").values
     assert (win["sys_platform"], win["os_name"], win["platform_machine"]) == ("win32", "nt", "AMD64")
     assert marker_environment("aarch64-unknown-linux-musl").values["platform_machine"] == "aarch64"
+    (tmp := tmp_path / "requirements.txt").write_text(
+        "torch==2.5.1 ; sys_platform == 'darwin'\ntorch==2.6.0 ; sys_platform == 'linux' and python_version >= '3.12'\n")
+    assert _pins(tmp, "macos") == {"torch": "2.5.1"} and _pins(tmp, "linux", "3.11") == {}
+    assert _pins(tmp, "linux", "3.12") == {"torch": "2.6.0"}  # a requirements file's markers take the target too
     for bad in (("beos", None), (None, "3"), (None, "python3.11"), ("x86_64; rm -rf", None)):
         with pytest.raises(ValueError, match=r"^--python-(platform|version) "):
             marker_environment(*bad)
