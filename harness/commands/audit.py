@@ -5,6 +5,8 @@
     bugmatrix audit --python .venv/bin/python             # that interpreter's installed versions
     bugmatrix audit                                       # this interpreter's
     bugmatrix audit --from old.txt --to new.txt           # an upgrade: the bugs it fixes, brings in, keeps
+    bugmatrix audit --files requirements.txt uv.lock      # each file on its own (the pre-commit hook)
+    bugmatrix audit -r requirements.txt --format sarif    # SARIF 2.1.0 for code scanning (harness/output/sarif.py)
 
 Each bug variant is answered `affected`, `not_affected` (fixed, or its code absent in these versions) or `cannot_say`
 (the case cannot test it there: a skip rule's `because: untestable`, outside its `supports:`); see
@@ -14,7 +16,8 @@ Exit codes: 0 no bug applies (for an upgrade: it brings none in), 1 a bug applie
 cannot be read (an unparsable requirement line, an interpreter that does not exist or does not list its packages
 within $BUGMATRIX_INSPECT_S seconds, default 30: killed then, with what it started; an unreadable file): one line
 naming it, nothing written; 5 nothing checked: the environment pins no package the record has results for to one
-version (`torch>=2.5` alone, an empty file), so no answer is given (never a green "0 bugs"). A distribution the
+version (`torch>=2.5` alone, an empty file), so no answer is given (never a green "0 bugs"). With --files: 1 if a
+bug applies to one of the files, else 5 if one of them checks nothing, else 0. A distribution the
 record does not know, or a requirement that pins no single version, is listed as not covered, never an error.
 See harness/analysis/audit.py for how each answer and its precision is found.
 """
