@@ -28,6 +28,7 @@ from .fakeindex import FakeRelease, build_index
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = ROOT / ".github" / "workflows"
 WORKFLOW_FILES = [WORKFLOWS / "ci.yml", WORKFLOWS / "nightly.yml"]
+ACTION = ROOT / "action.yml"  # the composite action other repositories use (docs/ci.md; replayed in test_action.py)
 GPU = ["self-hosted", "linux", "x64", "gpu"]
 SHA = re.compile(r"^[^@\s]+@[0-9a-f]{40}$")
 
@@ -251,6 +252,17 @@ def test_every_action_is_pinned_to_a_commit_sha(workflow: tuple[Path, dict[str, 
     path, doc = workflow
     uses = [(n, s["uses"]) for n, s in steps(doc) if "uses" in s]
     uses += [(n, j["uses"]) for n, j in doc["jobs"].items() if "uses" in j]  # reusable workflows
+    assert_pinned(path, uses)
+
+
+def test_the_actions_steps_are_pinned_to_a_commit_sha() -> None:
+    doc = yaml.safe_load(ACTION.read_text())
+    assert doc["runs"]["using"] == "composite"
+    assert_pinned(ACTION, [("runs", s["uses"]) for s in doc["runs"]["steps"] if "uses" in s])
+
+
+def assert_pinned(path: Path, uses: list[tuple[str, str]]) -> None:
+    """Every `uses:` but a local one names a full commit SHA, and its line says which release (`# vX.Y.Z`)."""
     assert uses
     for job, ref in uses:
         if ref.startswith("./"):
@@ -497,10 +509,10 @@ def actionlint(*targets: Path) -> tuple[subprocess.CompletedProcess[str], list[d
 
 
 def test_zizmor_finds_nothing_in_the_workflows() -> None:
-    proc, findings = zizmor(WORKFLOWS)
+    proc, findings = zizmor(WORKFLOWS, ACTION)
     if findings:  # zizmor's own report says where and why
         plain = run_linter([linter("zizmor"), "--offline", "--persona", "pedantic", "--no-progress", "--color",
-                            "never", str(WORKFLOWS)])
+                            "never", str(WORKFLOWS), str(ACTION)])
         pytest.fail(f"zizmor: {len(findings)} finding(s)\n{plain.stdout}")
     assert proc.returncode == 0, proc.stderr
 
@@ -509,6 +521,71 @@ def test_actionlint_finds_nothing_in_the_workflows() -> None:
     proc, errors = actionlint(*WORKFLOW_FILES)
     assert errors == [], "\n".join(f"{e['filepath']}:{e['line']}: [{e['kind']}] {e['message']}" for e in errors)
     assert proc.returncode == 0
+
+
+def documented_use(folder: Path, uses: str) -> list[Path]:
+    """A scratch project holding action.yml and, as its workflows, docs/ci.md's YAML blocks that are workflows,
+    `OWNER/bugmatrix@COMMIT_SHA` made `uses` (`./`: this action): how another repository uses it."""
+    subprocess.run(["git", "init", "-q", str(folder)], check=True)  # actionlint's project root
+    shutil.copy(ACTION, folder / "action.yml")
+    (folder / ".github" / "workflows").mkdir(parents=True)
+    blocks = re.findall(r"```yaml\n(.*?)```", (ROOT / "docs" / "ci.md").read_text(), re.S)
+    paths = []
+    for number, block in enumerate(b for b in blocks if "\njobs:" in b):
+        assert "uses: OWNER/bugmatrix@COMMIT_SHA\n" in block
+        paths.append(folder / ".github" / "workflows" / f"documented-{number}.yml")
+        paths[-1].write_text(block.replace("uses: OWNER/bugmatrix@COMMIT_SHA", f"uses: {uses}"))
+    return paths
+
+
+def test_the_linters_find_nothing_in_the_action_and_its_documented_use(tmp_path: Path) -> None:
+    """actionlint reads action.yml where a workflow uses it (`uses: ./`: its inputs, its metadata), so it runs on
+    docs/ci.md's two workflows in a scratch project; zizmor reads them as another repository has them, the action
+    pinned to a commit; shellcheck reads the action's script, which actionlint does not (it shellchecks workflows'
+    `run:` only)."""
+    assert len(documented_use(tmp_path / "here", "./")) == 2
+    proc = subprocess.run([linter("actionlint"), "-no-color", "-format", "{{json .}}"], cwd=tmp_path / "here",
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0 and json.loads(proc.stdout or "[]") == [], proc.stdout + proc.stderr
+    proc, findings = zizmor(*documented_use(tmp_path / "there", f"OWNER/bugmatrix@{'0' * 40} # v0.1.0"))
+    assert findings == [] and proc.returncode == 0, proc.stdout
+    [script] = [s["run"] for s in yaml.safe_load(ACTION.read_text())["runs"]["steps"] if "run" in s]
+    (tmp_path / "script.sh").write_text(script)
+    proc = run_linter([linter("shellcheck"), "--shell=bash", "--severity=style", str(tmp_path / "script.sh")])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+BAD_ACTION = """\
+name: bad
+description: bad
+inputs:
+  who:
+    description: who
+runs:
+  using: composite
+  steps:
+    - shell: bash
+      run: echo "${{ inputs.who }}" $1
+"""
+
+
+def test_the_linters_do_report_a_bad_action(tmp_path: Path) -> None:
+    """Each linter reports what it should in a composite action: zizmor the template injection, actionlint an
+    input the action does not have, shellcheck an unquoted word."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)  # actionlint's project root
+    (tmp_path / "action.yml").write_text(BAD_ACTION)
+    proc, findings = zizmor(tmp_path / "action.yml")
+    assert proc.returncode != 0 and "template-injection" in {f["ident"] for f in findings}
+    (tmp_path / ".github" / "workflows").mkdir(parents=True)
+    (tmp_path / ".github" / "workflows" / "use.yml").write_text(
+        "on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: ./\n        with:\n"
+        "          whom: x\n")
+    proc = subprocess.run([linter("actionlint"), "-no-color", "-format", "{{json .}}"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert any('input "whom" is not defined' in e["message"] for e in json.loads(proc.stdout or "[]")), proc.stdout
+    (tmp_path / "script.sh").write_text('echo "x" $1\n')
+    proc = run_linter([linter("shellcheck"), "--shell=bash", str(tmp_path / "script.sh")])
+    assert proc.returncode == 1 and "SC2086" in proc.stdout
 
 
 def test_the_linters_do_report_a_bad_workflow(tmp_path: Path) -> None:

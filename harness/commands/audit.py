@@ -6,6 +6,8 @@
     bugmatrix audit --python .venv/bin/python             # that interpreter's installed versions
     bugmatrix audit                                       # this interpreter's
     bugmatrix audit --from old.txt --to new.txt           # an upgrade: the bugs it fixes, brings in, keeps
+    bugmatrix audit --files requirements.txt uv.lock      # each file on its own (the pre-commit hook)
+    bugmatrix audit -r requirements.txt --format sarif    # SARIF 2.1.0 for code scanning (harness/output/sarif.py)
 
 A lockfile (`uv.lock`, `pylock.toml`, `pylock.NAME.toml`; by name, else by content) is read for one target: this
 machine, or the platform and Python chosen (harness/model/lockfiles.py says what counts as installed); the answer's
@@ -20,7 +22,8 @@ cannot be read (an unparsable requirement line, a lockfile field missing or mist
 exist or does not list its packages within $BUGMATRIX_INSPECT_S seconds, default 30: killed then, with what it
 started; an unreadable file): one line naming it, nothing written; 5 nothing checked: the environment pins no
 package the record has results for to one version (`torch>=2.5` alone, an empty file), so no answer is given (never
-a green "0 bugs"). A distribution the record does not know, or a requirement that pins no single version, is listed
+a green "0 bugs"). With --files: 1 if a bug applies to one of the files, else 5 if one of them checks nothing,
+else 0. A distribution the record does not know, or a requirement that pins no single version, is listed
 as not covered, never an error.
 See harness/analysis/audit.py for how each answer and its precision is found.
 """
@@ -59,21 +62,21 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="the device the bugs are asked for "
                    "(default cpu)")
     p.add_argument("--ignore", action="append", default=[], metavar="CASE", help="leave this case out (repeatable)")
+    p.add_argument("--files", nargs="+", type=Path, metavar="FILE", help="audit each requirements or lock file on "
+                   "its own (what a pre-commit hook passes): exit 1 if a bug applies to one of them, else 5 if one "
+                   "checks nothing")
     p.add_argument("--json", action="store_true", help="the same as --format json")
-    p.add_argument("--format", choices=["text", "markdown", "json"], default="text")
+    p.add_argument("--format", choices=["text", "markdown", "json", "sarif"], default="text",
+                   help="sarif: SARIF 2.1.0 for code scanning, one result per bug that applies, located at the line "
+                   "of the file that pins it (one environment only)")
 
 
 def _read(args: argparse.Namespace, known: dict[str, set[str]], spec: str | None = None):  # noqa: ANN202
     """The target named by `spec` (--from/--to), else by -r, --python, the positional pins or this interpreter."""
     from harness.analysis.audit import target_of
-    from harness.model.lockfiles import marker_environment
     from harness.model.requirements import RequirementsError, parse_pins
 
-    chosen = args.python_platform is not None or args.python_version is not None
-    try:
-        environment = marker_environment(args.python_platform, args.python_version)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+    environment, chosen = _environment(args)
     try:
         if spec is not None:
             path = Path(spec)
@@ -100,14 +103,30 @@ def _read(args: argparse.Namespace, known: dict[str, set[str]], spec: str | None
         raise UsageError(str(exc)) from None
 
 
+def _environment(args: argparse.Namespace):  # noqa: ANN202 - (lockfiles.MarkerEnvironment, chosen)
+    """The target markers are evaluated for (this machine, or --python-platform/--python-version), and whether it
+    was chosen."""
+    from harness.model.lockfiles import marker_environment
+
+    chosen = args.python_platform is not None or args.python_version is not None
+    try:
+        return marker_environment(args.python_platform, args.python_version), chosen
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def _read_file(path: Path, known: dict[str, set[str]], environment, chosen: bool):  # noqa: ANN001, ANN202
     """A requirements file or a lockfile (harness/model/lockfiles.py), its markers evaluated for `environment`; the
     target says which platform and Python that was where it is a lockfile or was chosen."""
     from harness.analysis.audit import target_of
     from harness.model.lockfiles import open_pins
+    from harness.model.requirements import RequirementsError
 
-    pins_file = open_pins(path)
-    target = target_of(*pins_file.pins(environment), known, str(path))
+    try:
+        pins_file = open_pins(path)
+        target = target_of(*pins_file.pins(environment), known, str(path))
+    except RequirementsError as exc:
+        raise UsageError(str(exc)) from None
     if pins_file.kind or chosen:
         target.markers_for = environment.label
     return target
@@ -135,39 +154,53 @@ def run(args: argparse.Namespace) -> ExitCode:
 def _audit(args: argparse.Namespace) -> int:
     from harness.analysis import audit
     from harness.model.case import every_case
+    from harness.model.common import logical_name, primary_package
     from harness.output import audit as view
     from harness.session.readers import open_reader
 
-    given = [bool(args.requirement), bool(args.python), bool(args.pins)]
+    given = [bool(args.requirement), bool(args.python), bool(args.pins), bool(args.files)]
     upgrade = args.from_ is not None or args.to is not None
     if sum(given) > 1 or (upgrade and any(given)):
-        raise UsageError("give one of -r, --python, PKG==VERSION arguments, or --from A --to B")
+        raise UsageError("give one of -r, --files, --python, PKG==VERSION arguments, or --from A --to B")
     if upgrade and (args.from_ is None or args.to is None):
         raise UsageError("an upgrade view needs both --from A and --to B")
+    fmt = "json" if args.json else args.format
+    if fmt == "sarif" and upgrade:
+        raise UsageError("--format sarif answers one environment, not an upgrade view (--from/--to)")
+    if fmt in ("json", "sarif") and args.files and len(args.files) > 1:
+        raise UsageError(f"--format {fmt} answers one environment: give one file (-r FILE), not --files with "
+                         f"{len(args.files)}")
     if not args.cases_dir.is_dir():
         raise UsageError(f"--cases-dir {args.cases_dir}: no such folder")
-    fmt = "json" if args.json else args.format
     cases = every_case(args.cases_dir)
     store = open_reader(args.db, args.db_given, cases, args.record, judge=False)  # audit reads outcomes only
     results = store.latest()
     known = audit.known_packages(results, cases)
     auditor = audit.Auditor(results, cases)
     if not upgrade:
-        target = _read(args, known)
-        answers = audit.audit(results, cases, target, args.device, args.ignore, auditor)
-        target.not_covered += audit.unpinned(results, cases, target, args.device, args.ignore, auditor)
-        kinds = audit.by_kind(answers)
-        if fmt == "json":
-            print(view.to_json(kinds, target.not_covered))
-        else:
-            print(_checked(target, args, markdown=fmt == "markdown"))
-            if fmt == "markdown":
-                print(view.to_markdown(kinds, target.not_covered, target.label, args.device), end="")
+        targets = ([_read_file(f, known, *_environment(args)) for f in args.files] if args.files
+                   else [_read(args, known)])
+        codes = []
+        for target in targets:
+            answers = audit.audit(results, cases, target, args.device, args.ignore, auditor)
+            target.not_covered += audit.unpinned(results, cases, target, args.device, args.ignore, auditor)
+            kinds = audit.by_kind(answers)
+            if fmt == "json":
+                print(view.to_json(kinds, target.not_covered))
+            elif fmt == "sarif":
+                from harness.output.sarif import to_sarif
+
+                primary = {c.id: logical_name(primary_package(c.spec.packages)) for c in cases}
+                print(to_sarif(kinds, target, args.device, primary))
             else:
-                print(view.to_text(kinds, target.not_covered, target.label, args.device, len(answers)), end="")
-        if not target.pins:
-            return _nothing_checked([target])
-        return AFFECTED if kinds["affected"] else NONE  # cannot_say never fails a gate: only a bug that applies
+                print(_checked(target, args, markdown=fmt == "markdown"))
+                if fmt == "markdown":
+                    print(view.to_markdown(kinds, target.not_covered, target.label, args.device), end="")
+                else:
+                    print(view.to_text(kinds, target.not_covered, target.label, args.device, len(answers)), end="")
+            # cannot_say never fails a gate: only a bug that applies
+            codes.append(_nothing_checked([target]) if not target.pins else AFFECTED if kinds["affected"] else NONE)
+        return AFFECTED if AFFECTED in codes else ExitCode.NOTHING_RAN if ExitCode.NOTHING_RAN in codes else NONE
     from harness.analysis.compat import measured
     from harness.analysis.compat import upgrade as pairings_of
 
