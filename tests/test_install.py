@@ -2,9 +2,9 @@
 clone answers (it carries the record, the case folders, the probes and the matrix: hatch_build.py), says which
 record answered and what `--version` it is, and installs nothing that only launching needs (the `run` extra).
 
-The wheel is built once per session (module fixture). Its dependencies are pinned to this environment's versions
-(the answers are compared with this environment's) and come from uv's cache, else from PyPI: where neither can give
-them the test fails, never skips (CI reaches PyPI).
+The wheel is built once per session (module fixture), by the release workflow's own build step. Its dependencies
+are pinned to this environment's versions (the answers are compared with this environment's) and come from uv's
+cache, else from PyPI: where neither can give them the test fails, never skips (CI reaches PyPI).
 """
 
 from __future__ import annotations
@@ -12,17 +12,20 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from harness.matrix.envcache import uv_binary
 
 from .conftest import MakeCase
 
 ROOT = Path(__file__).resolve().parent.parent
+RELEASE = ROOT / ".github" / "workflows" / "release.yml"
 LAUNCH_ONLY = {"psutil", "pytest", "pytest-xdist", "uv", "py-spy", "ruamel-yaml"}  # pyproject.toml's `run` extra
 BLOCKED = ("psutil", "pytest", "xdist", "uv", "ruamel", "ruamel.yaml")  # their import names
 
@@ -41,7 +44,10 @@ def uv(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
 def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh environment with the wheel of this tree installed (and nothing else of this environment's)."""
     tmp = tmp_path_factory.mktemp("install")
-    built = uv("build", "--wheel", "--out-dir", str(tmp / "dist"))
+    step = "Build the sdist and the wheel"  # the release's own step, replayed: the sdist, then the wheel from it
+    [build] = [s["run"] for s in yaml.safe_load(RELEASE.read_text())["jobs"]["build"]["steps"] if s.get("name") == step]
+    assert shlex.split(build)[:2] == ["uv", "build"], build
+    built = uv(*shlex.split(build)[1:], "--out-dir", str(tmp / "dist"))
     assert built.returncode == 0, built.stderr
     [wheel] = (tmp / "dist").glob("bugmatrix-*.whl")
     made = uv("venv", "--quiet", "--python", sys.executable, str(tmp / "venv"))
