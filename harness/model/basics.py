@@ -1,5 +1,7 @@
-"""What a command names before it reads a case: where a plain `bugmatrix` finds its data -- the folder of case
-folders, the committed record, the compatibility probes and the matrix -- in a clone or in an installed wheel.
+"""What a command names before it reads a case: where a plain `bugmatrix` finds its data, in a clone or installed.
+
+The folder of case folders, the committed record, the compatibility probes and the matrix lie in a clone's source
+tree; a built wheel carries its own copy of each (hatch_build.py).
 
 Light on purpose (as harness/matrix/basics.py and harness/session/basics.py): `bugmatrix --help` names these
 defaults and must not load the case schema (pydantic) to do so; harness/model/case.py imports them from here.
