@@ -169,3 +169,18 @@ def test_launching_without_the_run_extra_says_which_extra_in_one_line(tmp_path: 
         assert done.stderr.splitlines() == [f"bugmatrix {args[0]}: psutil is not installed; launching needs it: "
                                             "pip install 'bugmatrix[run]'"], done.stderr
     assert not (tmp_path / "r.db").exists()
+
+
+def test_the_wheels_own_copy_is_never_written(venv: Path, away: Path) -> None:
+    """Where no clone is around, the writing commands' default is the wheel's own copy: refused in one line, nothing
+    written (a write there would change the installed package, and the next install would drop it)."""
+    [data] = venv.glob("lib/python*/site-packages/harness/_data")
+    before = sorted(p.relative_to(data) for p in data.rglob("*"))
+    for args, option in ((["record", "fold"], "--record"), (["expect", "--write"], "--cases-dir"),
+                         (["new", "https://github.com/pytorch/pytorch/issues/1", "--slug", "x"], "--cases-dir")):
+        done = installed(venv, *args, cwd=away)
+        assert done.returncode == 2, (args, done.stdout, done.stderr)
+        assert done.stderr.splitlines() == [f"bugmatrix {args[0]}: {option} {data / option[2:].replace('-dir', '')}: "
+                                            "the installed wheel's own copy, read-only: run from a clone, or name a "
+                                            f"folder of your own with {option}"], done.stderr
+    assert sorted(p.relative_to(data) for p in data.rglob("*")) == before

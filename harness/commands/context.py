@@ -198,6 +198,17 @@ class Context:
         return open_reader(args.db, args.db_given, discover(args.cases_dir)[0], args.record, writable,
                            getattr(args, "probes_dir", None) or PROBES_DIR, creates=creates)
 
+    def writable(self, option: str) -> Path:
+        """The folder `option` (`--record`, `--cases-dir`) names, for a command that writes there; the installed
+        wheel's own copy (the default where no clone is around) is refused in one line (exit 2)."""
+        from harness.model.basics import packaged
+
+        path = getattr(self.args, option.lstrip("-").replace("-", "_"))
+        if packaged(path):
+            raise UsageError(f"{option} {path}: the installed wheel's own copy, read-only: run from a clone, or name "
+                             f"a folder of your own with {option}")
+        return path
+
     def sources(self) -> str:
         """Which record answered (and the local store, when there is one): what a reading command says, so that an
         answer from an installed wheel's record, a clone's or a test's is never mistaken for another."""

@@ -27,6 +27,12 @@ def data_path(name: str, here: bool = True) -> Path:
     return next((path for path in candidates if path.exists()), candidates[0])
 
 
+def packaged(path: Path) -> bool:
+    """Whether `path` lies in the installed wheel's own copy of the data: read-only (a write there would change the
+    installed package, which the next install replaces)."""
+    return path.resolve().is_relative_to(PACKAGED.resolve())
+
+
 def default_cases_dir() -> Path:
     """The folder a plain `bugmatrix` reads: `cases/` in the current directory, else the installed wheel's copy,
     else the one beside this package (`data_path`)."""
