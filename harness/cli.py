@@ -12,23 +12,26 @@ from harness.launch import early_smi  # noqa: F401
 import signal
 import sys
 
-from harness.commands import COMMANDS, UsageError
+from harness.commands import COMMANDS
 from harness.commands.context import build_parser, command
 from harness.model.exitcode import ExitCode
 
+# Errors whose message already says what is wrong in one line (the file and field, the run, the package): module, name.
+ONE_LINE_ERRORS = (("harness.session.store", "StoreError"), ("harness.matrix.basics", "MatrixError"),
+                   ("harness.model.case_schema", "CaseError"), ("harness.matrix.basics", "IndexLookupError"),
+                   ("harness.workflows.bisect", "BisectError"), ("harness.matrix.git", "GitError"),
+                   ("harness.launch.interpreter", "InterpreterError"), ("harness.commands", "UsageError"),
+                   ("harness.session.store", "DiskFull"))
+# What only launching needs (pyproject.toml's `run` extra), by import name: an audit install goes without them.
+LAUNCH_ONLY = {"psutil", "pytest", "xdist", "uv", "ruamel"}
+RUN_EXTRA = "pip install 'bugmatrix[run]'"
+
 
 def one_line_errors() -> tuple[type[Exception], ...]:
-    """Errors whose message already says what is wrong in one line (the file and field, the run, the package).
-    Evaluated only when an exception reaches `main`, so that a command imports only what it uses."""
-    from harness.launch.interpreter import InterpreterError
-    from harness.matrix.basics import IndexLookupError, MatrixError
-    from harness.matrix.git import GitError
-    from harness.model.case_schema import CaseError
-    from harness.session.store import DiskFull, StoreError
-    from harness.workflows.bisect import BisectError
-
-    return (StoreError, MatrixError, CaseError, IndexLookupError, BisectError, GitError, InterpreterError, UsageError,
-            DiskFull)
+    """The `ONE_LINE_ERRORS` this process can have raised: those of the modules it imported. Evaluated only when an
+    exception reaches `main`, and importing nothing: an error of a module never imported was never raised, and
+    importing one to find out could fail itself (bisect's needs the launch-only dependencies)."""
+    return tuple(getattr(sys.modules[module], name) for module, name in ONE_LINE_ERRORS if module in sys.modules)
 
 
 def chosen(argv: list[str]) -> str | None:
@@ -46,8 +49,25 @@ def chosen(argv: list[str]) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of `bugmatrix` and `python -m harness`; returns the process exit code (an `ExitCode`)."""
+    """Entry point of `bugmatrix` and `python -m harness`; returns the process exit code (an `ExitCode`). A command
+    that needs a launch-only dependency this install lacks says which extra brings it, in one line (exit 2)."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        return _main(argv)
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").partition(".")[0] not in LAUNCH_ONLY:
+            raise
+        from rich.markup import escape
+
+        from harness.output.console import make_console
+
+        name = " ".join(["bugmatrix", *filter(None, [chosen(argv)])])
+        make_console(stderr=True).print(f"[red]{name}:[/] {exc.name} is not installed; launching needs it: "
+                                        f"{escape(RUN_EXTRA)}", soft_wrap=True, highlight=False)
+        return ExitCode.USAGE_ERROR
+
+
+def _main(argv: list[str]) -> int:
     args = build_parser(chosen(argv)).parse_args(argv)
     if "db" in vars(args):  # an explicit --db must exist for a reading command; the default may be absent
         from harness.session.basics import default_db

@@ -27,7 +27,7 @@ from .fakeindex import FakeRelease, build_index
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = ROOT / ".github" / "workflows"
-WORKFLOW_FILES = [WORKFLOWS / "ci.yml", WORKFLOWS / "nightly.yml"]
+WORKFLOW_FILES = [WORKFLOWS / "ci.yml", WORKFLOWS / "nightly.yml", WORKFLOWS / "release.yml"]
 ACTION = ROOT / "action.yml"  # the composite action other repositories use (docs/ci.md; replayed in test_action.py)
 GPU = ["self-hosted", "linux", "x64", "gpu"]
 SHA = re.compile(r"^[^@\s]+@[0-9a-f]{40}$")
@@ -459,6 +459,28 @@ def test_nightly_record_pull_request_is_opt_in_and_the_only_writer_of_the_reposi
     assert checkout and checkout[0]["with"]["persist-credentials"] is False  # gh lends git the token, per step
     downloads = [s["with"]["name"] for s in job["steps"] if "download-artifact" in s.get("uses", "")]
     assert downloads == ["bugmatrix-results"]
+
+
+def test_release_publishes_on_a_tag_by_trusted_publishing_only() -> None:
+    """A tag builds the sdist and the wheel (the build step tests/test_install.py replays), checks that the tag is the
+    version and that the wheel answers from a folder with no clone, and a second job publishes them to PyPI through
+    an environment: the OIDC token (id-token: write) only there, no stored password, no cache."""
+    doc = load_workflow(WORKFLOWS / "release.yml")
+    assert doc["on"] == {"push": {"tags": ["v*"]}}
+    build, publish = doc["jobs"]["build"], doc["jobs"]["publish"]
+    assert build["permissions"] == {"contents": "read"} and publish["permissions"] == {"id-token": "write"}
+    assert publish["needs"] == "build" and publish["environment"]["name"] == "pypi"
+    scripts = [s["run"] for s in build["steps"] if "run" in s]
+    assert scripts[:2] == ['test "v$(uv version --short)" = "$GITHUB_REF_NAME"', "uv build"]
+    assert "bugmatrix --version" in scripts[2]
+    uv = [s for s in build["steps"] if s.get("uses", "").startswith("astral-sh/setup-uv@")]
+    assert uv and uv[0]["with"]["enable-cache"] is False
+    [upload] = [s for s in build["steps"] if "upload-artifact" in s.get("uses", "")]
+    [download] = [s for s in publish["steps"] if "download-artifact" in s.get("uses", "")]
+    assert upload["with"]["name"] == download["with"]["name"] == "dist"
+    assert upload["with"]["path"] == download["with"]["path"] == "dist/"
+    pypi = publish["steps"][-1]
+    assert pypi["uses"].startswith("pypa/gh-action-pypi-publish@") and "with" not in pypi  # no password: OIDC
 
 
 # --- the linters: zizmor (security) and actionlint (correctness), offline, zero findings ---------------------

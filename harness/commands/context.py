@@ -16,7 +16,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from harness.commands import COMMANDS, DESCRIPTION, UsageError
-from harness.matrix.basics import DEFAULT_MATRIX, ENVS_FALLBACK, MatrixError, default_envs
+from harness.matrix.basics import DEFAULT_MATRIX, ENVS_FALLBACK, MatrixError, default_envs, default_matrix
 from harness.model.exitcode import ExitCode
 from harness.session.basics import DB_FALLBACK, RECORD_FALLBACK, default_record
 
@@ -45,7 +45,7 @@ def options() -> dict[str, argparse.ArgumentParser]:
                                 help=f"the committed record that reading commands layer the store over (default "
                                 f"$BUGMATRIX_RECORD, else {RECORD_FALLBACK})")
         elif flag == "--matrix":
-            parent.add_argument("--matrix", type=Path, default=DEFAULT_MATRIX,
+            parent.add_argument("--matrix", type=Path, default=default_matrix(),
                                 help=f"matrix file (default {DEFAULT_MATRIX})")
         elif flag == "--envs":
             parent.add_argument("--envs", type=Path, default=default_envs(),
@@ -69,6 +69,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     from harness.model.basics import default_cases_dir
 
     parser = argparse.ArgumentParser(prog="bugmatrix", description=DESCRIPTION)
+    parser.add_argument("--version", action=ShowVersion, help="the code's version and commit, and the record's "
+                        "newest result and commit")
     parser.add_argument("--cases-dir", type=Path, default=default_cases_dir(), help="folder of case folders")
     sub = parser.add_subparsers(dest="command", required=True)
     parents = options()
@@ -78,6 +80,21 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         else:  # named only, so that a usage line or an error lists every command as the full parser does
             sub.add_parser(name)
     return parser
+
+
+class ShowVersion(argparse.Action):
+    """`--version`: print the code's and the record's version (harness/session/version.py, asked only when given)
+    and exit."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        from harness.session.version import version_text
+
+        print(version_text())
+        parser.exit()
 
 
 def positive(text: str) -> int:
@@ -180,6 +197,23 @@ class Context:
         args = self.args
         return open_reader(args.db, args.db_given, discover(args.cases_dir)[0], args.record, writable,
                            getattr(args, "probes_dir", None) or PROBES_DIR, creates=creates)
+
+    def writable(self, option: str) -> Path:
+        """The folder `option` (`--record`, `--cases-dir`) names, for a command that writes there; the installed
+        wheel's own copy (the default where no clone is around) is refused in one line (exit 2)."""
+        from harness.model.basics import packaged
+
+        path = getattr(self.args, option.lstrip("-").replace("-", "_"))
+        if packaged(path):
+            raise UsageError(f"{option} {path}: the installed wheel's own copy, read-only: run from a clone, or name "
+                             f"a folder of your own with {option}")
+        return path
+
+    def sources(self) -> str:
+        """Which record answered (and the local store, when there is one): what a reading command says, so that an
+        answer from an installed wheel's record, a clone's or a test's is never mistaken for another."""
+        store = f" and the store {self.args.db}" if Path(self.args.db).is_file() else ""
+        return f"the record in {self.args.record}{store}"
 
     def store(self) -> Store:
         """The store a command records in: `--db` (default .bugmatrix/results.db), or the null store with

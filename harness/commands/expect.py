@@ -38,6 +38,9 @@ def run(args: argparse.Namespace) -> ExitCode:
     from harness.output.payloads import expect_json
 
     ctx = Context(args)
+    if args.write:  # the case files and the record's rules.jsonl
+        for option in ("--cases-dir", "--record"):
+            ctx.writable(option)
     err = ctx.err
     cases = ctx.cases(args.cases)[0]
     matrix = ctx.optional_matrix()

@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> ExitCode:
         raise UsageError(str(exc)) from None
     if not args.cases_dir.is_dir():
         raise UsageError(f"--cases-dir {args.cases_dir}: no such folder")
-    folder = args.cases_dir / case_id
+    folder = Context(args).writable("--cases-dir") / case_id
     if folder.exists():
         raise UsageError(f"{folder} already exists: nothing written (choose another --slug, or edit that case)")
     taken = sorted(p.name for p in args.cases_dir.glob(f"{upstream.library.name}-{upstream.number}-*"))

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from harness.commands import UsageError
+from harness.commands.context import Context
 from harness.model.exitcode import ExitCode
 
 
@@ -65,7 +66,7 @@ def export(args: argparse.Namespace) -> ExitCode:
         raise UsageError(f"{args.folder}: not a folder")
     docs = advisories(args)
     paths = write_documents(docs, args.folder)
-    print(f"{args.folder}: {len(paths)} advisory file(s)", file=sys.stderr)
+    print(f"{args.folder}: {len(paths)} advisory file(s) from {Context(args).sources()}", file=sys.stderr)
     return ExitCode.OK
 
 

@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 from harness.commands import UsageError
+from harness.commands.context import Context
 from harness.model.exitcode import ExitCode
 
 
@@ -85,6 +86,7 @@ def fold(args: argparse.Namespace) -> ExitCode:
     from harness.session.record import RecordError, load, write
     from harness.session.store import ResultStore
 
+    Context(args).writable("--record")
     sources = args.sources or [default_db()]
     cases = discover(args.cases_dir)[0] + discover(PROBES_DIR)[0]
     say = make_console(stderr=True)

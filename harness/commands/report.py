@@ -46,6 +46,7 @@ def run(args: argparse.Namespace) -> ExitCode:
         which = f" for run {args.run}" if args.run else ""
         ctx.err.print(f"[yellow]no results in {args.record} or {args.db}{which}[/]")
         return ExitCode.FAILED
+    ctx.err.print(f"report of {ctx.sources()}", soft_wrap=True, highlight=False)
     matrix = ctx.optional_matrix(invalid_is_none=True)
     report = matrix_report.report_for(results, args.cases_dir, [c.name for c in matrix.cells] if matrix else [],
                                       matrix, probes=args.probes or bool(args.run))

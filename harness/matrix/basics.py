@@ -10,8 +10,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-DEFAULT_MATRIX = Path("matrix.yaml")
+from harness.model.basics import data_path
+
+DEFAULT_MATRIX = Path("matrix.yaml")  # what the help and the docs name
 ENVS_FALLBACK = ".bugmatrix/envs"  # where $BUGMATRIX_ENVS is not set (the help and the docs name this one)
+
+
+def default_matrix() -> Path:
+    """The matrix file a plain `bugmatrix` reads: `matrix.yaml` in the current directory, else the installed wheel's
+    copy, else the one beside this package (`data_path`, as the cases and the record are found)."""
+    return data_path(str(DEFAULT_MATRIX))
 
 
 def default_envs() -> Path:

@@ -6,13 +6,13 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.model.basics import default_cases_dir
+from harness.model.basics import data_path, default_cases_dir
 from harness.model.case_schema import CaseError, CaseSpec, load_spec
 from harness.model.names import UnsafeName, check_name, inside
 
 CASE_FILE = "case.yaml"
-# the compatibility probes (`bugmatrix compat`): shaped like cases, kept beside the harness
-PROBES_DIR = Path(__file__).resolve().parent.parent.parent / "probes"
+# the compatibility probes (`bugmatrix compat`): shaped like cases, kept beside the harness (in a wheel, inside it)
+PROBES_DIR = data_path("probes", here=False)
 
 
 @dataclass(frozen=True)

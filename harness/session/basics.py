@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from harness.model.basics import data_path
+
 DB_FALLBACK = ".bugmatrix/results.db"  # where $BUGMATRIX_DB is not set (the help and the docs name this one)
 RECORD_FALLBACK = "record"  # where $BUGMATRIX_RECORD is not set (the help and the docs name this one)
 NIGHTLY_DB = "nightly.db"  # the nightly's merged store: its file name in results/, and so in the baseline folder
@@ -21,12 +23,10 @@ def default_db() -> Path:
 
 
 def default_record() -> Path:
-    """The default record folder: $BUGMATRIX_RECORD, else `record` in the current directory, else the one beside
-    this package (as `default_cases_dir` finds the cases: run from a clone's `docs/`, the clone's record answers,
-    not an empty one). Read when called: harness/session/record.py reads it once, at its own import, as
-    `DEFAULT_RECORD`."""
+    """The default record folder: $BUGMATRIX_RECORD, else `record` in the current directory, else the installed
+    wheel's copy, else the one beside this package (`data_path`, as the cases are found: run from a clone's `docs/`,
+    the clone's record answers, not an empty one). Read when called: harness/session/record.py reads it once, at its
+    own import, as `DEFAULT_RECORD`."""
     if "BUGMATRIX_RECORD" in os.environ:
         return Path(os.environ["BUGMATRIX_RECORD"])
-    here = Path(RECORD_FALLBACK)
-    beside = Path(__file__).resolve().parent.parent.parent / RECORD_FALLBACK
-    return here if here.is_dir() or not beside.is_dir() else beside
+    return data_path(RECORD_FALLBACK)
