@@ -383,7 +383,7 @@ def test_nightly_scripts_only_call_bugmatrix() -> None:
     assert scripts
     for name, script in scripts:
         assert "\n" not in script, f"job {name}: {script!r} is more than one command"
-        if name == "pages":
+        if name == "pages" and "mkdocs" in script:
             assert script == "uv run --only-group dev mkdocs build --strict --site-dir site"
             continue
         assert script.startswith("uv run bugmatrix "), f"job {name}: {script!r}"
@@ -393,15 +393,17 @@ def test_nightly_scripts_only_call_bugmatrix() -> None:
 
 def test_nightly_publishes_the_docs_site_with_the_report_beside_it() -> None:
     """The Pages job builds the site from the checkout (mkdocs --strict: a broken link fails the job, not the page),
-    then puts the night's report.html and compat.html into it, and deploys the folder."""
+    then puts the night's report.html and compat.html into it, and the record's OSV feed (osv.dev's layout, under
+    osv/ and osv/<date>/: `bugmatrix nightly feed`, tests/test_osv.py), and deploys the folder."""
     job = load_workflow(WORKFLOWS / "nightly.yml")["jobs"]["pages"]
     order = [s.get("uses", "").split("@")[0] or s["run"] for s in job["steps"]]
     assert order == ["actions/checkout", "astral-sh/setup-uv", "uv run --only-group dev mkdocs build --strict "
-                     "--site-dir site", "actions/download-artifact", "actions/upload-pages-artifact",
+                     "--site-dir site", "actions/download-artifact",
+                     "uv run bugmatrix nightly feed --record record --site site", "actions/upload-pages-artifact",
                      "actions/deploy-pages"]
     download = job["steps"][3]["with"]
     assert download == {"name": "bugmatrix-report", "path": "site"}  # report.html and compat.html beside the docs
-    assert job["steps"][4]["with"]["path"] == "site/"
+    assert job["steps"][5]["with"]["path"] == "site/"
     uploads = {s["with"]["name"]: s for s in load_workflow(WORKFLOWS / "nightly.yml")["jobs"]["aggregate"]["steps"]
                if "upload-artifact" in s.get("uses", "")}
     report_files = uploads["bugmatrix-report"]["with"]["path"].split()

@@ -24,7 +24,8 @@ reported as the workarounds that are measured fixed there):
   boundary lies between them.
 - extrapolated: beyond the newest (or before the oldest) measured release, from the nearest measured one.
 - from the case's rules (not measured): a boundary lies between the nearest measured versions and was not narrowed,
-  nothing was measured near these pins, or nothing on this device at all.
+  the rules put one between the nearest measured release (where they agree with the measurement) and these pins
+  (never extrapolated across it), nothing was measured near these pins, or nothing on this device at all.
 
 Where the case cannot run, nothing is read across: a cell measured `skip` (every world size skipped) is a barrier,
 never dropped as unknown, never interpolated across nor extrapolated from. Where the rules say `skip` at these pins
@@ -320,6 +321,13 @@ def _exact(cells: list[_Cell], deciding: list[str], target: Target) -> list[_Cel
     return [c for c in exact if sum(_matches(c.versions.get(p), pins[p]) for p in pins) == best]
 
 
+def _moved(target: Target, package: str, recorded: str) -> Target:
+    """The target with `package` at a recorded version (`2.6.0`, `0.4.0.dev0 @ <sha>`) instead of its pin."""
+    release, _, commit = recorded.partition(" @ ")
+    pins = {**target.pins, package: Pin(target.pins[package].distribution, release, commit or None)}
+    return Target(pins, renamed=target.renamed, label=target.label)
+
+
 def _outside(case: Case, target: Target) -> str:
     """`torch 2.2.1 (supports torch >=2.7)` where a pinned release is outside the case's `supports:` (the
     versions its script can run on); "" where every one is inside (a git install is not compared)."""
@@ -509,6 +517,11 @@ class Auditor:
                         "run there): not extrapolated", cells_used, q)
             text = f"{where} measured release {q} {side} (extrapolated)"
             if ruled != status and ruled in (REPRODUCED, FIXED):
+                if self._rules(case, variant, _moved(target, q, cells_used[0].versions[q]), device) == status:
+                    # the rules agree with the measurement there and change between it and the pins: a boundary
+                    # lies between, which nothing measured crosses (as between two measured sides)
+                    return (ruled, "rules", f"{where} measured release {q} {side} ({status}), across a boundary the "
+                            "case's rules put between: from the case's rules (not measured)", [], q)
                 text += f"; the case's rules say {ruled}"
             return status or UNKNOWN, "extrapolated", text, cells_used, q
         return (self._rules(case, variant, target, device), "rules",

@@ -1,4 +1,4 @@
-"""`bugmatrix nightly plan|cell|baseline|aggregate|issues|record-pr`: the nightly workflow's steps
+"""`bugmatrix nightly plan|cell|baseline|aggregate|issues|record-pr|feed`: the nightly workflow's steps
 (.github/workflows/nightly.yml); they write $GITHUB_OUTPUT and $GITHUB_STEP_SUMMARY when those are set. What each
 step decides is in harness/workflows/nightly.py; the cell step drives `bugmatrix run`'s session directly
 (`harness.commands.run.execute`), never through a command line.
@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from harness.commands import UsageError
 from harness.commands.context import Context
 from harness.matrix.basics import MatrixError
 from harness.model.exitcode import ExitCode
@@ -71,12 +72,17 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
                           help="a page whose generated tables the pull request updates (repeatable; default: "
                           "README.md and the pages under docs/ that hold them)")
     n_record.add_argument("--dry-run", action="store_true", help="print the pull request's body; write nothing")
+    n_feed = nightly_steps.add_parser("feed", help="the record's OSV advisories in osv.dev's layout under "
+                                      "SITE/osv/ and SITE/osv/DATE/ (PyPI/all.zip, modified_id.csv)",
+                                      parents=[record])
+    n_feed.add_argument("--site", type=Path, default=Path("site"), help="the built site folder (default: site)")
+    n_feed.add_argument("--date", default=None, help="the dated folder's name, YYYY-MM-DD (default: today, UTC)")
 
 
 def run(args: argparse.Namespace) -> ExitCode:
     """Carry out the step asked for."""
     steps = {"plan": plan, "cell": cell, "baseline": baseline, "aggregate": aggregate, "issues": issues,
-             "record-pr": record_pr}
+             "record-pr": record_pr, "feed": feed}
     return ExitCode(steps[args.step](args))
 
 
@@ -155,3 +161,20 @@ def record_pr(args: argparse.Namespace) -> int:
     return nightly.open_record_pr(args.db, args.record, args.cases_dir, matrix, args.run_url, nightly.run_gh,
                                   nightly.run_git, nightly.Actions.from_env(), branch=args.branch,
                                   dry_run=args.dry_run, pages=args.page, refresh=matrix is not None)
+
+
+def feed(args: argparse.Namespace) -> int:
+    """`nightly feed`: the record's OSV advisories beside the documentation site, dated."""
+    import datetime
+
+    from harness.workflows import nightly
+
+    day = args.date or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+    try:
+        if datetime.date.fromisoformat(day).isoformat() != day:
+            raise ValueError(day)
+    except ValueError:
+        raise UsageError(f"--date {day!r}: not a date (YYYY-MM-DD)") from None
+    if not args.cases_dir.is_dir():
+        raise UsageError(f"--cases-dir {args.cases_dir}: no such folder")
+    return nightly.publish_feed(args.record, args.cases_dir, args.site, day, nightly.Actions.from_env())

@@ -1,10 +1,13 @@
 """`bugmatrix osv`: the record as OSV advisories, written to a folder or served as the OSV API.
 
-    bugmatrix osv export DIR                              # one BUGMATRIX-<case>.json per case (schema 1.6)
+    bugmatrix osv export DIR                              # one x_BUGMATRIX-<case>[.<variant>].json per advisory
+    bugmatrix osv export --zip ROOT                       # osv.dev's layout: ROOT/PyPI/all.zip, modified_id.csv
     bugmatrix osv serve [--port 8080] [--host 127.0.0.1] [--timeout 10]  # POST /v1/query, /v1/querybatch;
                                                                           # GET /v1/vulns/{id}
 
     pip-audit -s osv --osv-url http://127.0.0.1:8080/v1/query -r requirements.txt
+    uv audit --service-url http://127.0.0.1:8080
+    OSV_SCANNER_LOCAL_DB_CACHE_DIRECTORY=DIR osv-scanner --offline-vulnerabilities ...   # --zip DIR/osv-scanner
 
 Served on the loopback interface unless `--host` says otherwise (any other address: a one-line warning on stderr).
 See harness/analysis/osv.py for how the ranges are made (and what OSV cannot express) and harness/output/osv.py for
@@ -28,9 +31,13 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
     """Register `osv export` and `osv serve`."""
     p = sub.add_parser("osv", help="the record as OSV advisories: export them, or serve them as the OSV API")
     steps = p.add_subparsers(dest="step", required=True)
-    export = steps.add_parser("export", help="write one OSV JSON per case into DIR",
+    export = steps.add_parser("export", help="write one OSV JSON per advisory into DIR, and/or osv.dev's layout "
+                              "(PyPI/all.zip and its index) under --zip ROOT",
                               parents=[parents["--db"], parents["--record"]])
-    export.add_argument("folder", type=Path, metavar="DIR")
+    export.add_argument("folder", type=Path, metavar="DIR", nargs="?", default=None)
+    export.add_argument("--zip", type=Path, metavar="ROOT", default=None,
+                        help="also write ROOT/PyPI/all.zip (one JSON per advisory), ROOT/PyPI/<id>.json and "
+                             "modified_id.csv, as osv.dev publishes them: an offline scanner's database")
     serve = steps.add_parser("serve", help="serve the advisories as the OSV API (query, querybatch, vulns)",
                              parents=[parents["--db"], parents["--record"]])
     serve.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: loopback only)")
@@ -60,13 +67,21 @@ def run(args: argparse.Namespace) -> ExitCode:
 
 def export(args: argparse.Namespace) -> ExitCode:
     """Write the advisories into the folder."""
-    from harness.output.osv import write_documents
+    from harness.output.osv import write_documents, write_feed
 
-    if args.folder.exists() and not args.folder.is_dir():
-        raise UsageError(f"{args.folder}: not a folder")
+    if args.folder is None and args.zip is None:
+        raise UsageError("osv export: give DIR, --zip ROOT, or both")
+    for folder in (args.folder, args.zip):
+        if folder is not None and folder.exists() and not folder.is_dir():
+            raise UsageError(f"{folder}: not a folder")
     docs = advisories(args)
-    paths = write_documents(docs, args.folder)
-    print(f"{args.folder}: {len(paths)} advisory file(s) from {Context(args).sources()}", file=sys.stderr)
+    if args.folder is not None:
+        paths = write_documents(docs, args.folder)
+        print(f"{args.folder}: {len(paths)} advisory file(s) from {Context(args).sources()}", file=sys.stderr)
+    if args.zip is not None:
+        zipped, *_ = write_feed(docs, args.zip)
+        print(f"{zipped}: {len(docs)} advisories, with modified_id.csv, from {Context(args).sources()}",
+              file=sys.stderr)
     return ExitCode.OK
 
 

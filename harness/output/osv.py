@@ -1,6 +1,7 @@
 """The OSV advisories written to a folder, and served as the OSV API (the subset clients use), standard library only.
 
-    write_documents(docs, Path("osv/"))                      # one <id>.json per case, deterministic
+    write_documents(docs, Path("osv/"))                      # one <id>.json per advisory, deterministic
+    write_feed(docs, Path("feed/"))                          # osv.dev's layout: feed/PyPI/all.zip, an index
     server = make_server(OSVIndex(docs), "127.0.0.1", 0)     # an OSVServer; server.server_address[1]
     server.serve_forever()
 
@@ -22,10 +23,12 @@ that trickles a byte before each timeout is not dropped (the timeout is per read
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import socket
 import threading
+import zipfile
 from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -58,6 +61,54 @@ def write_documents(docs: dict[str, dict], folder: Path) -> list[Path]:
             os.replace(temporary, path)
         written.append(path)
     return written
+
+
+ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # every member's time: the same advisories make the same bytes
+INDEX = "modified_id.csv"
+
+
+def _replace(path: Path, data: bytes) -> None:
+    """Write `path` atomically (a temporary file beside it, then a rename); an unchanged file is left alone."""
+    if path.is_file() and path.read_bytes() == data:
+        return
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_bytes(data)
+    os.replace(temporary, path)
+
+
+def zipped(docs: dict[str, dict]) -> bytes:
+    """Every advisory as `<id>.json` in one zip, in id order, with fixed member times (deterministic bytes)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for vuln_id, doc in sorted(docs.items()):
+            member = zipfile.ZipInfo(f"{vuln_id}.json", date_time=ZIP_TIME)
+            member.compress_type = zipfile.ZIP_DEFLATED
+            member.external_attr = 0o644 << 16
+            archive.writestr(member, render(doc))
+    return buffer.getvalue()
+
+
+def index(docs: dict[str, dict], prefix: str = "") -> str:
+    """osv.dev's `modified_id.csv`: one `<modified>,<prefix><id>` line per advisory, the newest first."""
+    rows = sorted(((doc["modified"], vuln_id) for vuln_id, doc in docs.items()), key=lambda r: (r[0], r[1]),
+                  reverse=True)
+    return "".join(f"{modified},{prefix}{vuln_id}\n" for modified, vuln_id in rows)
+
+
+def write_feed(docs: dict[str, dict], root: Path) -> list[Path]:
+    """osv.dev's bucket layout under `root` (what its exporter publishes, and what osv-scanner's offline mode
+    reads as `<cache>/osv-scanner/PyPI/all.zip`, or `<cache>/osv-scalibr/PyPI/all.zip` from osv-scanner 2.1):
+    `PyPI/all.zip` (one `<id>.json` per advisory), `PyPI/<id>.json`, `PyPI/modified_id.csv` and `modified_id.csv`
+    (`PyPI/<id>`); return the paths of the zip and the two indexes."""
+    folder = root / ECOSYSTEM
+    write_documents(docs, folder)
+    stale = {p for p in folder.glob("*.json")} - {folder / f"{vuln_id}.json" for vuln_id in docs}
+    for path in stale:  # an advisory gone from the record is gone from the feed
+        path.unlink()
+    _replace(folder / "all.zip", zipped(docs))
+    _replace(folder / INDEX, index(docs).encode())
+    _replace(root / INDEX, index(docs, f"{ECOSYSTEM}/").encode())
+    return [folder / "all.zip", folder / INDEX, root / INDEX]
 
 
 class BadRequest(Exception):

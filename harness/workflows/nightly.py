@@ -1,4 +1,4 @@
-"""The nightly workflow's steps, as code: `bugmatrix nightly plan|cell|baseline|aggregate|issues|record-pr`.
+"""The nightly workflow's steps, as code: `bugmatrix nightly plan|cell|baseline|aggregate|issues|record-pr|feed`.
 
 `.github/workflows/nightly.yml` only calls these; every decision the workflow makes about the matrix lives here,
 with unit tests (tests/test_nightly.py), and GitHub's side is reduced to files and annotations:
@@ -40,6 +40,9 @@ record-pr  `open_record_pr`: tonight's store folded into the record (harness/ses
            show on the pull request's head commit. Variants that cannot be derived are warnings. The step never
            changes the verdict: only a person merging the pull request changes the record and what the nightly
            expects.
+feed       `publish_feed`: the committed record's OSV advisories in osv.dev's layout (`osv/PyPI/all.zip`, its
+           `modified_id.csv`, one JSON per advisory) and the same under `osv/<date>/`, written into the site
+           folder the Pages job deploys.
 
 `gh` is called through a `Gh` function (argument list in, stdout out, `GhError` on failure): `run_gh` runs the
 real CLI (it reads GH_TOKEN / GH_REPO from the environment); tests pass a fake.
@@ -72,6 +75,7 @@ RESULTS_ARTIFACT = "bugmatrix-results"  # tonight's results/ folder, for the job
 BASELINE_FILE = "baseline.json"  # written by `baseline` beside the downloaded store: which run it came from
 COMPARE_FILE = "compare.json"
 REPORT_FILE = "report.html"
+FEED = "osv"  # the OSV feed's folder in the documentation site
 LABEL = "bugmatrix-regression"
 LABEL_COLOR = "B60205"
 LABEL_DESCRIPTION = "bugmatrix nightly: a fixed bug came back"
@@ -350,6 +354,26 @@ def record_baseline(record_root: Path, cases_dir: Path) -> ResultStore | None:
 
     record = load(record_root)
     return record_store(record, discover(cases_dir)[0], record_root) if record.rows else None
+
+
+def publish_feed(record_root: Path, cases_dir: Path, site: Path, day: str, gh: Actions) -> ExitCode:
+    """The committed record's OSV advisories in osv.dev's layout beside the documentation site: `site/osv/`
+    (the newest: `PyPI/all.zip`, `PyPI/modified_id.csv`, one JSON per advisory) and `site/osv/<day>/` (the
+    same, dated), for `pip-audit --osv-url`-style clients through `osv serve` and offline scanners (docs/osv.md)."""
+    from harness.analysis.osv import documents
+    from harness.model.case import every_case
+    from harness.output.osv import write_feed
+    from harness.session.readers import open_reader
+    from harness.session.record import load
+
+    cases = every_case(cases_dir)
+    docs = documents(open_reader(None, False, cases, record_root).latest(), cases, load(record_root).releases)
+    for root in (site / FEED, site / FEED / day):
+        write_feed(docs, root)
+    gh.summary(f"OSV feed: {len(docs)} advisories, `{FEED}/PyPI/all.zip` and `{FEED}/{day}/PyPI/all.zip` beside "
+               "the documentation site\n")
+    gh.say(f"{site / FEED}: {len(docs)} advisories ({day})")
+    return ExitCode.OK
 
 
 def aggregate(shards: Path, results: Path, include: list[dict[str, Any]], baseline: Path | None, cases_dir: Path,
