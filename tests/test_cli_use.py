@@ -12,12 +12,14 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
+from harness.model.names import MAX_LENGTH
 from harness.session.store import ResultStore
 
 from .conftest import MakeCase
 
 FIXED = "print('fine')\n"
-LONG_ID = "torchrec-123456-" + "a-very-long-slug-that-names-the-bug-in-full-" * 2 + "x"  # over 100 characters
+# the longest a case id may be (harness/model/names.py MAX_LENGTH: 80), wider than any terminal column gives it
+LONG_ID = ("torchrec-123456-" + "a-very-long-slug-that-names-the-bug-in-full-" * 2)[:MAX_LENGTH].rstrip("-")
 
 
 def bugmatrix(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
