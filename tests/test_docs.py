@@ -36,7 +36,8 @@ def test_the_readme_is_a_map_of_at_most_250_lines() -> None:
     text = README.read_text()
     assert len(text.splitlines()) <= 250
     headings = re.findall(r"^## (.+)$", text, re.M)
-    assert headings == ["Quick start", "Outcomes", "Commands", "Exit codes", "Where to read on"]
+    assert headings == ["Quick start", 'Install (to ask "am I affected?" from your own repository)', "Outcomes",
+                        "Commands", "Exit codes", "Where to read on"]
 
 
 def test_the_quick_start_is_the_two_commands_ci_runs() -> None:

@@ -70,9 +70,10 @@ exit $code
 
 
 def requirements(pyproject: Path = ROOT / "pyproject.toml", lock: Path = ROOT / "uv.lock") -> list[str]:
-    """The harness's runtime requirements that a local `bugmatrix run --python` uses (pyproject's dependencies
-    less uv and pytest), each pinned to the version uv.lock holds (what the tests ran with)."""
-    deps = tomllib.loads(pyproject.read_text())["project"]["dependencies"]
+    """The harness's runtime requirements that a local `bugmatrix run --python` uses (pyproject's dependencies and
+    its `run` extra, less uv and pytest), each pinned to the version uv.lock holds (what the tests ran with)."""
+    project = tomllib.loads(pyproject.read_text())["project"]
+    deps = [*project["dependencies"], *project.get("optional-dependencies", {}).get("run", [])]
     locked = {canonicalize_name(p["name"]): p["version"] for p in tomllib.loads(lock.read_text())["package"]
               if "version" in p}
     names = [canonicalize_name(Requirement(d).name) for d in deps]
