@@ -214,7 +214,8 @@ def test_an_unpinned_package_that_decides_nothing_qualifies_the_precision_one_th
     a = _answers(world, ["lightning==2.3.3"])
     assert ("lightning-1-coupling", "bug") not in a
     assert a[("lightning-1-coupling", "workaround-env")].status == "fixed"  # measured fixed whatever torch was
-    assert main(_cli(world, "lightning==2.3.3", "--json")) == 0
+    # no bug variant answered: nothing checked (5), never a green '0 bugs' (the JSON still says what to pin)
+    assert main(_cli(world, "lightning==2.3.3", "--json")) == 5
     payload = json.loads(capsys.readouterr().out)
     assert payload["affected"] == []
     [torch] = payload["not_covered"]
@@ -1015,3 +1016,14 @@ def test_an_osv_range_never_starts_where_the_bugs_code_is_absent(gated: dict) ->
     assert all("fixed" not in e for r in hole for e in r["events"])
     assert docs["x_BUGMATRIX-torch-4-absent"]["database_specific"]["condition"][0] == {
         "when": {"torch": "<2.4.0"}, "outcome": "skip", "because": "absent"}
+
+
+def test_pins_that_answer_no_case_exit_5(world: dict, capsys: pytest.CaptureFixture[str]) -> None:
+    """`lightning==2.4.0` alone: the record knows lightning, but torch decides its only case and is not pinned, so
+    no case is answered; '0 bug(s) apply', exit 0 would be green on nothing (as `litgpt==0.5.12` alone was when the
+    record held only torch-decided litgpt cases)."""
+    assert main(_cli(world, "lightning==2.4.0")) == 5
+    err = capsys.readouterr().err
+    assert "nothing checked" in err and "answer no recorded case" in err and "torch" in err
+    assert main(_cli(world, "--from", "lightning==2.4.0", "--to", "lightning==2.6.6")) == 5
+    assert main(_cli(world, "lightning==2.4.0", "torch==2.6.0")) == 0  # pinned: answered, fixed

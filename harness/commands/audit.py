@@ -199,7 +199,9 @@ def _audit(args: argparse.Namespace) -> int:
                 else:
                     print(view.to_text(kinds, target.not_covered, target.label, args.device, len(answers)), end="")
             # cannot_say never fails a gate: only a bug that applies
-            codes.append(_nothing_checked([target]) if not target.pins else AFFECTED if kinds["affected"] else NONE)
+            bugs = [a for a in answers if not a.workaround]  # a workaround answered alone says nothing of the bug
+            codes.append(_nothing_checked([target], answered=bool(bugs)) if not target.pins or not bugs
+                         else AFFECTED if kinds["affected"] else NONE)
         return AFFECTED if AFFECTED in codes else ExitCode.NOTHING_RAN if ExitCode.NOTHING_RAN in codes else NONE
     from harness.analysis.compat import measured
     from harness.analysis.compat import upgrade as pairings_of
@@ -207,8 +209,13 @@ def _audit(args: argparse.Namespace) -> int:
     before, after = _read(args, known, args.from_), _read(args, known, args.to)
     if not before.pins and not after.pins:
         return _nothing_checked([before, after])
-    changes = audit.compare(audit.audit(results, cases, before, args.device, args.ignore, auditor),
-                            audit.audit(results, cases, after, args.device, args.ignore, auditor))
+    answers_before = audit.audit(results, cases, before, args.device, args.ignore, auditor)
+    answers_after = audit.audit(results, cases, after, args.device, args.ignore, auditor)
+    if not any(not a.workaround for a in answers_before + answers_after):
+        for side in (before, after):
+            side.not_covered += audit.unpinned(results, cases, side, args.device, args.ignore, auditor)
+        return _nothing_checked([before, after], answered=False)
+    changes = audit.compare(answers_before, answers_after)
     pairings = pairings_of(measured(store), before.public(), after.public(), [])
     rows = view.upgrade_rows(changes, pairings)
     if fmt == "json":
@@ -234,12 +241,16 @@ def _checked(target, args: argparse.Namespace, markdown: bool) -> str:  # noqa: 
     return f"_{line}_\n" if markdown else line + "\n"
 
 
-def _nothing_checked(targets: list) -> ExitCode:
+def _nothing_checked(targets: list, answered: bool = True) -> ExitCode:
     """Exit 5 (nothing ran) with one line: the environment pins no package the record has results for, or none
-    to one version (`torch>=2.5`): no answer is given, and none may read as "not affected"."""
+    to one version (`torch>=2.5`), or its pins answer no case (`litgpt==0.5.12` alone: torch decides every litgpt
+    case and is not pinned): no answer is given, and none may read as "not affected"."""
     labels = " and ".join(t.label or "this environment" for t in targets)
     uncovered = sorted({f"{u.package} {u.version}".strip() for t in targets for u in t.not_covered})[:5]
-    print(f"bugmatrix audit: nothing checked: {labels} pins no package the record has results for to one version"
+    pinned = any(t.pins for t in targets)
+    why = ("its pins answer no recorded case: what decides them is not pinned" if pinned and not answered
+           else "pins no package the record has results for to one version")
+    print(f"bugmatrix audit: nothing checked: {labels} {why}"
           + (f" (not covered: {', '.join(uncovered)})" if uncovered else ""), file=sys.stderr)
     return ExitCode.NOTHING_RAN
 
