@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -172,14 +175,17 @@ def test_the_in_process_listing_ignores_what_imports_add_to_sys_path(monkeypatch
 
 def test_the_listing_reads_names_and_versions_as_importlib_metadata_parses_them() -> None:
     """The listing reads Name and Version from the metadata's header block instead of parsing each file whole: it must
-    give what `importlib.metadata` gives for every installed distribution."""
-    from importlib import metadata
-
-    from harness.launch.interpreter import _inspect
-
-    listed = _inspect()["packages"]
-    parsed = {d.metadata["Name"]: d.version for d in metadata.distributions() if d.metadata["Name"]}
-    assert {name: info["version"] for name, info in listed.items()} == parsed and len(parsed) > 20
+    give what `importlib.metadata` gives for every installed distribution. Both are read in a fresh interpreter, as
+    an inspection runs: in this test process another test may have imported something that puts more folders on
+    sys.path (pkg_resources adds setuptools' _vendor, whose own platformdirs and tomli then shadow the installed)."""
+    code = ("import json; from importlib import metadata; from harness.launch.interpreter import _inspect; "
+            "listed = {n: i['version'] for n, i in _inspect()['packages'].items()}; "
+            "parsed = {d.metadata['Name']: d.version for d in metadata.distributions() if d.metadata['Name']}; "
+            "print(json.dumps([listed, parsed]))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          cwd=Path(__file__).resolve().parent.parent)
+    listed, parsed = json.loads(proc.stdout)
+    assert listed == parsed and len(parsed) > 20
 
 
 def test_python3_naming_the_harnesss_own_interpreter_is_listed_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
