@@ -271,6 +271,8 @@ def _launch_once(
             with _active_lock:
                 _active.add(proc)
             try:
+                if _stopping.is_set():  # abort_all ran between the check above and the registration: it missed this
+                    kill_tree(proc)
                 deadline = started + STARTUP_S  # torchrun's start-up; once a rank starts, the case's own limit
                 closing = _Closing(agent_log_path)
                 next_watch = started + WATCH_S
