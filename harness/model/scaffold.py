@@ -21,8 +21,7 @@ from harness.model import names
 
 SLUG = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 PACKAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-CASE_ID = re.compile(names.CASE_ID)  # the one grammar of harness/model/names.py
-MAX_CASE_ID = names.MAX_LENGTH
+MAX_CASE_ID = names.MAX_LENGTH  # the case-id grammar is harness/model/names.py's
 NOT_WRITTEN = "TODO: this case is not written yet"
 PLACEHOLDER_SIGNATURE = "TODO: the text the bug prints"
 
@@ -117,10 +116,11 @@ def case_id(upstream: Upstream, slug: str) -> str:
     """The case folder's name: `<library>-<number>-<slug>`; ValueError when it is not a case id (lowercase
     letters, digits and hyphens, at most MAX_CASE_ID characters)."""
     cid = f"{upstream.library.name}-{upstream.number}-{check_slug(slug)}"
-    if len(cid) > MAX_CASE_ID or not CASE_ID.fullmatch(cid):
+    try:
+        return names.check_name("case id", cid)
+    except names.UnsafeName:
         raise ValueError(f"case id {cid[:MAX_CASE_ID // 2]}… would be {len(cid)} characters (at most {MAX_CASE_ID}): "
-                         f"check the link's number ({len(str(upstream.number))} digits) or shorten --slug")
-    return cid
+                         f"check the link's number ({len(str(upstream.number))} digits) or shorten --slug") from None
 
 
 def _flow(items: list[str]) -> str:
