@@ -149,7 +149,7 @@ def _audit(data: dict, env: str, device: str) -> tuple[set[tuple[str, str]], set
     answers = audit_module.audit(data["results"], data["cases"], target, device, auditor=data["auditor"])
     unpinned = audit_module.unpinned(data["results"], data["cases"], target, device, auditor=data["auditor"])
     wanting = {case for u in unpinned for case in u.why.split("decides ")[1].split(" (pin")[0].split(", ")}
-    return {(a.case, a.variant) for a in audit_module.affected(answers)}, wanting
+    return {(a.case, a.variant) for a in audit_module.by_kind(answers)["affected"]}, wanting
 
 
 def _why_extra(doc: dict, installed: dict[str, str], wanting: set[str]) -> str:

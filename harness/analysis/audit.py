@@ -58,8 +58,8 @@ from harness.analysis.transitions import FIXED, MIXED, REPRODUCED, UNKNOWN, cell
 from harness.launch.expectations import environment_of, expected_outcome, rule_holds, version_matches
 from harness.launch.interpreter import Environment, Installed
 from harness.model.case import Case
-from harness.model.case_schema import GitCondition, Rule, Variant
-from harness.model.common import logical_name, primary_package
+from harness.model.case_schema import SKIP_KINDS, GitCondition, Rule, Variant
+from harness.model.common import logical_name, primary_package, public_version
 from harness.model.outcome import Outcome
 from harness.model.requirements import Loose, Pin
 from harness.model.result import Result
@@ -68,7 +68,7 @@ from harness.model.result import Result
 RENAMED = {"pytorch-lightning": "lightning"}
 AFFECTED = (REPRODUCED, MIXED)
 SKIP = Outcome.SKIP.value  # a cell where every world size skipped: the case cannot run there (a barrier)
-ABSENT, UNTESTABLE = "absent", "untestable"  # `Rule.because`
+ABSENT, UNTESTABLE = SKIP_KINDS  # `Rule.because`
 MEASURED = ("exact", "interpolated")  # the bases that rest on a measurement at or around the pins
 KINDS = ("affected", "not_affected", "cannot_say")
 
@@ -235,17 +235,8 @@ def _matches(recorded: str | None, pin: Pin) -> bool:
         return _same_commit(commit, pin.commit)
     if commit:
         return False
-    mine, theirs = _public(release), _public(pin.version)
+    mine, theirs = public_version(release), public_version(pin.version)
     return release == pin.version if mine is None or theirs is None else mine == theirs
-
-
-@lru_cache(maxsize=8192)
-def _public(text: str) -> str | None:
-    """`2.6.0` of `2.6.0+cu124` (None: not a version)."""
-    try:
-        return Version(text).public
-    except InvalidVersion:
-        return None
 
 
 def _combine(statuses: Iterable[str]) -> str:
@@ -335,7 +326,7 @@ def _outside(case: Case, target: Target) -> str:
         pin = target.pins.get(logical_name(package))
         if pin is None or pin.commit or not spec:
             continue
-        version = _public(pin.version)
+        version = public_version(pin.version)
         if version is not None and not version_matches(Version(version), spec):
             return f"{package} {pin.text} (supports {package} {spec})"
     return ""
@@ -618,11 +609,6 @@ def unpinned(results: list[tuple[str, Result]], cases: list[Case], target: Targe
                     wanted[package].add(case.id)
     return [Uncovered(package, "", f"not pinned, and it decides {', '.join(sorted(ids))} (pin it to answer them)")
             for package, ids in sorted(wanted.items())]
-
-
-def affected(answers: Iterable[Answer]) -> list[Answer]:
-    """The bug variants that apply (workaround variants are never listed as bugs)."""
-    return [a for a in answers if a.affected and not a.workaround]
 
 
 def by_kind(answers: Iterable[Answer]) -> dict[str, list[Answer]]:

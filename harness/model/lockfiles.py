@@ -38,6 +38,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from harness.model.common import public_version
 from harness.model.requirements import (
     Budget,
     Loose,
@@ -391,17 +392,10 @@ def _one_release_each(pins: list[Pin], loose: list[Loose]) -> tuple[list[Pin], l
         by_name[pin.distribution].append(pin)
     out: list[Pin] = []
     for name, group in by_name.items():
-        releases = {(_public(p.version), p.commit) for p in group}
+        releases = {(public_version(p.version) or p.version, p.commit) for p in group}
         if len(releases) == 1:
             out.append(group[0])
         else:
             loose.append(Loose(name, " or ".join(sorted({p.text for p in group})),
                                "the lock leaves several releases for this target (conflicting extras or groups)"))
     return out, loose
-
-
-def _public(version: str) -> str:
-    try:
-        return Version(version).public
-    except InvalidVersion:
-        return version
