@@ -36,6 +36,7 @@ import sys
 from pathlib import Path
 
 from harness.commands import UsageError
+from harness.commands.context import Context
 from harness.model.exitcode import ExitCode
 
 AFFECTED, NONE = ExitCode.FAILED, ExitCode.OK
@@ -198,9 +199,9 @@ def _audit(args: argparse.Namespace) -> int:
                     print(view.to_markdown(kinds, target.not_covered, target.label, args.device), end="")
                 else:
                     print(view.to_text(kinds, target.not_covered, target.label, args.device, len(answers)), end="")
-            # cannot_say never fails a gate: only a bug that applies
-            bugs = [a for a in answers if not a.workaround]  # a workaround answered alone says nothing of the bug
-            codes.append(_nothing_checked([target], answered=bool(bugs)) if not target.pins or not bugs
+            # cannot_say never fails a gate: only a bug that applies; a workaround answered alone checks no bug
+            answered = any(kinds.values())
+            codes.append(_nothing_checked([target], answered) if not target.pins or not answered
                          else AFFECTED if kinds["affected"] else NONE)
         return AFFECTED if AFFECTED in codes else ExitCode.NOTHING_RAN if ExitCode.NOTHING_RAN in codes else NONE
     from harness.analysis.compat import measured
@@ -211,7 +212,7 @@ def _audit(args: argparse.Namespace) -> int:
         return _nothing_checked([before, after])
     answers_before = audit.audit(results, cases, before, args.device, args.ignore, auditor)
     answers_after = audit.audit(results, cases, after, args.device, args.ignore, auditor)
-    if not any(not a.workaround for a in answers_before + answers_after):
+    if not any(audit.by_kind(answers_before + answers_after).values()):  # no bug variant answered on either side
         for side in (before, after):
             side.not_covered += audit.unpinned(results, cases, side, args.device, args.ignore, auditor)
         return _nothing_checked([before, after], answered=False)
@@ -235,9 +236,8 @@ def _checked(target, args: argparse.Namespace, markdown: bool) -> str:  # noqa: 
     """The first line of every answer: what was checked (the pins the record knows), against which record, on
     which device -- so that a green answer on nothing cannot pass for a clean bill."""
     pins = ", ".join(f"{name}=={pin.text}" for name, pin in sorted(target.pins.items())) or "no package it knows"
-    store = f" and the store {args.db}" if Path(args.db).is_file() else ""
     resolved = f" in {target.label} for {target.markers_for}" if target.markers_for else ""
-    line = f"checked {pins}{resolved} against the record in {args.record}{store} on {args.device}"
+    line = f"checked {pins}{resolved} against {Context(args).sources()} on {args.device}"
     return f"_{line}_\n" if markdown else line + "\n"
 
 
