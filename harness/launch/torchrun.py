@@ -100,6 +100,15 @@ def refuse_if_interrupted() -> None:
         raise LaunchAborted("the run was interrupted")
 
 
+def _register(proc: subprocess.Popen[Any]) -> None:
+    """Count `proc` among the launches `abort_all` kills; kill it at once when `abort_all` already ran (it read the
+    launches in flight between the caller's `refuse_if_interrupted` and this: it missed `proc`)."""
+    with _active_lock:
+        _active.add(proc)
+    if _stopping.is_set():
+        kill_tree(proc)
+
+
 def run_abortable(command: list[str], timeout: float, **popen: Any) -> subprocess.CompletedProcess[str]:
     """`subprocess.run` (text, output captured) for a command a run waits on besides its launches (an environment
     build, a cache clean): `abort_all` kills it and its descendants as it kills a launch, and it then raises
@@ -108,11 +117,8 @@ def run_abortable(command: list[str], timeout: float, **popen: Any) -> subproces
     refuse_if_interrupted()
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True, **popen)
-    with _active_lock:
-        _active.add(proc)  # type: ignore[arg-type]
     try:
-        if _stopping.is_set():  # abort_all ran between the check above and the registration
-            kill_tree(proc)
+        _register(proc)
         out, err = communicate(proc, timeout)
     finally:
         with _active_lock:
@@ -268,11 +274,8 @@ def _launch_once(
                 command, stdin=subprocess.DEVNULL, stdout=agent_log, stderr=subprocess.STDOUT,
                 env=child_env, start_new_session=True, cwd=script.parent,
             )
-            with _active_lock:
-                _active.add(proc)
             try:
-                if _stopping.is_set():  # abort_all ran between the check above and the registration: it missed this
-                    kill_tree(proc)
+                _register(proc)
                 deadline = started + STARTUP_S  # torchrun's start-up; once a rank starts, the case's own limit
                 closing = _Closing(agent_log_path)
                 next_watch = started + WATCH_S

@@ -48,25 +48,6 @@ def render(doc: dict) -> str:
     return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
-def write_documents(docs: dict[str, dict], folder: Path) -> list[Path]:
-    """Write each advisory to `folder/<id>.json` (atomically; unchanged files are left alone); return the paths."""
-    folder.mkdir(parents=True, exist_ok=True)
-    written = []
-    for vuln_id, doc in sorted(docs.items()):
-        path = folder / f"{vuln_id}.json"
-        text = render(doc)
-        if not (path.is_file() and path.read_text(encoding="utf-8") == text):
-            temporary = path.with_name(f".{path.name}.tmp")
-            temporary.write_text(text, encoding="utf-8")
-            os.replace(temporary, path)
-        written.append(path)
-    return written
-
-
-ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # every member's time: the same advisories make the same bytes
-INDEX = "modified_id.csv"
-
-
 def _replace(path: Path, data: bytes) -> None:
     """Write `path` atomically (a temporary file beside it, then a rename); an unchanged file is left alone."""
     if path.is_file() and path.read_bytes() == data:
@@ -74,6 +55,21 @@ def _replace(path: Path, data: bytes) -> None:
     temporary = path.with_name(f".{path.name}.tmp")
     temporary.write_bytes(data)
     os.replace(temporary, path)
+
+
+def write_documents(docs: dict[str, dict], folder: Path) -> list[Path]:
+    """Write each advisory to `folder/<id>.json` (atomically; unchanged files are left alone); return the paths."""
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for vuln_id, doc in sorted(docs.items()):
+        path = folder / f"{vuln_id}.json"
+        _replace(path, render(doc).encode())
+        written.append(path)
+    return written
+
+
+ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # every member's time: the same advisories make the same bytes
+INDEX = "modified_id.csv"
 
 
 def zipped(docs: dict[str, dict]) -> bytes:
