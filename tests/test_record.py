@@ -145,7 +145,9 @@ def test_a_record_file_that_does_not_parse_names_file_and_line_and_nothing_is_wr
 
 
 def test_a_file_read_in_one_parse_still_names_the_line_that_is_not_one_object(tmp_path: Path, case: Case) -> None:
-    """The whole-file parse (the fast path) must not accept what the line-by-line reading refuses."""
+    """The whole-file parse (the fast path) must not accept what the line-by-line reading refuses. Nor may a row
+    spliced from two broken lines pass as a row with a changed reason: read in one parse of the joined lines,
+    `{row},{half` and `rest}` were two objects, the second's reason holding the joining comma."""
     record = Record()
     fold_store(record, _store(tmp_path / "r.db", case, _two_cells(case)), [case])
     write(tmp_path / "rec", record)
@@ -154,6 +156,15 @@ def test_a_file_read_in_one_parse_still_names_the_line_that_is_not_one_object(tm
     path.write_text(f"{first},{second}\n")  # two objects on one line: a valid array when the lines are joined
     with pytest.raises(RecordError, match=rf"{path.name}:1: not a JSON object \(Extra data\)"):
         load(tmp_path / "rec")
+    cut = second.index("every rank") + len("every")  # a spliced pair: `{row},{half` then `rest}`
+    path.write_text(f"{first},{second[:cut]}\n{second[cut:]}\n")
+    with pytest.raises(RecordError, match=rf"{path.name}:1: not a JSON object \(Extra data\)"):
+        load(tmp_path / "rec")
+    path.write_text(f"{first}{second}\n")
+    with pytest.raises(RecordError, match=rf"{path.name}:1: not a JSON object \(Extra data\)"):
+        load(tmp_path / "rec")
+    path.write_text(f"{first}\n {second} \n")  # spaces around one object: still one object
+    assert len(load(tmp_path / "rec").rows) == 2
     cut = second.index(",") + 1  # one object over two lines
     path.write_text(f"{first}\n{second[:cut]}\n{second[cut:]}\n")
     with pytest.raises(RecordError, match=rf"{path.name}:2: not a JSON object"):

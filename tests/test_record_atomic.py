@@ -1,8 +1,9 @@
 """A record nothing can corrupt (issue 33): a fold killed at any step leaves the record as before or as after (the
 next fold finishes or undoes it, a reader in between reads that state and writes nothing, no temporary file is
-left); a line that is not exactly one JSON object is refused by file and line; a file the record lists as holding
+left); a file the record lists as holding
 rows that is missing or emptied, or a row citing a run `runs.jsonl` lacks, is an error every reader names; and the
-committed record imported into a fresh store folds back with nothing added or replaced."""
+committed record imported into a fresh store folds back with nothing added or replaced. (A line that is not exactly
+one JSON object: tests/test_record.py.)"""
 
 from __future__ import annotations
 
@@ -123,25 +124,6 @@ def test_a_killed_writes_temporary_names_are_ignored_by_git() -> None:
              "record/results/.x.jsonl.tmp", "record/.runs.jsonl.tmp"]
     ignored = subprocess.run(["git", "check-ignore", "--no-index", *names], cwd=ROOT, capture_output=True, text=True)
     assert sorted(ignored.stdout.split()) == sorted(names)
-
-
-def test_a_line_that_is_not_exactly_one_object_is_refused_by_file_and_line(tmp_path: Path, case: Case) -> None:
-    """A row spliced from two broken lines must not pass as a row with a changed reason: read in one parse of the
-    joined lines, `{row},{half` and `rest}` were two objects, the second's reason holding the joining comma."""
-    record = Record()
-    fold_store(record, _store(tmp_path / "r.db", case, _two_cells(case)), [case])
-    write(tmp_path / "rec", record)
-    path = tmp_path / "rec" / "results" / f"{case.id}.jsonl"
-    first, second = path.read_text().splitlines()
-    cut = second.index("every rank") + len("every")
-    path.write_text(f"{first},{second[:cut]}\n{second[cut:]}\n")
-    with pytest.raises(RecordError, match=rf"{path.name}:1: not a JSON object \(Extra data\)"):
-        load(tmp_path / "rec")
-    path.write_text(f"{first}{second}\n")
-    with pytest.raises(RecordError, match=rf"{path.name}:1: not a JSON object \(Extra data\)"):
-        load(tmp_path / "rec")
-    path.write_text(f"{first}\n {second} \n")  # spaces around one object: still one object
-    assert len(load(tmp_path / "rec").rows) == 2
 
 
 def _world(tmp_path: Path, case: Case) -> Path:
