@@ -35,8 +35,13 @@ from harness.model.case import discover  # noqa: E402
 from harness.model.job import run_digest  # noqa: E402
 from harness.session.record import Record, write  # noqa: E402
 
-LIBRARIES = {"torch": "2.{i}.0", "torchrec": "1.{i}.0", "fbgemm-gpu-cpu": "1.{i}.0", "lightning": "2.{i}.1",
-             "litgpt": "0.5.{i}"}
+LIBRARIES = {
+    "torch": "2.{i}.0",
+    "torchrec": "1.{i}.0",
+    "fbgemm-gpu-cpu": "1.{i}.0",
+    "lightning": "2.{i}.1",
+    "litgpt": "0.5.{i}",
+}
 RUN = "20261201T000000-bench-aaaaaa"
 
 
@@ -55,22 +60,44 @@ def build(root: Path, cells: int) -> int:
                         versions[dist] = LIBRARIES.get(dist, LIBRARIES["torch"]).format(i=i)
                     outcome = "reproduced" if i < cells // 2 else "fixed"
                     for nproc in (1, 2):
-                        rows.append({
-                            "case": case.id, "variant": variant, "nproc": nproc, "device": device,
-                            "cell": f"bench-{i}", "outcome": outcome, "tallies": {}, "reason": "",
-                            "versions": versions, "python": "3.11.7", "fingerprint": f"{case.id}-{variant}-{i}-"
-                            f"{device}-{nproc}", "digest": digest, "date": f"2026-11-{1 + i % 28:02d}T00:00:00Z",
-                            "duration_s": 10.0, "run": RUN, "machine": "m-bench",
-                            "excerpt": f"[rank 0] {outcome.upper()}: synthetic"})
-    write(root, Record(rows=rows, runs={RUN: {"started": "2026-11-01T00:00:00Z", "machine": "m-bench",
-                                              "command": "bench"}}))
+                        rows.append(
+                            {
+                                "case": case.id,
+                                "variant": variant,
+                                "nproc": nproc,
+                                "device": device,
+                                "cell": f"bench-{i}",
+                                "outcome": outcome,
+                                "tallies": {},
+                                "reason": "",
+                                "versions": versions,
+                                "python": "3.11.7",
+                                "fingerprint": f"{case.id}-{variant}-{i}-{device}-{nproc}",
+                                "digest": digest,
+                                "date": f"2026-11-{1 + i % 28:02d}T00:00:00Z",
+                                "duration_s": 10.0,
+                                "run": RUN,
+                                "machine": "m-bench",
+                                "excerpt": f"[rank 0] {outcome.upper()}: synthetic",
+                            }
+                        )
+    write(
+        root,
+        Record(rows=rows, runs={RUN: {"started": "2026-11-01T00:00:00Z", "machine": "m-bench", "command": "bench"}}),
+    )
     return len(rows)
 
 
 def freeze(path: Path) -> None:
     """A 300-line `pip freeze` with the libraries under test pinned mid-axis (hashes, a local version)."""
-    lines = ["torch==2.30.0+cu124 \\", "    --hash=sha256:" + "a" * 64, "torchrec==1.30.0", "fbgemm-gpu-cpu==1.30.0",
-             "lightning==2.30.1", "litgpt==0.5.30"]
+    lines = [
+        "torch==2.30.0+cu124 \\",
+        "    --hash=sha256:" + "a" * 64,
+        "torchrec==1.30.0",
+        "fbgemm-gpu-cpu==1.30.0",
+        "lightning==2.30.1",
+        "litgpt==0.5.30",
+    ]
     lines += [f"somepackage{i}=={i % 9}.{i % 7}.{i}" for i in range(295)]
     path.write_text("\n".join(lines) + "\n")
 
@@ -93,20 +120,26 @@ def main() -> None:
     py = [sys.executable, "-m", "harness"]
     # bytecode cached, as an installed bugmatrix has it (this machine sets PYTHONDONTWRITEBYTECODE)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env |= {"BUGMATRIX_DB": "/nonexistent/bench-audit.db",
-            "PYTHONPYCACHEPREFIX": str(Path(os.environ.get("TMPDIR", "/tmp")) / "bench-audit-pycache")}
+    env |= {
+        "BUGMATRIX_DB": "/nonexistent/bench-audit.db",
+        "PYTHONPYCACHEPREFIX": str(Path(os.environ.get("TMPDIR", "/tmp")) / "bench-audit-pycache"),
+    }
 
     def commands(root: Path) -> dict[str, tuple[Path, list[str]]]:
         return {
-            "audit -r freeze.txt (300 lines) --json": (root, [*py, "audit", "-r", str(requirements), "--record",
-                                                              str(args.record), "--json"]),
+            "audit -r freeze.txt (300 lines) --json": (
+                root,
+                [*py, "audit", "-r", str(requirements), "--record", str(args.record), "--json"],
+            ),
             "python -m harness --help (start-up alone)": (root, [*py, "--help"]),
         }
 
     checkouts = {"": ROOT} | ({" [baseline]": args.against.resolve()} if args.against else {})
     load = os.getloadavg()
-    print(f"record {args.record}: {rows:,} rows; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
-          f"{os.cpu_count()} cores" + (f"; baseline {args.against}" if args.against else ""))
+    print(
+        f"record {args.record}: {rows:,} rows; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
+        f"{os.cpu_count()} cores" + (f"; baseline {args.against}" if args.against else "")
+    )
     for name in commands(ROOT):
         timed = {label: commands(root)[name] for label, root in checkouts.items()}
         for label, (cwd, command) in timed.items():
@@ -122,11 +155,14 @@ def main() -> None:
                 subprocess.run(command, cwd=cwd, capture_output=True, env=env, check=False)
                 best[label] = min(best[label], time.perf_counter() - started)
                 after = os.times()
-                cpu[label] = min(cpu[label], (after.children_user - before.children_user) +
-                                 (after.children_system - before.children_system))
+                cpu[label] = min(
+                    cpu[label],
+                    (after.children_user - before.children_user) + (after.children_system - before.children_system),
+                )
         for label in timed:
-            print(f"{name + label:56} best of {args.runs}: {best[label]:6.2f} s wall, {cpu[label]:5.2f} s CPU",
-                  flush=True)
+            print(
+                f"{name + label:56} best of {args.runs}: {best[label]:6.2f} s wall, {cpu[label]:5.2f} s CPU", flush=True
+            )
     load = os.getloadavg()
     print(f"load average after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
 

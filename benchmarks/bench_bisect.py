@@ -41,9 +41,25 @@ def main() -> None:
     parser.add_argument("-j", "--jobs", type=int, default=2)
     parser.add_argument("--skip-warmup", action="store_true", help="the environments are known to be warm")
     args = parser.parse_args()
-    bisect = [sys.executable, "-m", "harness", "bisect", args.case, "--package", args.package, "--variant",
-              args.variant, "--nproc", str(args.nproc), "--no-commits", "--json", "-j", str(args.jobs),
-              "--device", "cpu"]
+    bisect = [
+        sys.executable,
+        "-m",
+        "harness",
+        "bisect",
+        args.case,
+        "--package",
+        args.package,
+        "--variant",
+        args.variant,
+        "--nproc",
+        str(args.nproc),
+        "--no-commits",
+        "--json",
+        "-j",
+        str(args.jobs),
+        "--device",
+        "cpu",
+    ]
     if not args.skip_warmup:
         wall, proc = timed(bisect)
         print(f"warm-up bisect: {wall:.0f} s (exit {proc.returncode})", flush=True)
@@ -57,10 +73,28 @@ def main() -> None:
     print("  probes: " + ", ".join(f"{p['candidate']}={p['outcome']}" for p in probes))
 
     pattern = args.cells or f"{args.package}-*"
-    cells = [c.name for c in load_matrix(ROOT / "matrix.yaml").cells
-             if fnmatch.fnmatch(c.name, pattern) and c.device == "cpu"]
-    linear = [sys.executable, "-m", "harness", "run", args.case, "--variant", args.variant, "--nproc",
-              str(args.nproc), "--redo", "--no-store", "-j", str(args.jobs), "--device", "cpu"]
+    cells = [
+        c.name
+        for c in load_matrix(ROOT / "matrix.yaml").cells
+        if fnmatch.fnmatch(c.name, pattern) and c.device == "cpu"
+    ]
+    linear = [
+        sys.executable,
+        "-m",
+        "harness",
+        "run",
+        args.case,
+        "--variant",
+        args.variant,
+        "--nproc",
+        str(args.nproc),
+        "--redo",
+        "--no-store",
+        "-j",
+        str(args.jobs),
+        "--device",
+        "cpu",
+    ]
     for cell in cells:
         linear += ["--cell", cell]
     wall_linear, proc = timed(linear)

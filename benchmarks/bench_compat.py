@@ -29,8 +29,13 @@ DEFAULT = ["--lane", "fbgemm", "-j", "2", "--disk-budget", "25G"]
 
 def grid(db: Path, args: list[str]) -> set[str]:
     """The compat probe cells with a verdict in the store (`compat --no-probe --json`)."""
-    proc = subprocess.run([sys.executable, "-m", "harness", "compat", *args, "--no-probe", "--json", "--db", str(db)],
-                          cwd=ROOT, capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "compat", *args, "--no-probe", "--json", "--db", str(db)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if proc.returncode != 0:
         raise SystemExit(f"compat --no-probe failed ({proc.returncode}): {proc.stderr[-2000:]}")
     return {probe["cell"] for probe in json.loads(proc.stdout)["probes"] if probe.get("verdict")}
@@ -46,14 +51,22 @@ def main() -> None:
     db = Path(tempfile.mkdtemp(prefix="bench-compat-")) / "results.db" if args.fresh else args.db
     before = grid(db, compat_args) if db.exists() else set()
     started = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "harness", "compat", *compat_args, "--db", str(db)], cwd=ROOT,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "compat", *compat_args, "--db", str(db)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        check=False,
+    )
     wall = time.perf_counter() - started
     after = grid(db, compat_args)
     probed = after - before
     print(f"bugmatrix compat {' '.join(compat_args)}: exit {proc.returncode}, wall {wall:.0f} s")
-    print(f"cells {len(after)}: reused {len(after & before)}, probed {len(probed)}"
-          + (f" ({wall / len(probed):.0f} s per probed cell, environments included)" if probed else ""))
+    print(
+        f"cells {len(after)}: reused {len(after & before)}, probed {len(probed)}"
+        + (f" ({wall / len(probed):.0f} s per probed cell, environments included)" if probed else "")
+    )
     if proc.returncode not in (0, 1):
         print(proc.stderr[-2000:], file=sys.stderr)
 

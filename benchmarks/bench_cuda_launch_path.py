@@ -87,10 +87,12 @@ def stand_ins(tmp: Path, dists: int, smi_s: float) -> dict[str, Path]:
         (info / "METADATA").write_text(header + "Requires-Dist: numpy\n" * 20 + "\n" + "long description\n" * 200)
     proc = tmp / "proc"
     (proc / "gpus" / "0000:00:07.0").mkdir(parents=True)
-    (proc / "version").write_text("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  "
-                                  "Release Build\n")
+    (proc / "version").write_text(
+        "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build\n"
+    )
     (proc / "gpus" / "0000:00:07.0" / "information").write_text(
-        "Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 35\nDevice Minor: \t 0\n")
+        "Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 35\nDevice Minor: \t 0\n"
+    )
     dev = tmp / "dev"
     dev.mkdir()
     (dev / "nvidia0").write_text("")
@@ -98,8 +100,14 @@ def stand_ins(tmp: Path, dists: int, smi_s: float) -> dict[str, Path]:
     smi.mkdir()
     (smi / "nvidia-smi").write_text(SMI.format(delay=smi_s))
     (smi / "nvidia-smi").chmod(0o755)
-    return {"python": image / "bin" / "python", "proc": proc, "dev": dev, "smi": smi, "site": site,
-            "none": tmp / "no-such-folder"}
+    return {
+        "python": image / "bin" / "python",
+        "proc": proc,
+        "dev": dev,
+        "smi": smi,
+        "site": site,
+        "none": tmp / "no-such-folder",
+    }
 
 
 def first_launch(extra: list[str], proc: Path, dev: Path, path: str) -> tuple[float, float, float]:
@@ -107,8 +115,14 @@ def first_launch(extra: list[str], proc: Path, dev: Path, path: str) -> tuple[fl
     to its first launch() call (Python's own start-up excluded). On a loaded machine wall time is mostly waiting for
     a core: the CPU seconds and the probe wait are the figures that carry over to a quiet GPU machine."""
     env = {**os.environ, "BENCH_PROC": str(proc), "BENCH_DEV": str(dev), "PATH": path, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-c", DRIVER, "run", *CASE, *extra], cwd=ROOT, env=env,
-                         capture_output=True, text=True, check=False)
+    out = subprocess.run(
+        [sys.executable, "-c", DRIVER, "run", *CASE, *extra],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     for line in out.stdout.splitlines():
         if line.startswith("FIRST_LAUNCH "):
             wall, cpu, blocked = map(float, line.split()[1:])
@@ -148,39 +162,56 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="bench-cuda-path-") as tmp:
         s = stand_ins(Path(tmp), args.dists, args.smi_s)
-        no_smi = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep)
-                                 if not (Path(p) / "nvidia-smi").exists())
+        no_smi = os.pathsep.join(
+            p for p in os.environ["PATH"].split(os.pathsep) if not (Path(p) / "nvidia-smi").exists()
+        )
         with_smi = f"{s['smi']}{os.pathsep}{no_smi}"
         print(f"{'':60s} {'wall':>9s} {'CPU':>9s} {'probe wait':>11s}  (medians of {args.runs}; ms)")
 
         def row(name: str, stats: tuple[float, float, float]) -> None:
             print(f"{name:60s} {stats[0] * 1000:9.1f} {stats[1] * 1000:9.1f} {stats[2] * 1000:11.1f}", flush=True)
 
-        row("python -c pass (this interpreter's start-up)", medians(args.runs, lambda: cpu_of([sys.executable, "-c",
-                                                                                              "pass"])))
-        row("python -c 'import harness.cli' (the harness's imports)",
-            medians(args.runs, lambda: cpu_of([sys.executable, "-c", "import harness.cli"])))
+        row(
+            "python -c pass (this interpreter's start-up)",
+            medians(args.runs, lambda: cpu_of([sys.executable, "-c", "pass"])),
+        )
+        row(
+            "python -c 'import harness.cli' (the harness's imports)",
+            medians(args.runs, lambda: cpu_of([sys.executable, "-c", "import harness.cli"])),
+        )
         scenarios = {
             "cpu": (["--device", "cpu"], s["none"], no_smi),
             "cuda-proc": (["--device", "cuda"], s["proc"], no_smi),
             f"cuda-smi ({args.smi_s} s stand-in nvidia-smi)": (["--device", "cuda"], s["none"], with_smi),
-            f"cuda-listing ({args.dists} dists, subprocess)": (["--device", "cuda", "--python", str(s["python"])],
-                                                              s["proc"], no_smi),
+            f"cuda-listing ({args.dists} dists, subprocess)": (
+                ["--device", "cuda", "--python", str(s["python"])],
+                s["proc"],
+                no_smi,
+            ),
         }
         for name, (extra, proc, path) in scenarios.items():
-            row(f"to first launch: {name}", medians(args.runs, lambda e=extra, p=proc, q=path:
-                                                    first_launch(e, p, s["dev"], q)))
+            row(
+                f"to first launch: {name}",
+                medians(args.runs, lambda e=extra, p=proc, q=path: first_launch(e, p, s["dev"], q)),
+            )
         sys.path.insert(0, str(s["site"]))
-        row(f"listing in-process ({args.dists} dists + this venv's)",
-            medians(args.runs, lambda: in_process(interpreter._inspect)))  # noqa: SLF001
+        row(
+            f"listing in-process ({args.dists} dists + this venv's)",
+            medians(args.runs, lambda: in_process(interpreter._inspect)),
+        )  # noqa: SLF001
         sys.path.remove(str(s["site"]))
-        row(f"listing in a subprocess ({args.dists} dists)",
-            medians(args.runs, lambda: cpu_of([str(s["python"]), "-c", interpreter._INSPECT])))  # noqa: SLF001
+        row(
+            f"listing in a subprocess ({args.dists} dists)",
+            medians(args.runs, lambda: cpu_of([str(s["python"]), "-c", interpreter._INSPECT])),
+        )  # noqa: SLF001
         interpreter.PROC_GPUS, interpreter.PROC_VERSION = s["proc"] / "gpus", s["proc"] / "version"
         interpreter.DEV_NODE = str(s["dev"]) + "/nvidia{minor}"
         row("GPU probe from /proc", medians(args.runs, lambda: in_process(interpreter._gpus_from_proc)))  # noqa: SLF001
-        row(f"kill_strays over {len(os.listdir('/proc'))} /proc entries",
-            medians(args.runs, lambda: in_process(lambda: kill_strays("no-such-launch"))))
+        row(
+            f"kill_strays over {len(os.listdir('/proc'))} /proc entries",
+            medians(args.runs, lambda: in_process(lambda: kill_strays("no-such-launch"))),
+        )
+
 
 if __name__ == "__main__":
     main()

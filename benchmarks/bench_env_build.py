@@ -62,17 +62,37 @@ def main() -> None:
     def pip_build(target: Path, frozen: Path) -> float:
         shutil.rmtree(target, ignore_errors=True)
         return run([sys.executable, "-m", "venv", str(target)]) + run(
-            [str(target / "bin/python"), "-m", "pip", "install", "--quiet", "--no-deps", "--index-url",
-             cell.cell.index_url, "-r", str(frozen)], env=PIP_ENV)
+            [
+                str(target / "bin/python"),
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--no-deps",
+                "--index-url",
+                cell.cell.index_url,
+                "-r",
+                str(frozen),
+            ],
+            env=PIP_ENV,
+        )
 
     try:
         uv_build(work / "uv")  # warm uv's cache (a no-op when it already is)
         frozen = work / "frozen.txt"
-        frozen.write_text(subprocess.run(uv_command("pip", "freeze", "--python", str(work / "uv/bin/python")),
-                                         check=True, capture_output=True, text=True).stdout)
+        frozen.write_text(
+            subprocess.run(
+                uv_command("pip", "freeze", "--python", str(work / "uv/bin/python")),
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
+        )
         smoke = run([str(work / "uv/bin/python"), "-c", "; ".join(f"import {m}" for m in cell.imports)])
-        print(f"cell {args.cell}: {len(frozen.read_text().splitlines())} packages; first import (smoke check) "
-              f"{smoke:.1f}s")
+        print(
+            f"cell {args.cell}: {len(frozen.read_text().splitlines())} packages; first import (smoke check) "
+            f"{smoke:.1f}s"
+        )
         pip_build(work / "pip", frozen)  # warm pip's cache
         rows = []
         for i in range(args.runs):
@@ -82,8 +102,10 @@ def main() -> None:
             print(f"run {i + 1}: bugmatrix (uv) {t_uv:6.2f}s   venv + pip {t_pip:7.2f}s   ratio {t_pip / t_uv:6.1f}x")
         med_uv, med_pip = statistics.median(r[0] for r in rows), statistics.median(r[1] for r in rows)
         ratio = statistics.median(r[1] / r[0] for r in rows)
-        print(f"median: bugmatrix (uv) {med_uv:.2f}s, venv + pip {med_pip:.2f}s, median ratio {ratio:.1f}x "
-              f"({args.runs} runs)")
+        print(
+            f"median: bugmatrix (uv) {med_uv:.2f}s, venv + pip {med_pip:.2f}s, median ratio {ratio:.1f}x "
+            f"({args.runs} runs)"
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -49,8 +49,9 @@ def main() -> None:
         tmp = Path(scratch)
         wheel = args.wheel.resolve() if args.wheel else None
         if wheel is None:
-            subprocess.run([uv(), "build", "--wheel", "--out-dir", str(tmp / "dist")], cwd=ROOT, check=True,
-                           capture_output=True)
+            subprocess.run(
+                [uv(), "build", "--wheel", "--out-dir", str(tmp / "dist")], cwd=ROOT, check=True, capture_output=True
+            )
             [wheel] = (tmp / "dist").glob("bugmatrix-*.whl")
         away = tmp / "elsewhere"
         away.mkdir()
@@ -65,9 +66,11 @@ def main() -> None:
             warm.append(timed(argv, away, env_run))
             print(f"run {run + 1}: cold {cold[-1]:.2f} s, warm {warm[-1]:.2f} s", flush=True)
             shutil.rmtree(cache, ignore_errors=True)
-        print(f"cold: median {statistics.median(cold):.2f} s (min {min(cold):.2f}, max {max(cold):.2f}); "
-              f"warm: median {statistics.median(warm):.2f} s (min {min(warm):.2f}, max {max(warm):.2f}); "
-              f"load after {os.getloadavg()}")
+        print(
+            f"cold: median {statistics.median(cold):.2f} s (min {min(cold):.2f}, max {max(cold):.2f}); "
+            f"warm: median {statistics.median(warm):.2f} s (min {min(warm):.2f}, max {max(warm):.2f}); "
+            f"load after {os.getloadavg()}"
+        )
 
 
 if __name__ == "__main__":

@@ -60,11 +60,24 @@ runpy.run_module("harness", run_name="__main__", alter_sys=True)
 
 
 def measure(tree: Path, cases: Path, jobs: int) -> tuple[int, float, int, str]:
-    command = [sys.executable, "-c", RUNNER, "--cases-dir", str(cases), "run", "fake-", "--device", "cpu",
-               "--no-store", "-j", str(jobs)]
+    command = [
+        sys.executable,
+        "-c",
+        RUNNER,
+        "--cases-dir",
+        str(cases),
+        "run",
+        "fake-",
+        "--device",
+        "cpu",
+        "--no-store",
+        "-j",
+        str(jobs),
+    ]
     started = time.perf_counter()
-    proc = subprocess.run(command, cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)}, capture_output=True,
-                          text=True, check=False)
+    proc = subprocess.run(
+        command, cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)}, capture_output=True, text=True, check=False
+    )
     wall = time.perf_counter() - started
     peak = re.search(r"PEAK_RSS_KIB (\d+)", proc.stderr)
     if not peak:

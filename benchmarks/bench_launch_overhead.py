@@ -50,10 +50,35 @@ def main() -> None:
 
     case = load_case(ROOT / "cases" / args.case / "case.yaml")
     variant_args = case.spec.variants[args.variant].args
-    bare = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={args.nproc}",
-            str(case.script), "--device", args.device, *variant_args]
-    harness = [sys.executable, "-m", "harness", "run", args.case, "--variant", args.variant,
-               "--nproc", str(args.nproc), "--device", args.device, "-j", "1", "--redo", "--db", str(db)]
+    bare = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={args.nproc}",
+        str(case.script),
+        "--device",
+        args.device,
+        *variant_args,
+    ]
+    harness = [
+        sys.executable,
+        "-m",
+        "harness",
+        "run",
+        args.case,
+        "--variant",
+        args.variant,
+        "--nproc",
+        str(args.nproc),
+        "--device",
+        args.device,
+        "-j",
+        "1",
+        "--redo",
+        "--db",
+        str(db),
+    ]
     timed(bare, (0, 1, 125))  # warm the page cache for both
     rows = []
     for i in range(args.runs):
@@ -72,8 +97,10 @@ def main() -> None:
         batch = [*harness, "--repeat", str(args.batch)]
         t_bare = sum(timed(bare, (0, 1, 125)) for _ in range(args.batch))
         t_batch = timed(batch, (0,))
-        print(f"batch of {args.batch}: bare torchrun {t_bare:.2f}s  bugmatrix --repeat {args.batch} {t_batch:.2f}s  "
-              f"per launch {t_bare / args.batch:.2f}s vs {t_batch / args.batch:.2f}s  ratio {t_batch / t_bare:.3f}")
+        print(
+            f"batch of {args.batch}: bare torchrun {t_bare:.2f}s  bugmatrix --repeat {args.batch} {t_batch:.2f}s  "
+            f"per launch {t_bare / args.batch:.2f}s vs {t_batch / args.batch:.2f}s  ratio {t_batch / t_bare:.3f}"
+        )
 
 
 if __name__ == "__main__":

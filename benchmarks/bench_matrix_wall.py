@@ -46,9 +46,11 @@ def ratio(store: ResultStore, cold: str, warm: str, cores: int) -> str:
     ideal = sum(warm_times[key(c, r)] * min(r.nproc, cores) for c, r in both) / cores
     cold_ideal = sum(r.duration_s * min(r.nproc, cores) for _, r in both) / cores
     warm_wall = (runs[warm].finished_at or runs[warm].started_at) - runs[warm].started_at
-    return (f"{len(both)} launches in {len({c for c, _ in both})} cells on {cores} cores: cold wall {wall:.0f}s, "
-            f"ideal (warm launch times) {ideal:.0f}s, ratio {wall / ideal:.2f} (against the cold run's own launch "
-            f"times {wall / cold_ideal:.2f}); warm wall {warm_wall:.0f}s, ratio {warm_wall / ideal:.2f}")
+    return (
+        f"{len(both)} launches in {len({c for c, _ in both})} cells on {cores} cores: cold wall {wall:.0f}s, "
+        f"ideal (warm launch times) {ideal:.0f}s, ratio {wall / ideal:.2f} (against the cold run's own launch "
+        f"times {wall / cold_ideal:.2f}); warm wall {warm_wall:.0f}s, ratio {warm_wall / ideal:.2f}"
+    )
 
 
 def cpu_times() -> tuple[float, float] | None:
@@ -72,9 +74,13 @@ def main() -> None:
     parser.add_argument("--cells", nargs="+", help="cell names or globs (see `bugmatrix matrix`)")
     parser.add_argument("--cores", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--nproc", type=int, action="append", help="only these world sizes (repeatable)")
-    parser.add_argument("--cases", nargs="+", default=[],
-                        help="only these cases (id substrings, as `bugmatrix run` takes them): the same jobs as an "
-                             "earlier measurement, when cases have been added since")
+    parser.add_argument(
+        "--cases",
+        nargs="+",
+        default=[],
+        help="only these cases (id substrings, as `bugmatrix run` takes them): the same jobs as an "
+        "earlier measurement, when cases have been added since",
+    )
     parser.add_argument("--work", type=Path, help="scratch folder (default: a new temporary one, removed after)")
     parser.add_argument("--db", type=Path)
     parser.add_argument("--cold")
@@ -85,21 +91,40 @@ def main() -> None:
             parser.error("give --cells, or --db with --cold and --warm")
         print(ratio(ResultStore(args.db), args.cold, args.warm, args.cores))
         return
-    names = [c.name for c in load_matrix(ROOT / "matrix.yaml").cells
-             if any(fnmatch.fnmatch(c.name, pattern) for pattern in args.cells) and c.device == "cpu"]
+    names = [
+        c.name
+        for c in load_matrix(ROOT / "matrix.yaml").cells
+        if any(fnmatch.fnmatch(c.name, pattern) for pattern in args.cells) and c.device == "cpu"
+    ]
     work = args.work or Path(tempfile.mkdtemp(prefix="bench-matrix-"))
     db = work / "results.db"
     env = dict(os.environ, UV_CACHE_DIR=str(work / "uv-cache"))
-    command = [sys.executable, "-m", "harness", "run", "--redo", "-j", str(args.cores), "--db", str(db),
-               "--envs", str(work / "envs"), *(f"--cell={n}" for n in names),
-               *(f"--nproc={n}" for n in args.nproc or ()), *args.cases]
+    command = [
+        sys.executable,
+        "-m",
+        "harness",
+        "run",
+        "--redo",
+        "-j",
+        str(args.cores),
+        "--db",
+        str(db),
+        "--envs",
+        str(work / "envs"),
+        *(f"--cell={n}" for n in names),
+        *(f"--nproc={n}" for n in args.nproc or ()),
+        *args.cases,
+    ]
     try:
         for label in ("cold", "warm"):
             started, before = time.monotonic(), cpu_times()
             proc = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
-            print(f"{label}: exit {proc.returncode} in {time.monotonic() - started:.0f}s; "
-                  f"{proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr[-500:]}; "
-                  f"load average {os.getloadavg()[0]:.1f}; {idle_share(before, cpu_times())}", flush=True)
+            print(
+                f"{label}: exit {proc.returncode} in {time.monotonic() - started:.0f}s; "
+                f"{proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr[-500:]}; "
+                f"load average {os.getloadavg()[0]:.1f}; {idle_share(before, cpu_times())}",
+                flush=True,
+            )
         cold, warm = [r.run_id for r in ResultStore(db).runs()][-2:]
         print(ratio(ResultStore(db), cold, warm, args.cores))
     finally:

@@ -57,15 +57,30 @@ def main() -> None:
     cases = {c.id: c for c in discover(ROOT / "cases")[0]}
     matrix = load_matrix(ROOT / "matrix.yaml")
     targets = intervals(ResultStore(db).latest(), cases, between_on_index(matrix, cases), matrix)
-    bound = sum(math.ceil(math.log2(len(t.boundary.untested or ()) + 1)) * len(cases[t.axis.case].spec.nproc)
-                for t in targets if t.boundary.untested)
-    print(f"{len(targets)} interval boundaries; {sum(1 for t in targets if t.boundary.untested)} with releases "
-          f"not run; bound on launches (sum of ceil(log2 gap) x world sizes): {bound}")
+    bound = sum(
+        math.ceil(math.log2(len(t.boundary.untested or ()) + 1)) * len(cases[t.axis.case].spec.nproc)
+        for t in targets
+        if t.boundary.untested
+    )
+    print(
+        f"{len(targets)} interval boundaries; {sum(1 for t in targets if t.boundary.untested)} with releases "
+        f"not run; bound on launches (sum of ceil(log2 gap) x world sizes): {bound}"
+    )
     for t in targets:
         print(f"  {t.axis.case}::{t.axis.variant} ({t.axis.device}) over {t.axis.package}: {t.boundary.text()}")
-    command = [sys.executable, "-m", "harness", "narrow", "--db", str(db), "-j", str(args.jobs),
-               *(["--envs", str(args.envs)] if args.envs else []), *(["--commits"] if args.commits else []),
-               *args.extra]
+    command = [
+        sys.executable,
+        "-m",
+        "harness",
+        "narrow",
+        "--db",
+        str(db),
+        "-j",
+        str(args.jobs),
+        *(["--envs", str(args.envs)] if args.envs else []),
+        *(["--commits"] if args.commits else []),
+        *args.extra,
+    ]
     runs_before = len(ResultStore(db).runs())
     started = time.monotonic()
     proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
@@ -74,19 +89,26 @@ def main() -> None:
     new_runs = store.runs()[runs_before:]
     launches = sum(1 for run in new_runs for _, _, r in store.results(run.run_id) if r.launched)
     print(proc.stdout[-4000:])
-    print(f"narrow: exit {proc.returncode}, {launches} launches (bound {bound}), wall {wall:.0f}s, "
-          f"load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"narrow: exit {proc.returncode}, {launches} launches (bound {bound}), wall {wall:.0f}s, "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
     again = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
-    more = ResultStore(db).runs()[len(store.runs()):]
-    print(f"second narrow: exit {again.returncode}, {len(more)} new run(s): "
-          f"{(again.stderr.strip().splitlines() or [''])[-1]}")
+    more = ResultStore(db).runs()[len(store.runs()) :]
+    print(
+        f"second narrow: exit {again.returncode}, {len(more)} new run(s): "
+        f"{(again.stderr.strip().splitlines() or [''])[-1]}"
+    )
     print(f"(store copy kept at {db})")
 
 
 def bound_of(targets: list, cases: dict) -> int:
     """Sum over the interval boundaries of ceil(log2(gap)) times the case's world sizes."""
-    return sum(math.ceil(math.log2(len(t.boundary.untested or ()) + 1)) * len(cases[t.axis.case].spec.nproc)
-               for t in targets if t.boundary.untested)
+    return sum(
+        math.ceil(math.log2(len(t.boundary.untested or ()) + 1)) * len(cases[t.axis.case].spec.nproc)
+        for t in targets
+        if t.boundary.untested
+    )
 
 
 def recorded(path: Path) -> None:
@@ -109,12 +131,16 @@ def recorded(path: Path) -> None:
     after = intervals(store.latest(), cases, between, matrix)
     launches = sum(1 for run_id in narrow_ids for _, _, r in store.results(run_id) if r.launched)
     wall = sum((r.finished_at or r.started_at) - r.started_at for r in narrow_runs)
-    print(f"{len(targets)} interval boundaries with releases not run before narrowing; bound on launches "
-          f"(sum of ceil(log2 gap) x world sizes): {bound_of(targets, cases)}")
+    print(
+        f"{len(targets)} interval boundaries with releases not run before narrowing; bound on launches "
+        f"(sum of ceil(log2 gap) x world sizes): {bound_of(targets, cases)}"
+    )
     for t in targets:
         print(f"  {t.axis.case}::{t.axis.variant} ({t.axis.device}) over {t.axis.package}: {t.boundary.text()}")
-    print(f"{len(narrow_runs)} narrow run(s): {launches} launches, wall {wall:.0f} s; "
-          f"{sum(1 for t in after if t.boundary.untested)} interval boundaries left with releases not run")
+    print(
+        f"{len(narrow_runs)} narrow run(s): {launches} launches, wall {wall:.0f} s; "
+        f"{sum(1 for t in after if t.boundary.untested)} interval boundaries left with releases not run"
+    )
     for t in after:
         if t.boundary.untested:
             print(f"  left: {t.axis.case}::{t.axis.variant} over {t.axis.package}: {t.boundary.text()}")

@@ -163,10 +163,15 @@ def half_open(process: subprocess.Popen, port: int, count: int, timeout: float) 
         sock.close()
     time.sleep(0.5)
     threads_after = status_of(process.pid, "Threads")
-    drop = (f"all dropped by {max(dropped):.1f} s after the first was opened (opening took {opened:.1f} s)"
-            if not left else f"{left} still open {timeout + 15:.0f} s after the first was opened")
-    return (f"{drop}{f', {answered} answered' if answered else ''}; 20 others meanwhile: {errors} error(s), "
-            f"{quantiles(others)}; server threads {threads_held} while held, {threads_after} after")
+    drop = (
+        f"all dropped by {max(dropped):.1f} s after the first was opened (opening took {opened:.1f} s)"
+        if not left
+        else f"{left} still open {timeout + 15:.0f} s after the first was opened"
+    )
+    return (
+        f"{drop}{f', {answered} answered' if answered else ''}; 20 others meanwhile: {errors} error(s), "
+        f"{quantiles(others)}; server threads {threads_held} while held, {threads_after} after"
+    )
 
 
 def memory(process: subprocess.Popen, port: int, requests: int) -> str:
@@ -177,8 +182,12 @@ def memory(process: subprocess.Popen, port: int, requests: int) -> str:
     connection.close()
     first = status_of(process.pid, "VmRSS")
     batch = json.dumps({"queries": [json.loads(QUERY)] * 10}).encode()
-    kinds = [("POST", "/v1/query", QUERY), ("POST", "/v1/querybatch", batch), ("GET", "/v1/vulns/nope", None),
-             ("POST", "/v1/query", b"{not json")]
+    kinds = [
+        ("POST", "/v1/query", QUERY),
+        ("POST", "/v1/querybatch", batch),
+        ("GET", "/v1/vulns/nope", None),
+        ("POST", "/v1/query", b"{not json"),
+    ]
     kinds += [("GET", f"/v1/vulns/{vulns[0]['id']}", None)] if vulns else []
     failures: list[str] = []
 
@@ -194,8 +203,10 @@ def memory(process: subprocess.Popen, port: int, requests: int) -> str:
     in_threads(8, loop)
     wall = time.perf_counter() - started
     after = status_of(process.pid, "VmRSS")
-    return (f"RSS {first / 1024:.1f} MiB after the first request, {after / 1024:.1f} MiB after {requests:,} more "
-            f"(+{(after - first) / 1024:.1f} MiB; {requests / wall:.0f} requests/s, {len(failures)} failed)")
+    return (
+        f"RSS {first / 1024:.1f} MiB after the first request, {after / 1024:.1f} MiB after {requests:,} more "
+        f"(+{(after - first) / 1024:.1f} MiB; {requests / wall:.0f} requests/s, {len(failures)} failed)"
+    )
 
 
 def main() -> None:
@@ -205,17 +216,26 @@ def main() -> None:
     parser.add_argument("--half-open", type=int, default=400)
     parser.add_argument("--requests", type=int, default=10_000)
     parser.add_argument("--timeout", type=float, default=10.0, help="the server's --timeout")
-    parser.add_argument("--against", type=Path, help="another checkout of bugmatrix to measure in the same run "
-                        "(started without --timeout, which older checkouts lack)")
+    parser.add_argument(
+        "--against",
+        type=Path,
+        help="another checkout of bugmatrix to measure in the same run "
+        "(started without --timeout, which older checkouts lack)",
+    )
     args = parser.parse_args()
     checkouts = {"": (ROOT, args.timeout)} | ({" [baseline]": (args.against.resolve(), None)} if args.against else {})
     load = os.getloadavg()
-    print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {os.cpu_count()} cores; server --timeout "
-          f"{args.timeout:g}" + (f"; baseline {args.against}" if args.against else ""), flush=True)
+    print(
+        f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {os.cpu_count()} cores; server --timeout "
+        f"{args.timeout:g}" + (f"; baseline {args.against}" if args.against else ""),
+        flush=True,
+    )
     for label, (checkout, timeout) in checkouts.items():
-        for name, measure in (("burst", lambda p, port: burst(port, args.burst)),
-                              ("half-open", lambda p, port: half_open(p, port, args.half_open, args.timeout)),
-                              ("memory", lambda p, port: memory(p, port, args.requests))):
+        for name, measure in (
+            ("burst", lambda p, port: burst(port, args.burst)),
+            ("half-open", lambda p, port: half_open(p, port, args.half_open, args.timeout)),
+            ("memory", lambda p, port: memory(p, port, args.requests)),
+        ):
             process, port = start(checkout, timeout)  # a fresh server for each measure
             try:
                 print(f"{name + label:22} {measure(process, port)}", flush=True)

@@ -41,21 +41,39 @@ FIRST_NIGHT = 1_735_700_000.0  # early January 2025
 
 def cells() -> list[tuple[str, str, dict[str, str]]]:
     """45 cells like matrix.yaml's: (name, device, versions)."""
-    out = [("default", "cpu", {"torch": "2.14.1", "torchrec": "1.9.2", "fbgemm-gpu-cpu": "1.9.0",
-                                "lightning": "2.6.6", "litgpt": "0.5.13"}),
-           ("default-cuda", "cuda", {"torch": "2.14.1", "torchrec": "1.9.2", "fbgemm-gpu": "1.9.0",
-                                     "lightning": "2.6.6", "litgpt": "0.5.13"})]
+    out = [
+        (
+            "default",
+            "cpu",
+            {
+                "torch": "2.14.1",
+                "torchrec": "1.9.2",
+                "fbgemm-gpu-cpu": "1.9.0",
+                "lightning": "2.6.6",
+                "litgpt": "0.5.13",
+            },
+        ),
+        (
+            "default-cuda",
+            "cuda",
+            {"torch": "2.14.1", "torchrec": "1.9.2", "fbgemm-gpu": "1.9.0", "lightning": "2.6.6", "litgpt": "0.5.13"},
+        ),
+    ]
     for minor in range(15):
         out.append((f"torch-2.{minor}.1", "cpu", {"torch": f"2.{minor}.1"}))
     for minor in range(10):
-        out.append((f"torchrec-1.{minor}.0", "cpu", {"torch": f"2.{minor + 5}.0", "torchrec": f"1.{minor}.0",
-                                                     "fbgemm-gpu-cpu": f"1.{minor}.0"}))
+        out.append(
+            (
+                f"torchrec-1.{minor}.0",
+                "cpu",
+                {"torch": f"2.{minor + 5}.0", "torchrec": f"1.{minor}.0", "fbgemm-gpu-cpu": f"1.{minor}.0"},
+            )
+        )
     for minor in range(10):
         version = f"2.{minor % 7}.{minor}"
         out.append((f"lightning-{version}", "cpu", {"torch": "2.14.1", "lightning": version}))
     for patch in range(8):
-        out.append((f"litgpt-0.5.{patch}", "cpu", {"torch": "2.14.1", "litgpt": f"0.5.{patch}",
-                                                   "lightning": "2.6.6"}))
+        out.append((f"litgpt-0.5.{patch}", "cpu", {"torch": "2.14.1", "litgpt": f"0.5.{patch}", "lightning": "2.6.6"}))
     return out
 
 
@@ -72,10 +90,10 @@ LOG_LINES = [
     "ProcessGroupGloo: using loopback device",
     "[rank{r}]: INFO: GPU available: False, used: False; TPU available: False, using: 0 TPU cores",
     "[rank{r}]: step {l}: loss={us} grad_norm=0.{pid} lr=3.0e-04 tokens/s={pid}.{m}",
-    "[rank{r}]:   File \"/envs/cell/lib/python3.11/site-packages/torchrec/distributed/embeddingbag.py\", line {l}, "
+    '[rank{r}]:   File "/envs/cell/lib/python3.11/site-packages/torchrec/distributed/embeddingbag.py", line {l}, '
     "in _create_mean_pooling_divisor",
     "[rank{r}]: UserWarning: TypedStorage is deprecated. It will be removed in the future (pid {pid})",
-    "[rank{r}]: BUGMATRIX_RESULT {{\"observed\": \"lengths changed\", \"step\": {l}, \"max_abs_diff\": 0.{us}}}",
+    '[rank{r}]: BUGMATRIX_RESULT {{"observed": "lengths changed", "step": {l}, "max_abs_diff": 0.{us}}}',
 ]
 
 
@@ -85,9 +103,16 @@ def log_pool(rng: random.Random, size: int = 64) -> list[str]:
     for _ in range(size):
         target, lines = rng.randint(2000, 4000), []
         while sum(len(x) + 1 for x in lines) < target:
-            lines.append(rng.choice(LOG_LINES).format(r=rng.randint(0, 3), m=rng.randint(0, 59), s=rng.randint(0, 59),
-                                                      us=rng.randint(0, 999_999), pid=rng.randint(1000, 99_999),
-                                                      l=rng.randint(1, 4000)))
+            lines.append(
+                rng.choice(LOG_LINES).format(
+                    r=rng.randint(0, 3),
+                    m=rng.randint(0, 59),
+                    s=rng.randint(0, 59),
+                    us=rng.randint(0, 999_999),
+                    pid=rng.randint(1000, 99_999),
+                    l=rng.randint(1, 4000),
+                )
+            )
         pool.append("\n".join(lines)[:target])
     return pool
 
@@ -96,8 +121,13 @@ def build(path: Path, nights: int) -> None:
     """Make the synthetic store at `path` (the current schema, then raw rows in one transaction a night)."""
     rng = random.Random(20250101)
     logs = log_pool(rng)
-    long_reasons = [" | ".join(f"Traceback line {i}: RuntimeError: Split sizes doesn't match total dim 0 size "
-                               f"(rank {r})" for i in range(rng.randint(2, 5))) for r in range(16)]
+    long_reasons = [
+        " | ".join(
+            f"Traceback line {i}: RuntimeError: Split sizes doesn't match total dim 0 size (rank {r})"
+            for i in range(rng.randint(2, 5))
+        )
+        for r in range(16)
+    ]
     store_module.ResultStore(path)  # the schema, exactly as the code under test makes it
     columns = store_module._RESULT_COLUMNS
     insert = f"INSERT INTO results ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
@@ -112,26 +142,71 @@ def build(path: Path, nights: int) -> None:
         for c, (cell, device, versions) in enumerate(the_cells):
             run_id = f"{stamp}-runner{c:02d}-{rng.getrandbits(24):06x}"
             run_at = night_at + c * 7.0
-            db.execute("INSERT INTO runs VALUES (?, ?, ?, 'complete', ?, ?)",
-                       (run_id, run_at, run_at + 900.0, f"runner{c:02d}",
-                        f"bugmatrix run --cell {cell} --db results/{cell}.db"))
+            db.execute(
+                "INSERT INTO runs VALUES (?, ?, ?, 'complete', ?, ?)",
+                (
+                    run_id,
+                    run_at,
+                    run_at + 900.0,
+                    f"runner{c:02d}",
+                    f"bugmatrix run --cell {cell} --db results/{cell}.db",
+                ),
+            )
             rows = []
             for j, (case, variant, nproc) in enumerate(the_jobs):
                 expected = "reproduced" if variant == "bug" and (len(case) + c) % 3 == 0 else "fixed"
                 roll = rng.random()
-                outcome = (expected if roll < 0.95 else "error" if roll < 0.97 else "timeout" if roll < 0.98
-                           else "infra" if roll < 0.99 else ("fixed" if expected == "reproduced" else "reproduced"))
-                reason = (rng.choice(long_reasons) if outcome in ("error", "reproduced") and rng.random() < 0.3
-                          else "every rank exited 0" if outcome == "fixed" else f"{outcome}: see the log")
-                ranks = [{"rank": r, "state": outcome if outcome in ("fixed", "reproduced") else "error",
-                          "exit_code": 0 if outcome == "fixed" else 1, "detail": "", "finished_at": run_at + j + r}
-                         for r in range(nproc)]
-                rows.append((
-                    run_id, case, variant, nproc, device, cell, outcome, expected, reason,
-                    json.dumps(versions), "3.11.7", json.dumps(ranks), 5.0 + rng.random() * 60, rng.choice(logs),
-                    "" if rng.random() < 0.97 else rng.choice(logs)[:1500], run_at + j * 11.0, 1, "{}",
-                    f"{case}:{variant}:{nproc}:{cell}:{night // 30}",
-                ))
+                outcome = (
+                    expected
+                    if roll < 0.95
+                    else "error"
+                    if roll < 0.97
+                    else "timeout"
+                    if roll < 0.98
+                    else "infra"
+                    if roll < 0.99
+                    else ("fixed" if expected == "reproduced" else "reproduced")
+                )
+                reason = (
+                    rng.choice(long_reasons)
+                    if outcome in ("error", "reproduced") and rng.random() < 0.3
+                    else "every rank exited 0"
+                    if outcome == "fixed"
+                    else f"{outcome}: see the log"
+                )
+                ranks = [
+                    {
+                        "rank": r,
+                        "state": outcome if outcome in ("fixed", "reproduced") else "error",
+                        "exit_code": 0 if outcome == "fixed" else 1,
+                        "detail": "",
+                        "finished_at": run_at + j + r,
+                    }
+                    for r in range(nproc)
+                ]
+                rows.append(
+                    (
+                        run_id,
+                        case,
+                        variant,
+                        nproc,
+                        device,
+                        cell,
+                        outcome,
+                        expected,
+                        reason,
+                        json.dumps(versions),
+                        "3.11.7",
+                        json.dumps(ranks),
+                        5.0 + rng.random() * 60,
+                        rng.choice(logs),
+                        "" if rng.random() < 0.97 else rng.choice(logs)[:1500],
+                        run_at + j * 11.0,
+                        1,
+                        "{}",
+                        f"{case}:{variant}:{nproc}:{cell}:{night // 30}",
+                    )
+                )
             db.executemany(insert, rows)
         db.execute("COMMIT")
         if night % 30 == 29:
@@ -170,24 +245,32 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="best of this many runs per command")
     args = parser.parse_args()
     if not args.db.is_file():
-        print(f"building {args.db} ({args.nights} nights x {len(cells())} cells x {len(jobs())} results) ...",
-              file=sys.stderr)
+        print(
+            f"building {args.db} ({args.nights} nights x {len(cells())} cells x {len(jobs())} results) ...",
+            file=sys.stderr,
+        )
         started = time.perf_counter()
         build(args.db, args.nights)
         print(f"  built in {time.perf_counter() - started:.0f} s", file=sys.stderr)
     db = sqlite3.connect(args.db)
     results = db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
     runs = db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
-    a, b = (r[0] for r in db.execute("SELECT run_id FROM runs WHERE machine = 'runner00' "
-                                     "ORDER BY started_at DESC LIMIT 2").fetchall()[::-1])
+    a, b = (
+        r[0]
+        for r in db.execute(
+            "SELECT run_id FROM runs WHERE machine = 'runner00' ORDER BY started_at DESC LIMIT 2"
+        ).fetchall()[::-1]
+    )
     db.close()
     size = sum(p.stat().st_size for p in args.db.parent.glob(args.db.name + "*")) / 2**30
     started = time.perf_counter()
     store_module.ResultStore(args.db)  # open: upgrades a store made by an older bugmatrix (once)
     opened = time.perf_counter() - started
     load = os.getloadavg()
-    print(f"store {args.db}: {results:,} results in {runs:,} runs, {size:.2f} GiB; first open {opened:.2f} s; "
-          f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {os.cpu_count()} cores")
+    print(
+        f"store {args.db}: {results:,} results in {runs:,} runs, {size:.2f} GiB; first open {opened:.2f} s; "
+        f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {os.cpu_count()} cores"
+    )
     py = [sys.executable, "-m", "harness"]
     missing = str(args.db.parent / "no-such-matrix.yaml")
     commands = {

@@ -8,6 +8,7 @@ from __future__ import annotations
 # First of all: for a command that launches, where only nvidia-smi can count the GPUs, it starts now and runs while
 # the rest imports (harness/launch/early_smi.py).
 from harness.launch import early_smi  # noqa: F401
+
 # isort: on
 import signal
 import sys
@@ -17,11 +18,17 @@ from harness.commands.context import build_parser, command
 from harness.model.exitcode import ExitCode
 
 # Errors whose message already says what is wrong in one line (the file and field, the run, the package): module, name.
-ONE_LINE_ERRORS = (("harness.session.store", "StoreError"), ("harness.matrix.basics", "MatrixError"),
-                   ("harness.model.case_schema", "CaseError"), ("harness.matrix.basics", "IndexLookupError"),
-                   ("harness.workflows.bisect", "BisectError"), ("harness.matrix.git", "GitError"),
-                   ("harness.launch.interpreter", "InterpreterError"), ("harness.commands", "UsageError"),
-                   ("harness.session.store", "DiskFull"))
+ONE_LINE_ERRORS = (
+    ("harness.session.store", "StoreError"),
+    ("harness.matrix.basics", "MatrixError"),
+    ("harness.model.case_schema", "CaseError"),
+    ("harness.matrix.basics", "IndexLookupError"),
+    ("harness.workflows.bisect", "BisectError"),
+    ("harness.matrix.git", "GitError"),
+    ("harness.launch.interpreter", "InterpreterError"),
+    ("harness.commands", "UsageError"),
+    ("harness.session.store", "DiskFull"),
+)
 # What only launching needs (pyproject.toml's `run` extra), by import name: an audit install goes without them.
 LAUNCH_ONLY = {"psutil", "pytest", "xdist", "uv", "ruamel"}
 RUN_EXTRA = "pip install 'bugmatrix[run]'"
@@ -62,8 +69,11 @@ def main(argv: list[str] | None = None) -> int:
         from harness.output.console import make_console
 
         name = " ".join(["bugmatrix", *filter(None, [chosen(argv)])])
-        make_console(stderr=True).print(f"[red]{name}:[/] {exc.name} is not installed; launching needs it: "
-                                        f"{escape(RUN_EXTRA)}", soft_wrap=True, highlight=False)
+        make_console(stderr=True).print(
+            f"[red]{name}:[/] {exc.name} is not installed; launching needs it: {escape(RUN_EXTRA)}",
+            soft_wrap=True,
+            highlight=False,
+        )
         return ExitCode.USAGE_ERROR
 
 
@@ -87,8 +97,9 @@ def _main(argv: list[str]) -> int:
         from harness.output.console import make_console
         from harness.session.store import DiskFull
 
-        make_console(stderr=True).print(f"[red]bugmatrix {args.command}:[/] {escape(str(exc))}", soft_wrap=True,
-                                        highlight=False)
+        make_console(stderr=True).print(
+            f"[red]bugmatrix {args.command}:[/] {escape(str(exc))}", soft_wrap=True, highlight=False
+        )
         return ExitCode.DISK_FULL if isinstance(exc, DiskFull) else ExitCode.USAGE_ERROR
     except KeyboardInterrupt:
         from harness.output.console import make_console

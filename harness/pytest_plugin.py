@@ -47,16 +47,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--cell", action="append", default=[], help="run the cases in this matrix cell (repeatable)")
     group.addoption("--all-cells", action="store_true", help="run the cases in every cell of the matrix")
     group.addoption("--matrix", default=str(DEFAULT_MATRIX), help="the matrix file (default: matrix.yaml)")
-    group.addoption("--bugmatrix-envs", default=None,
-                    help=f"the cells' environments folder (default $BUGMATRIX_ENVS, else {ENVS_FALLBACK})")
+    group.addoption(
+        "--bugmatrix-envs",
+        default=None,
+        help=f"the cells' environments folder (default $BUGMATRIX_ENVS, else {ENVS_FALLBACK})",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
     db = config.getoption("--bugmatrix-db")
     if db and not hasattr(config, "workerinput"):  # the controller opens the run; xdist workers inherit its id
         os.environ["BUGMATRIX_RUN_ID"] = ResultStore(db).begin_run("pytest", machine_name())
-    for marker in ("case: a bugmatrix case item", "cpu: runs on CPU", "cuda: needs a CUDA device",
-                   "workaround: a variant that applies a known workaround"):
+    for marker in (
+        "case: a bugmatrix case item",
+        "cpu: runs on CPU",
+        "cuda: needs a CUDA device",
+        "workaround: a variant that applies a known workaround",
+    ):
         config.addinivalue_line("markers", marker)
 
 
@@ -73,8 +80,9 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
 
 
 def _selection(config: pytest.Config) -> Selection:
-    return Selection(cells=tuple(config.getoption("--cell")), all_cells=config.getoption("--all-cells"),
-                     devices=("cpu", "cuda"))
+    return Selection(
+        cells=tuple(config.getoption("--cell")), all_cells=config.getoption("--all-cells"), devices=("cpu", "cuda")
+    )
 
 
 def _matrix(config: pytest.Config) -> Matrix:

@@ -45,12 +45,20 @@ def build_wheel(release: FakeRelease, out: Path) -> Path:
     )
     files = {
         f"{module}/__init__.py": (release.module or f"__version__ = {release.version!r}\n").encode(),
-        **({f"{module}/version.py": f"__version__ = {release.version!r}\ngit_version = {release.git_version!r}\n"
-            .encode()} if release.git_version else {}),
+        **(
+            {
+                f"{module}/version.py": (
+                    f"__version__ = {release.version!r}\ngit_version = {release.git_version!r}\n"
+                ).encode()
+            }
+            if release.git_version
+            else {}
+        ),
         **{path: text.encode() for path, text in release.files.items()},
         f"{dist_info}/METADATA": meta.encode(),
-        f"{dist_info}/WHEEL": (f"Wheel-Version: 1.0\nGenerator: fake\nRoot-Is-Purelib: true\n"
-                               f"Tag: {release.tag}\n").encode(),
+        f"{dist_info}/WHEEL": (
+            f"Wheel-Version: 1.0\nGenerator: fake\nRoot-Is-Purelib: true\nTag: {release.tag}\n"
+        ).encode(),
     }
     record = [_record_line(p, d) for p, d in files.items()] + [f"{dist_info}/RECORD,,"]
     files[f"{dist_info}/RECORD"] = ("\n".join(record) + "\n").encode()
@@ -110,14 +118,19 @@ sys.exit(1 if failed or any(p.returncode != 0 for p in procs) else 0)
 
 def fake_torch(version: str, uploaded: str) -> FakeRelease:
     """A fake `torch` distribution providing only `python -m torch.distributed.run` (see FAKE_TORCHRUN)."""
-    return FakeRelease("torch", version, uploaded, files={
-        "torch/distributed/__init__.py": "",
-        "torch/distributed/run.py": FAKE_TORCHRUN,
-    })
+    return FakeRelease(
+        "torch",
+        version,
+        uploaded,
+        files={
+            "torch/distributed/__init__.py": "",
+            "torch/distributed/run.py": FAKE_TORCHRUN,
+        },
+    )
 
 
 # A stdlib-only in-tree PEP 517 backend, so a fake git repository builds without any index.
-FAKE_BACKEND = '''
+FAKE_BACKEND = """
 import base64, hashlib, os, zipfile
 
 NAME, VERSION = "fakelib", "2.0.dev0"
@@ -144,7 +157,7 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
         for path, data in files.items():
             zf.writestr(path, data)
     return name
-'''
+"""
 
 
 def make_git_repo(path: Path, buggy: list[bool], tags: dict[int, str]) -> list[str]:
@@ -152,12 +165,19 @@ def make_git_repo(path: Path, buggy: list[bool], tags: dict[int, str]) -> list[s
     import subprocess
 
     def git(*args: str, date: str = "") -> str:
-        env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-               "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin", "HOME": str(path)}
+        env = {
+            "GIT_AUTHOR_NAME": "t",
+            "GIT_AUTHOR_EMAIL": "t@t",
+            "GIT_COMMITTER_NAME": "t",
+            "GIT_COMMITTER_EMAIL": "t@t",
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(path),
+        }
         if date:  # the commit date too (what `git log %cI` and the harness's history order read), not only the author's
             env["GIT_COMMITTER_DATE"] = date
-        return subprocess.run(["git", "-C", str(path), *args], check=True, capture_output=True, text=True,
-                              env=env).stdout.strip()
+        return subprocess.run(
+            ["git", "-C", str(path), *args], check=True, capture_output=True, text=True, env=env
+        ).stdout.strip()
 
     path.mkdir(parents=True)
     git("init", "-q", "-b", "main")
@@ -171,8 +191,15 @@ def make_git_repo(path: Path, buggy: list[bool], tags: dict[int, str]) -> list[s
     for i, bug in enumerate(buggy):
         (path / "fakelib" / "__init__.py").write_text(f"BUGGY = {bug}\n__version__ = '2.0.dev0'\nCOMMIT = {i}\n")
         git("add", "-A")
-        git("commit", "-q", "-m", f"change {i}" + (" (fixes the bug)" if i and buggy[i - 1] and not bug else ""),
-            "--date", f"2024-02-{i + 1:02d}T00:00:00Z", date=f"2024-02-{i + 1:02d}T00:00:00Z")
+        git(
+            "commit",
+            "-q",
+            "-m",
+            f"change {i}" + (" (fixes the bug)" if i and buggy[i - 1] and not bug else ""),
+            "--date",
+            f"2024-02-{i + 1:02d}T00:00:00Z",
+            date=f"2024-02-{i + 1:02d}T00:00:00Z",
+        )
         shas.append(git("rev-parse", "HEAD"))
         if i in tags:
             git("tag", tags[i])

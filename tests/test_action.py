@@ -34,15 +34,23 @@ HEAD_PINS = "torch==2.9.1\nlitgpt==0.5.13\n"
 def env_of(tmp: Path) -> dict[str, str]:
     """The environment bugmatrix runs in: the clone's record, no store, git that needs no configuration."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "BUGMATRIX_"))}
-    env.update(BUGMATRIX_RECORD=str(ROOT / "record"), BUGMATRIX_DB=str(tmp / "no-store.db"),
-               GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.org", GIT_COMMITTER_NAME="t",
-               GIT_COMMITTER_EMAIL="t@example.org", GIT_CONFIG_GLOBAL=os.devnull, GIT_CONFIG_NOSYSTEM="1")
+    env.update(
+        BUGMATRIX_RECORD=str(ROOT / "record"),
+        BUGMATRIX_DB=str(tmp / "no-store.db"),
+        GIT_AUTHOR_NAME="t",
+        GIT_AUTHOR_EMAIL="t@example.org",
+        GIT_COMMITTER_NAME="t",
+        GIT_COMMITTER_EMAIL="t@example.org",
+        GIT_CONFIG_GLOBAL=os.devnull,
+        GIT_CONFIG_NOSYSTEM="1",
+    )
     return env
 
 
 def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=repo, env=env_of(repo.parent), capture_output=True, text=True,
-                          check=True).stdout.strip()
+    return subprocess.run(
+        ["git", *args], cwd=repo, env=env_of(repo.parent), capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def scratch(tmp_path: Path, base: str, head: str, name: str = "requirements.txt") -> tuple[Path, str]:
@@ -72,7 +80,7 @@ def evaluate(expression: str, context: dict[str, Any]) -> Any:
     while rest:
         match = _TOKEN.match(rest)
         assert match, f"cannot read {rest!r} of {expression!r}"
-        rest = rest[match.end():].strip()
+        rest = rest[match.end() :].strip()
         if match["str"]:
             python.append(repr(match["str"][1:-1].replace("''", "'")))
         elif match["op"]:
@@ -114,8 +122,10 @@ def replay(repo: Path, base: str, **inputs: str) -> Run:
     tmp = repo.parent / "runner"
     tmp.mkdir(exist_ok=True)
     context: dict[str, Any] = {
-        "inputs": {}, "steps": {},
-        "github": {"action_path": str(ROOT), "event": {"pull_request": {"base": {"sha": base}}}}}
+        "inputs": {},
+        "steps": {},
+        "github": {"action_path": str(ROOT), "event": {"pull_request": {"base": {"sha": base}}}},
+    }
     for name, spec in ACTION["inputs"].items():
         context["inputs"][name] = inputs.pop(name, None) or substitute(str(spec.get("default", "")), context)
     assert not inputs, f"action.yml has no input {sorted(inputs)}"
@@ -125,17 +135,33 @@ def replay(repo: Path, base: str, **inputs: str) -> Run:
         if not evaluate(condition.strip().removeprefix("${{").removesuffix("}}"), context):
             continue
         if "uses" in step:
-            run.used.append((step["uses"].split("@")[0], {k: substitute(yaml_text(v), context)
-                                                           for k, v in step.get("with", {}).items()}))
+            run.used.append(
+                (
+                    step["uses"].split("@")[0],
+                    {k: substitute(yaml_text(v), context) for k, v in step.get("with", {}).items()},
+                )
+            )
             continue
         assert step["shell"] == "bash"
         output = tmp / f"output-{number}"
         output.write_text("")
         env = env_of(repo.parent) | {k: substitute(yaml_text(v), context) for k, v in step.get("env", {}).items()}
-        env.update(GITHUB_OUTPUT=str(output), GITHUB_STEP_SUMMARY=str(summary), GITHUB_ACTION_PATH=str(ROOT),
-                   RUNNER_TEMP=str(tmp), BUGMATRIX_COMMAND=BUGMATRIX)
-        proc = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]], cwd=repo,
-                              env=env, capture_output=True, text=True, timeout=300, check=False)
+        env.update(
+            GITHUB_OUTPUT=str(output),
+            GITHUB_STEP_SUMMARY=str(summary),
+            GITHUB_ACTION_PATH=str(ROOT),
+            RUNNER_TEMP=str(tmp),
+            BUGMATRIX_COMMAND=BUGMATRIX,
+        )
+        proc = subprocess.run(
+            ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]],
+            cwd=repo,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
         run.log += proc.stdout + proc.stderr
         outputs = dict(line.split("=", 1) for line in output.read_text().splitlines())
         if "id" in step:
@@ -149,8 +175,15 @@ def replay(repo: Path, base: str, **inputs: str) -> Run:
 
 
 def cli(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*BUGMATRIX.split(), "audit", *args], cwd=repo, env=env_of(repo.parent),
-                          capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run(
+        [*BUGMATRIX.split(), "audit", *args],
+        cwd=repo,
+        env=env_of(repo.parent),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 # --- diff mode (pull requests) --------------------------------------------------------------------------------
@@ -249,8 +282,7 @@ def test_full_mode_fails_when_nothing_is_checked_and_uploads_nothing(tmp_path: P
 
 def test_audit_files_answers_each_file_on_its_own(tmp_path: Path) -> None:
     """Exit 1 if a bug applies to one file, else 5 if one checks nothing, else 0; --json takes one file."""
-    for name, text in {"clean.txt": "litgpt==0.5.13\n", "bad.txt": BASE_PINS, "none.txt": "numpy==2\n"
-                       }.items():
+    for name, text in {"clean.txt": "litgpt==0.5.13\n", "bad.txt": BASE_PINS, "none.txt": "numpy==2\n"}.items():
         (tmp_path / name).write_text(text)
     both = cli(tmp_path, "--files", "clean.txt", "bad.txt")
     assert both.returncode == 1, both.stderr
@@ -286,8 +318,15 @@ def test_the_pre_commit_hook_fails_a_commit_that_pins_a_bug_and_passes_a_clean_o
         (repo / path).parent.mkdir(parents=True, exist_ok=True)
         (repo / path).write_text(text)
         git(repo, "add", "-A")
-        return subprocess.run(["git", "commit", "-q", "-m", path], cwd=repo, env=env, capture_output=True,
-                              text=True, timeout=300, check=False)
+        return subprocess.run(
+            ["git", "commit", "-q", "-m", path],
+            cwd=repo,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
 
     clean = commit("requirements.txt", "litgpt==0.5.13\n")
     assert clean.returncode == 0, clean.stdout + clean.stderr
@@ -300,14 +339,26 @@ def test_the_pre_commit_hook_fails_a_commit_that_pins_a_bug_and_passes_a_clean_o
     assert git(repo, "log", "--format=%s") == "requirements.txt"  # the affected commit was refused
     shutil.rmtree(repo / "services")  # what the author does next: unstage and remove it
     untouched = commit("README.md", "no requirements here\n")  # `files` does not match: the hook is skipped
-    assert untouched.returncode == 0 and re.search(r"bugmatrix audit\.+\(no files to check\)Skipped",
-                                                   untouched.stdout + untouched.stderr)
+    assert untouched.returncode == 0 and re.search(
+        r"bugmatrix audit\.+\(no files to check\)Skipped", untouched.stdout + untouched.stderr
+    )
 
 
-@pytest.mark.parametrize("path, matched", [
-    ("requirements.txt", True), ("deps/requirements-dev.txt", True), ("uv.lock", True), ("sub/uv.lock", True),
-    ("pylock.toml", True), ("pylock.gpu.toml", True), ("requirements.in", False), ("myrequirements.txt", False),
-    ("pyproject.toml", False), ("uv.lock.bak", False)])
+@pytest.mark.parametrize(
+    "path, matched",
+    [
+        ("requirements.txt", True),
+        ("deps/requirements-dev.txt", True),
+        ("uv.lock", True),
+        ("sub/uv.lock", True),
+        ("pylock.toml", True),
+        ("pylock.gpu.toml", True),
+        ("requirements.in", False),
+        ("myrequirements.txt", False),
+        ("pyproject.toml", False),
+        ("uv.lock.bak", False),
+    ],
+)
 def test_the_hook_matches_requirements_and_lock_files(path: str, matched: bool) -> None:
     [hook] = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
     assert bool(re.search(hook["files"], path)) is matched

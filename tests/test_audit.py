@@ -42,12 +42,31 @@ RUN = "20261201T000000-test-aaaaaa"
 DAY = 1_790_000_000.0
 
 
-def _row(case: Case, variant: str, cell: str, versions: dict[str, str], outcome: Outcome, started: float,
-         device: str = "cpu", nproc: int = 1, digest: str | None = None) -> dict:
-    result = Result(case=case.id, variant=variant, nproc=nproc, device=device, outcome=outcome, expected=None,
-                    reason="", versions=versions, python="3.11.7", started_at=started,
-                    fingerprint=f"fp-{cell}-{variant}-{device}-{nproc}",
-                    digest=run_digest(case, variant) if digest is None else digest)
+def _row(
+    case: Case,
+    variant: str,
+    cell: str,
+    versions: dict[str, str],
+    outcome: Outcome,
+    started: float,
+    device: str = "cpu",
+    nproc: int = 1,
+    digest: str | None = None,
+) -> dict:
+    result = Result(
+        case=case.id,
+        variant=variant,
+        nproc=nproc,
+        device=device,
+        outcome=outcome,
+        expected=None,
+        reason="",
+        versions=versions,
+        python="3.11.7",
+        started_at=started,
+        fingerprint=f"fp-{cell}-{variant}-{device}-{nproc}",
+        digest=run_digest(case, variant) if digest is None else digest,
+    )
     return to_row(RUN, cell, result, "m-test")
 
 
@@ -59,24 +78,50 @@ def world(tmp_path: Path, make_case, monkeypatch: pytest.MonkeyPatch) -> dict:  
     """Three cases and a record: a coupling (torch x lightning), a torch bug fixed in 2.3.0, a torchrec bug never
     fixed; plus a superseded row that must never count. The working folder has no local store."""
     monkeypatch.chdir(tmp_path)
-    coupling = make_case("print('x')\n", case_id="lightning-1-coupling", packages=["torch", "lightning"],
-                         devices=["cpu", "cuda"], upstream=["https://example.invalid/lightning/issues/1"],
-                         fixed_by=["https://example.invalid/lightning/pull/2"],
-                         variants={"bug": {"expect": [{"when": {"torch": "<2.6"}, "outcome": "fixed"},
-                                                      {"when": {"lightning": ">=2.4,<2.6"}, "outcome": "fixed"},
-                                                      {"outcome": "reproduced"}]},
-                                   "workaround-env": {"workaround": True, "args": ["--env"],
-                                                      "expect": [{"outcome": "fixed"}]}})
-    simple = make_case("print('y')\n", case_id="torch-2-simple", packages=["torch"], devices=["cpu", "cuda"],
-                       upstream=["https://example.invalid/torch/issues/2"],
-                       variants={"bug": {"expect": [{"when": {"torch": "<2.3"}, "outcome": "reproduced"},
-                                                    {"outcome": "fixed"}]}})
-    never = make_case("print('z')\n", case_id="torchrec-3-never", packages=["torch", "torchrec", "fbgemm-gpu"],
-                      upstream=["https://example.invalid/torchrec/issues/3"],
-                      variants={"bug": {"expect": [{"outcome": "reproduced"}]}})
+    coupling = make_case(
+        "print('x')\n",
+        case_id="lightning-1-coupling",
+        packages=["torch", "lightning"],
+        devices=["cpu", "cuda"],
+        upstream=["https://example.invalid/lightning/issues/1"],
+        fixed_by=["https://example.invalid/lightning/pull/2"],
+        variants={
+            "bug": {
+                "expect": [
+                    {"when": {"torch": "<2.6"}, "outcome": "fixed"},
+                    {"when": {"lightning": ">=2.4,<2.6"}, "outcome": "fixed"},
+                    {"outcome": "reproduced"},
+                ]
+            },
+            "workaround-env": {"workaround": True, "args": ["--env"], "expect": [{"outcome": "fixed"}]},
+        },
+    )
+    simple = make_case(
+        "print('y')\n",
+        case_id="torch-2-simple",
+        packages=["torch"],
+        devices=["cpu", "cuda"],
+        upstream=["https://example.invalid/torch/issues/2"],
+        variants={"bug": {"expect": [{"when": {"torch": "<2.3"}, "outcome": "reproduced"}, {"outcome": "fixed"}]}},
+    )
+    never = make_case(
+        "print('z')\n",
+        case_id="torchrec-3-never",
+        packages=["torch", "torchrec", "fbgemm-gpu"],
+        upstream=["https://example.invalid/torchrec/issues/3"],
+        variants={"bug": {"expect": [{"outcome": "reproduced"}]}},
+    )
     rows = []
-    for i, (light, torch, bug) in enumerate([("2.3.3", "2.5.1", F), ("2.3.3", "2.6.0", R), ("2.4.0", "2.6.0", F),
-                                             ("2.5.1", "2.6.0", F), ("2.6.6", "2.6.0", R), ("2.6.6", "2.5.1", F)]):
+    for i, (light, torch, bug) in enumerate(
+        [
+            ("2.3.3", "2.5.1", F),
+            ("2.3.3", "2.6.0", R),
+            ("2.4.0", "2.6.0", F),
+            ("2.5.1", "2.6.0", F),
+            ("2.6.6", "2.6.0", R),
+            ("2.6.6", "2.5.1", F),
+        ]
+    ):
         cell = f"lightning-{light}-torch-{torch}"
         versions = {"lightning": light, "torch": torch}
         rows.append(_row(coupling, "bug", cell, versions, bug, DAY + i))
@@ -88,8 +133,7 @@ def world(tmp_path: Path, make_case, monkeypatch: pytest.MonkeyPatch) -> dict:  
     for i, rec in enumerate(["1.0.0", "1.2.0"]):
         versions = {"torch": f"2.{5 + 2 * i}.0", "torchrec": rec, "fbgemm-gpu-cpu": rec}
         rows.append(_row(never, "bug", f"torchrec-{rec}", versions, R, DAY + 200 + i, nproc=2))
-    record = Record(rows=rows, runs={RUN: {"started": "2026-12-01T00:00:00Z", "machine": "m-test",
-                                           "command": "test"}})
+    record = Record(rows=rows, runs={RUN: {"started": "2026-12-01T00:00:00Z", "machine": "m-test", "command": "test"}})
     root = tmp_path / "rec"
     write(root, record)
     cases = [coupling, simple, never]
@@ -124,11 +168,17 @@ def test_a_pip_freeze_file_is_read_with_hashes_markers_extras_locals_git_and_loo
         "requests>=2\n"
         "--index-url https://download.pytorch.org/whl/cu124\n"
         "-e ./local\n"
-        "-r more.txt\n")
+        "-r more.txt\n"
+    )
     pins, loose = read_requirements(req)
     got = {p.distribution: p.text for p in pins}
-    assert got == {"torch": "2.6.0+cu124", "lightning": "2.3.3", "torchrec": f"git {sha}", "fbgemm-gpu-cpu": "1.2.0",
-                   "litgpt": "0.5.11"}  # numpy's marker is false here: skipped
+    assert got == {
+        "torch": "2.6.0+cu124",
+        "lightning": "2.3.3",
+        "torchrec": f"git {sha}",
+        "fbgemm-gpu-cpu": "1.2.0",
+        "litgpt": "0.5.11",
+    }  # numpy's marker is false here: skipped
     assert {item.name for item in loose} == {"requests", "./local"}
     assert pins[0].where == f"{req}:2"
     req.write_text("torch==2.6.0\nthis is not a requirement\n")
@@ -138,16 +188,24 @@ def test_a_pip_freeze_file_is_read_with_hashes_markers_extras_locals_git_and_loo
 
 def test_distribution_names_map_to_the_record_and_what_it_does_not_know_is_not_covered(world: dict) -> None:
     known = {"torch": {"2.6.0"}, "lightning": {"2.3.3"}, "fbgemm-gpu": {"1.2.0"}, "torchrec": {"1.0.0 @ abcdef0123"}}
-    pins = [Pin("pytorch-lightning", "2.3.3"), Pin("fbgemm-gpu-cpu", "1.2.0"), Pin("numpy", "1.26.4"),
-            Pin("torchrec", "", "abcdef0"), Pin("torch", "", "9999999")]
+    pins = [
+        Pin("pytorch-lightning", "2.3.3"),
+        Pin("fbgemm-gpu-cpu", "1.2.0"),
+        Pin("numpy", "1.26.4"),
+        Pin("torchrec", "", "abcdef0"),
+        Pin("torch", "", "9999999"),
+    ]
     target = audit_module.target_of(pins, [Loose("requests", "requests>=2", "not pinned to one version")], known)
     assert target.pins["lightning"].distribution == "pytorch-lightning" and target.renamed == {
-        "lightning": "pytorch-lightning"}
+        "lightning": "pytorch-lightning"
+    }
     assert target.pins["fbgemm-gpu"].version == "1.2.0"
     assert target.pins["torchrec"].text == "1.0.0 @ abcdef0123"  # the record's commit, matched by prefix
     assert {(u.package, u.why) for u in target.not_covered} == {
-        ("numpy", "the record has no results for it"), ("torch", "a commit the record does not hold"),
-        ("requests", "not pinned to one version")}
+        ("numpy", "the record has no results for it"),
+        ("torch", "a commit the record does not hold"),
+        ("requests", "not pinned to one version"),
+    }
 
 
 # ------------------------------------------------------------------------------------------------------ answers
@@ -166,8 +224,10 @@ def test_each_precision_word_and_the_coupling(world: dict) -> None:
     # interpolated: lightning 2.4.5 lies inside 2.4.0 and 2.5.1 (both fixed with torch 2.6.0)
     a = _answers(world, ["torch==2.6.0", "lightning==2.4.5"])
     assert a[("lightning-1-coupling", "bug")].basis == "interpolated"
-    assert "inside measured releases lightning 2.4.0 and 2.5.1 with no boundary between them" in a[
-        ("lightning-1-coupling", "bug")].precision
+    assert (
+        "inside measured releases lightning 2.4.0 and 2.5.1 with no boundary between them"
+        in a[("lightning-1-coupling", "bug")].precision
+    )
     # a boundary not narrowed: from the rules, labelled not measured
     a = _answers(world, ["torch==2.6.0", "lightning==2.3.9"])
     answer = a[("lightning-1-coupling", "bug")]
@@ -191,8 +251,10 @@ def test_each_precision_word_and_the_coupling(world: dict) -> None:
     # not measured on this device: the rules answer, labelled
     a = _answers(world, ["torch==2.0.1"], device="cuda")
     answer = a[("torch-2-simple", "bug")]
-    assert answer.status == "reproduced" and answer.precision == "not measured on this device (cuda): from the " \
-        "case's rules"
+    assert (
+        answer.status == "reproduced"
+        and answer.precision == "not measured on this device (cuda): from the case's rules"
+    )
     assert ("torchrec-3-never", "bug") not in a  # the case does not run on cuda
 
 
@@ -202,7 +264,8 @@ def test_a_case_whose_primary_package_is_missing_is_not_applicable(world: dict) 
 
 
 def test_an_unpinned_package_that_decides_nothing_qualifies_the_precision_one_that_decides_is_asked_for(
-        world: dict, capsys: pytest.CaptureFixture) -> None:
+    world: dict, capsys: pytest.CaptureFixture
+) -> None:
     # torchrec alone: the record measured the bug reproduced at every torch and fbgemm it ran with, and the rules
     # name neither, so the answer stands, saying what it was measured with
     a = _answers(world, ["torchrec==1.0.0"])
@@ -225,41 +288,66 @@ def test_an_unpinned_package_that_decides_nothing_qualifies_the_precision_one_th
     assert [x["case"] for x in payload["affected"]] == ["lightning-1-coupling"] and payload["not_covered"] == []
 
 
-def test_a_package_only_a_rule_names_is_asked_for_before_an_answer(tmp_path: Path, make_case,  # noqa: ANN001
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_package_only_a_rule_names_is_asked_for_before_an_answer(
+    tmp_path: Path,
+    make_case,  # noqa: ANN001
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # litgpt-2156's shape: `packages` says torch and litgpt, a rule names transformers (the coupling); at litgpt
     # 0.5.11 transformers decides (4.52.1 reproduced, 4.51.3 fixed). Without transformers pinned, no answer, and
     # transformers is what to pin; with it pinned, the answer of that measurement
     monkeypatch.chdir(tmp_path)
-    case = make_case("print('x')\n", case_id="litgpt-9-transformers", packages=["torch", "litgpt"],
-                     upstream=["https://example.invalid/litgpt/issues/9"],
-                     variants={"bug": {"expect": [{"when": {"litgpt": ">=0.5.10,<0.5.12", "transformers": ">=4.52"},
-                                                   "outcome": "reproduced"}, {"outcome": "fixed"}]}})
-    rows = [_row(case, "bug", f"litgpt-0.5.11-transformers-{tf}",
-                 {"torch": "2.8.0", "litgpt": "0.5.11", "transformers": tf}, outcome, DAY + i)
-            for i, (tf, outcome) in enumerate([("4.52.1", R), ("4.51.3", F)])]
+    case = make_case(
+        "print('x')\n",
+        case_id="litgpt-9-transformers",
+        packages=["torch", "litgpt"],
+        upstream=["https://example.invalid/litgpt/issues/9"],
+        variants={
+            "bug": {
+                "expect": [
+                    {"when": {"litgpt": ">=0.5.10,<0.5.12", "transformers": ">=4.52"}, "outcome": "reproduced"},
+                    {"outcome": "fixed"},
+                ]
+            }
+        },
+    )
+    rows = [
+        _row(
+            case,
+            "bug",
+            f"litgpt-0.5.11-transformers-{tf}",
+            {"torch": "2.8.0", "litgpt": "0.5.11", "transformers": tf},
+            outcome,
+            DAY + i,
+        )
+        for i, (tf, outcome) in enumerate([("4.52.1", R), ("4.51.3", F)])
+    ]
     root = tmp_path / "rec"
-    write(root, Record(rows=rows, runs={RUN: {"started": "2026-12-01T00:00:00Z", "machine": "m-test",
-                                              "command": "test"}}))
+    write(
+        root, Record(rows=rows, runs={RUN: {"started": "2026-12-01T00:00:00Z", "machine": "m-test", "command": "test"}})
+    )
     world = {"root": root, "cases": [case], "cases_dir": case.folder.parent, "tmp": tmp_path}
     assert _answers(world, ["litgpt==0.5.11", "torch==2.8.0"]) == {}
     store = open_reader(tmp_path / "absent.db", False, [case], root)
     results = store.latest()
-    target = audit_module.target_of(*parse_pins(["litgpt==0.5.11", "torch==2.8.0"]),
-                                    audit_module.known_packages(results, [case]))
+    target = audit_module.target_of(
+        *parse_pins(["litgpt==0.5.11", "torch==2.8.0"]), audit_module.known_packages(results, [case])
+    )
     [asked] = audit_module.unpinned(results, [case], target)
     assert asked.package == "transformers" and "litgpt-9-transformers" in asked.why
     answered = _answers(world, ["litgpt==0.5.11", "torch==2.8.0", "transformers==4.52.1"])
     assert answered[("litgpt-9-transformers", "bug")].affected
     assert not _answers(world, ["litgpt==0.5.11", "torch==2.8.0", "transformers==4.51.3"])[
-        ("litgpt-9-transformers", "bug")].affected
+        ("litgpt-9-transformers", "bug")
+    ].affected
 
 
 # ------------------------------------------------------------------------------------------------------ the CLI
 
 
-def test_json_shape_exit_codes_and_no_process_is_spawned(world: dict, capsys: pytest.CaptureFixture,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_json_shape_exit_codes_and_no_process_is_spawned(
+    world: dict, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("audit launched a process")
 
@@ -271,8 +359,17 @@ def test_json_shape_exit_codes_and_no_process_is_spawned(world: dict, capsys: py
     payload = json.loads(capsys.readouterr().out)
     assert list(payload) == ["affected", "not_affected", "cannot_say", "not_covered"]
     (entry,) = payload["affected"]
-    assert {"case", "variant", "title", "upstream", "precision", "fixed_in", "workarounds", "reproduce",
-            "versions"} <= set(entry)
+    assert {
+        "case",
+        "variant",
+        "title",
+        "upstream",
+        "precision",
+        "fixed_in",
+        "workarounds",
+        "reproduce",
+        "versions",
+    } <= set(entry)
     assert entry["case"] == "lightning-1-coupling" and entry["fixed_in"] == "lightning==2.4.0"
     assert {u["package"] for u in payload["not_covered"]} == {"numpy", "requests"}
     assert main(_cli(world, "torch==2.6.0", "lightning==2.4.0")) == 0
@@ -319,15 +416,17 @@ def _one_short_line(err: str, python: Path) -> str:
 
 @pytest.mark.parametrize("name", FAKE_PYTHONS)
 def test_an_interpreter_that_does_not_list_its_packages_is_one_line_and_exit_2(
-        world: dict, capsys: pytest.CaptureFixture, name: str) -> None:
+    world: dict, capsys: pytest.CaptureFixture, name: str
+) -> None:
     """Exit 1 is audit's 'a bug applies': an interpreter printing garbage or `{}` raised a traceback (exit 1)."""
     python = _fake_python(world["tmp"], name, FAKE_PYTHONS[name])
     assert main(_cli(world, "--python", str(python))) == 2
     captured = capsys.readouterr()
     line = _one_short_line(captured.err, python)
     assert captured.out == ""
-    assert ("exit 3 listing its packages: ImportError: no json" if name == "fails" else "did not list its packages"
-            ) in line
+    assert (
+        "exit 3 listing its packages: ImportError: no json" if name == "fails" else "did not list its packages"
+    ) in line
 
 
 def test_an_interpreter_that_hangs_is_killed_with_what_it_started(world: dict, tmp_path: Path) -> None:
@@ -340,13 +439,19 @@ def test_an_interpreter_that_hangs_is_killed_with_what_it_started(world: dict, t
     import time
 
     pids = tmp_path / "pids"
-    python = _fake_python(tmp_path, "hangs", f"sleep 300 & echo $! >> {pids}\nsetsid sleep 300 & echo $! >> {pids}\n"
-                          "exec sleep 300")
+    python = _fake_python(
+        tmp_path, "hangs", f"sleep 300 & echo $! >> {pids}\nsetsid sleep 300 & echo $! >> {pids}\nexec sleep 300"
+    )
     started = time.monotonic()
     try:
-        done = subprocess.run([sys.executable, "-m", "harness", *_cli(world, "--python", str(python))],
-                              capture_output=True, text=True, timeout=90, cwd=Path(__file__).resolve().parent.parent,
-                              env={**os.environ, "BUGMATRIX_INSPECT_S": "2", "COLUMNS": "400"})
+        done = subprocess.run(
+            [sys.executable, "-m", "harness", *_cli(world, "--python", str(python))],
+            capture_output=True,
+            text=True,
+            timeout=90,
+            cwd=Path(__file__).resolve().parent.parent,
+            env={**os.environ, "BUGMATRIX_INSPECT_S": "2", "COLUMNS": "400"},
+        )
         took = time.monotonic() - started
         children = [int(pid) for pid in pids.read_text().split()]
         deadline = time.monotonic() + 10  # a killed orphan is reaped by whoever adopted it
@@ -372,8 +477,9 @@ def _running(pids: list[int]) -> list[int]:
     return [pid for pid in pids if alive(pid)]
 
 
-def test_the_inspection_bound_is_a_parameter_and_a_bad_setting_is_one_line(tmp_path: Path,
-                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_inspection_bound_is_a_parameter_and_a_bad_setting_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from harness.launch.interpreter import InterpreterError, inspect_interpreter
 
     python = _fake_python(tmp_path, "slow", "sleep 5")
@@ -443,8 +549,19 @@ class Reference(BaseModel):
     """references[]."""
 
     model_config = ConfigDict(extra="forbid")
-    type: Literal["ADVISORY", "ARTICLE", "DETECTION", "DISCUSSION", "REPORT", "FIX", "INTRODUCED", "GIT", "PACKAGE",
-                  "EVIDENCE", "WEB"]
+    type: Literal[
+        "ADVISORY",
+        "ARTICLE",
+        "DETECTION",
+        "DISCUSSION",
+        "REPORT",
+        "FIX",
+        "INTRODUCED",
+        "GIT",
+        "PACKAGE",
+        "EVIDENCE",
+        "WEB",
+    ]
     url: str = Field(pattern=r"^https?://")
 
 
@@ -486,16 +603,20 @@ def test_every_exported_record_is_valid_osv_and_malformed_ones_fail(world: dict)
     args = ["--cases-dir", str(world["cases_dir"]), "osv", "export", str(out), "--record", str(world["root"])]
     assert main(args) == 0
     files = sorted(out.glob("*.json"))
-    assert [f.name for f in files] == ["x_BUGMATRIX-lightning-1-coupling.json", "x_BUGMATRIX-torch-2-simple.json",
-                                       "x_BUGMATRIX-torchrec-3-never.json"]
+    assert [f.name for f in files] == [
+        "x_BUGMATRIX-lightning-1-coupling.json",
+        "x_BUGMATRIX-torch-2-simple.json",
+        "x_BUGMATRIX-torchrec-3-never.json",
+    ]
     first = {f: f.read_bytes() for f in files}
     assert main(args) == 0 and first == {f: f.read_bytes() for f in files}  # deterministic
     docs = {f.stem: json.loads(f.read_text()) for f in files}
     for doc in docs.values():
         Vulnerability.model_validate(doc)
     simple = docs["x_BUGMATRIX-torch-2-simple"]
-    assert simple["affected"][0]["ranges"] == [{"type": "ECOSYSTEM", "events": [{"introduced": "0"},
-                                                                                  {"fixed": "2.3.0"}]}]
+    assert simple["affected"][0]["ranges"] == [
+        {"type": "ECOSYSTEM", "events": [{"introduced": "0"}, {"fixed": "2.3.0"}]}
+    ]
     assert simple["affected"][0]["versions"] == ["2.0.1", "2.1.2"]  # the superseded 2.4.0 never counts
     assert simple["modified"] == "2026-09-21T14:15:03Z"  # the newest counted row's date, not the superseded one
     assert {r["type"] for r in simple["references"]} == {"REPORT"}
@@ -507,10 +628,15 @@ def test_every_exported_record_is_valid_osv_and_malformed_ones_fail(world: dict)
     never = docs["x_BUGMATRIX-torchrec-3-never"]
     assert {a["package"]["name"] for a in never["affected"]} == {"torchrec"}
     assert never["affected"][0]["ranges"][0]["events"] == [{"introduced": "0"}]
-    for bad in ({**simple, "modified": "2026-09-21 12:26:43"}, {**simple, "id": "not an id"},
-                {**simple, "affected": [{**simple["affected"][0], "ranges": [{"type": "ECOSYSTEM",
-                                                                              "events": [{"fixed": "1"}]}]}]},
-                {k: v for k, v in simple.items() if k != "id"}):
+    for bad in (
+        {**simple, "modified": "2026-09-21 12:26:43"},
+        {**simple, "id": "not an id"},
+        {
+            **simple,
+            "affected": [{**simple["affected"][0], "ranges": [{"type": "ECOSYSTEM", "events": [{"fixed": "1"}]}]}],
+        },
+        {k: v for k, v in simple.items() if k != "id"},
+    ):
         with pytest.raises(ValueError):
             Vulnerability.model_validate(bad)
 
@@ -549,13 +675,22 @@ def test_the_osv_api_answers_query_querybatch_and_vulns(server: str) -> None:
     status, body = _post(f"{server}/v1/query", json.dumps(query).encode())
     assert status == 200 and [v["id"] for v in body["vulns"]] == ["x_BUGMATRIX-torch-2-simple"]
     status, body = _post(f"{server}/v1/query", json.dumps({**query, "version": "2.3.0"}).encode())
-    assert status == 200 and [v["id"] for v in body["vulns"]] == ["x_BUGMATRIX-lightning-1-coupling"] or \
-        body["vulns"] == []
-    status, body = _post(f"{server}/v1/querybatch", json.dumps({"queries": [
-        query, {"package": {"name": "Pytorch_Lightning", "ecosystem": "PyPI"}, "version": "2.3.3"}]}).encode())
+    assert (
+        status == 200
+        and [v["id"] for v in body["vulns"]] == ["x_BUGMATRIX-lightning-1-coupling"]
+        or body["vulns"] == []
+    )
+    status, body = _post(
+        f"{server}/v1/querybatch",
+        json.dumps(
+            {"queries": [query, {"package": {"name": "Pytorch_Lightning", "ecosystem": "PyPI"}, "version": "2.3.3"}]}
+        ).encode(),
+    )
     assert status == 200
-    assert [[v["id"] for v in r["vulns"]] for r in body["results"]] == [["x_BUGMATRIX-torch-2-simple"],
-                                                                        ["x_BUGMATRIX-lightning-1-coupling"]]
+    assert [[v["id"] for v in r["vulns"]] for r in body["results"]] == [
+        ["x_BUGMATRIX-torch-2-simple"],
+        ["x_BUGMATRIX-lightning-1-coupling"],
+    ]
     assert set(body["results"][0]["vulns"][0]) == {"id", "modified"}
     with urllib.request.urlopen(f"{server}/v1/vulns/x_BUGMATRIX-torch-2-simple", timeout=30) as response:
         assert json.loads(response.read())["id"] == "x_BUGMATRIX-torch-2-simple"
@@ -615,15 +750,17 @@ def test_a_content_length_that_is_not_ascii_digits_or_a_body_nested_too_deep_is_
 def test_http_servers_own_refusals_are_json_too(server: str) -> None:
     """An unknown method (501), a request line over 64 KiB (414), over 100 headers or a header line over 64 KiB
     (431), an HTTP version that is not one (400) or not 1.x (505): http.server answered each with an HTML page."""
-    refusals = {b"PUT /v1/query HTTP/1.1\r\nContent-Length: 0\r\n\r\n": 501,
-                b"DELETE /v1/vulns/x HTTP/1.1\r\n\r\n": 501,
-                b"HEAD /v1/vulns/x HTTP/1.1\r\n\r\n": 501,
-                b"BREW /pot HTTP/1.1\r\n\r\n": 501,
-                b"GET /" + b"a" * 65532: 414,  # exactly what the server reads: nothing is left unread
-                b"GET /v1/vulns/x HTTP/1.1\r\n" + b"X-A: b\r\n" * 101: 431,
-                b"GET /v1/vulns/x HTTP/1.1\r\nX-A: " + b"b" * 65535: 431,
-                b"GET /v1/vulns/x HTTP/9\r\n\r\n": 400,
-                b"GET /v1/vulns/x HTTP/2.0\r\n\r\n": 505}
+    refusals = {
+        b"PUT /v1/query HTTP/1.1\r\nContent-Length: 0\r\n\r\n": 501,
+        b"DELETE /v1/vulns/x HTTP/1.1\r\n\r\n": 501,
+        b"HEAD /v1/vulns/x HTTP/1.1\r\n\r\n": 501,
+        b"BREW /pot HTTP/1.1\r\n\r\n": 501,
+        b"GET /" + b"a" * 65532: 414,  # exactly what the server reads: nothing is left unread
+        b"GET /v1/vulns/x HTTP/1.1\r\n" + b"X-A: b\r\n" * 101: 431,
+        b"GET /v1/vulns/x HTTP/1.1\r\nX-A: " + b"b" * 65535: 431,
+        b"GET /v1/vulns/x HTTP/9\r\n\r\n": 400,
+        b"GET /v1/vulns/x HTTP/2.0\r\n\r\n": 505,
+    }
     for request, code in refusals.items():
         if request.startswith(b"HEAD"):  # no body, as HEAD asks; still JSON by its header
             with socket.create_connection(("127.0.0.1", _port(server)), timeout=30) as sock:
@@ -693,15 +830,19 @@ def test_two_hundred_concurrent_queries_are_all_answered(server: str) -> None:
 
 def test_serve_refuses_a_port_out_of_range_in_one_line(world: dict, capsys: pytest.CaptureFixture) -> None:
     serve = ["--cases-dir", str(world["cases_dir"]), "osv", "serve", "--record", str(world["root"])]
-    for bad, word in ((["--port", "99999"], "--port 99999"), (["--port", "-1"], "--port -1"),
-                      (["--timeout", "0"], "--timeout 0")):
+    for bad, word in (
+        (["--port", "99999"], "--port 99999"),
+        (["--port", "-1"], "--port -1"),
+        (["--timeout", "0"], "--timeout 0"),
+    ):
         assert main([*serve, *bad]) == 2
         err = capsys.readouterr().err
         assert len(err.strip().splitlines()) == 1 and word in err, err
 
 
-def test_serve_warns_in_one_line_when_it_listens_beyond_loopback(world: dict, capsys: pytest.CaptureFixture,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_serve_warns_in_one_line_when_it_listens_beyond_loopback(
+    world: dict, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def interrupted(self: socketserver.BaseServer, poll_interval: float = 0.5) -> None:
         raise KeyboardInterrupt  # bound, told, and stopped before it answers anyone
 
@@ -724,8 +865,21 @@ def _tool(name: str) -> str:
 
 def test_pip_audit_lists_the_case_through_the_served_api(server: str, tmp_path: Path) -> None:
     req = tmp_path / "req.txt"
-    command = [_tool("pip-audit"), "-s", "osv", "--osv-url", f"{server}/v1/query", "--disable-pip", "--no-deps",
-               "-r", str(req), "--progress-spinner", "off", "--format", "json"]
+    command = [
+        _tool("pip-audit"),
+        "-s",
+        "osv",
+        "--osv-url",
+        f"{server}/v1/query",
+        "--disable-pip",
+        "--no-deps",
+        "-r",
+        str(req),
+        "--progress-spinner",
+        "off",
+        "--format",
+        "json",
+    ]
     req.write_text("torch==2.1.2\n")
     hit = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert hit.returncode == 1, hit.stderr
@@ -766,12 +920,20 @@ def test_uv_audit_lists_the_case_through_the_served_api(server: str, tmp_path: P
 
     def run(pin: str) -> subprocess.CompletedProcess:
         script.write_text(f'# /// script\n# requires-python = ">=3.10"\n# dependencies = ["{pin}"]\n# ///\n')
-        return subprocess.run([uv, "audit", "--script", str(script), "--service-url", server],
-                              capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        return subprocess.run(
+            [uv, "audit", "--script", str(script), "--service-url", server],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=tmp_path,
+        )
 
     hit = run("torch==2.1.2")
-    if "error" in hit.stderr.lower() and "BUGMATRIX" not in hit.stdout + hit.stderr and (
-            "resolve" in hit.stderr or "network" in hit.stderr.lower() or "connect" in hit.stderr.lower()):
+    if (
+        "error" in hit.stderr.lower()
+        and "BUGMATRIX" not in hit.stdout + hit.stderr
+        and ("resolve" in hit.stderr or "network" in hit.stderr.lower() or "connect" in hit.stderr.lower())
+    ):
         _cannot_run_uv_audit(f"uv could not resolve the script here: {hit.stderr.strip()[-300:]}")
     assert "x_BUGMATRIX-torch-2-simple" in hit.stdout + hit.stderr, hit.stdout + hit.stderr
     clean = run("torch==2.5.1")
@@ -781,9 +943,9 @@ def test_uv_audit_lists_the_case_through_the_served_api(server: str, tmp_path: P
 # ------------------------------------------------------------------------------------------ never green on nothing
 
 
-def test_an_include_with_a_quoted_or_escaped_path_is_read_as_pip_reads_it(world: dict,
-                                                                          capsys: pytest.CaptureFixture[str]
-                                                                          ) -> None:
+def test_an_include_with_a_quoted_or_escaped_path_is_read_as_pip_reads_it(
+    world: dict, capsys: pytest.CaptureFixture[str]
+) -> None:
     """7ca3bef: a file holding only `-r "my reqs.txt"` gave '0 bug(s) apply', exit 0 (the include regex missed
     the quoted path, and the line was then skipped as an option)."""
     (world["tmp"] / "my reqs.txt").write_text("torch==2.1.2\n")
@@ -794,8 +956,9 @@ def test_an_include_with_a_quoted_or_escaped_path_is_read_as_pip_reads_it(world:
         assert out.startswith("checked torch==2.1.2 against the record in") and "torch-2-simple" in out, line
 
 
-def test_what_is_not_a_readable_requirements_file_is_one_line_exit_2(world: dict,
-                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_what_is_not_a_readable_requirements_file_is_one_line_exit_2(
+    world: dict, capsys: pytest.CaptureFixture[str]
+) -> None:
     """/dev/zero, a FIFO and a folder, given or included, never block or fill memory; nor does an include chain
     deeper than the bound."""
     fifo = world["tmp"] / "fifo"
@@ -808,21 +971,30 @@ def test_what_is_not_a_readable_requirements_file_is_one_line_exit_2(world: dict
     includes = {"zero.txt": "-r /dev/zero\n", "fifo.txt": "-r fifo\n", "dir.txt": f"-r {world['tmp']}\n"}
     for name, text in includes.items():
         (world["tmp"] / name).write_text(text)
-    for given in ["/dev/zero", str(fifo), str(world["tmp"]), *(str(world["tmp"] / n) for n in includes),
-                  str(chain / "r0.txt")]:
+    for given in [
+        "/dev/zero",
+        str(fifo),
+        str(world["tmp"]),
+        *(str(world["tmp"] / n) for n in includes),
+        str(chain / "r0.txt"),
+    ]:
         assert main(_cli(world, "-r", given)) == 2, given
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and len(err) < 300, err
 
 
-def test_an_environment_that_pins_nothing_the_record_knows_exits_5_never_green(world: dict,
-                                                                               capsys: pytest.CaptureFixture[str]
-                                                                               ) -> None:
+def test_an_environment_that_pins_nothing_the_record_knows_exits_5_never_green(
+    world: dict, capsys: pytest.CaptureFixture[str]
+) -> None:
     """7ca3bef: unpinned lines (`torch>=2.5`) -> '0 bug(s) apply', exit 0: a CI gate green on nothing."""
     (world["tmp"] / "loose.txt").write_text("torch>=2.5\nlightning\n")
     (world["tmp"] / "empty.txt").write_text("# nothing\n")
-    for args in (["-r", str(world["tmp"] / "loose.txt")], ["-r", str(world["tmp"] / "empty.txt")],
-                 ["numpy==2.0.0"], ["--from", "numpy==1.0", "--to", "numpy==2.0"]):
+    for args in (
+        ["-r", str(world["tmp"] / "loose.txt")],
+        ["-r", str(world["tmp"] / "empty.txt")],
+        ["numpy==2.0.0"],
+        ["--from", "numpy==1.0", "--to", "numpy==2.0"],
+    ):
         assert main(_cli(world, *args)) == 5, args
         captured = capsys.readouterr()
         assert "nothing checked" in captured.err and len(captured.err.strip().splitlines()) == 1, args
@@ -838,15 +1010,22 @@ def test_the_same_answer_from_any_folder_of_the_clone() -> None:
     env["BUGMATRIX_DB"] = "/nonexistent/bugmatrix-test.db"  # no store: the record alone answers
     answers = []
     for folder in (root, root / "docs", root / "harness"):
-        proc = subprocess.run([sys.executable, "-m", "harness", "audit", "torch==2.6.0", "--json"], cwd=folder,
-                              env=env, capture_output=True, text=True, check=False)
+        proc = subprocess.run(
+            [sys.executable, "-m", "harness", "audit", "torch==2.6.0", "--json"],
+            cwd=folder,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         assert proc.returncode == 1, proc.stderr
         answers.append(sorted((a["case"], a["variant"]) for a in json.loads(proc.stdout)["affected"]))
     assert answers[0] and answers[0] == answers[1] == answers[2]
 
 
 def test_a_case_folder_that_cannot_be_read_stops_audit_and_osv_never_a_silent_gap(
-        world: dict, capsys: pytest.CaptureFixture[str]) -> None:
+    world: dict, capsys: pytest.CaptureFixture[str]
+) -> None:
     """An invalid case folder (here nested too deep for the YAML loader) was silently left out of `audit` and `osv
     export` (discover's errors dropped): '0 bugs' could mean 'one case unread'. Both refuse in one line naming it;
     `report` says it and goes on."""
@@ -858,8 +1037,9 @@ def test_a_case_folder_that_cannot_be_read_stops_audit_and_osv_never_a_silent_ga
     err = capsys.readouterr().err.strip()
     assert "torch-9-broken/case.yaml" in err and len(err.splitlines()) == 1
     out = world["tmp"] / "osv"
-    assert main(["--cases-dir", str(world["cases_dir"]), "osv", "export", str(out), "--record",
-                 str(world["root"])]) == 2
+    assert (
+        main(["--cases-dir", str(world["cases_dir"]), "osv", "export", str(out), "--record", str(world["root"])]) == 2
+    )
     assert "torch-9-broken/case.yaml" in capsys.readouterr().err and not out.exists()
     assert main(["--cases-dir", str(world["cases_dir"]), "report", "--record", str(world["root"])]) == 0
     assert "invalid case, left out of the report" in capsys.readouterr().err
@@ -877,26 +1057,52 @@ def gated(tmp_path: Path, make_case, monkeypatch: pytest.MonkeyPatch) -> dict:  
     torch-5-hole: runs on torch >= 2.1 (`supports:`); reproduced at 2.3.0 and 2.7.0, a cell measured skip between
     them at 2.5.0 (the rules: untestable there) and at 2.9.0, the newest (no rule says why)."""
     monkeypatch.chdir(tmp_path)
-    absent = make_case("print('a')\n", case_id="torch-4-absent", upstream=["https://example.invalid/torch/issues/4"],
-                       variants={"bug": {"expect": [
-                           {"when": {"torch": "<2.4.0"}, "outcome": "skip", "because": "absent"},
-                           {"when": {"torch": "<2.12.0"}, "outcome": "reproduced"}, {"outcome": "fixed"}]},
-                           "workaround-w": {"workaround": True, "args": ["--w"], "expect": [
-                               {"when": {"torch": "<2.4.0"}, "outcome": "skip", "because": "absent"},
-                               {"outcome": "fixed"}]}})
-    hole = make_case("print('h')\n", case_id="torch-5-hole", upstream=["https://example.invalid/torch/issues/5"],
-                     supports={"torch": ">=2.1"},
-                     variants={"bug": {"expect": [
-                         {"when": {"torch": ">=2.5.0,<2.6.0"}, "outcome": "skip", "because": "untestable"},
-                         {"outcome": "reproduced"}]}})
-    rows = [_row(absent, "bug", f"torch-{v}", {"torch": v}, o, DAY + i)
-            for i, (v, o) in enumerate([("2.7.1", R), ("2.9.0", R), ("2.12.1", F)])]
+    absent = make_case(
+        "print('a')\n",
+        case_id="torch-4-absent",
+        upstream=["https://example.invalid/torch/issues/4"],
+        variants={
+            "bug": {
+                "expect": [
+                    {"when": {"torch": "<2.4.0"}, "outcome": "skip", "because": "absent"},
+                    {"when": {"torch": "<2.12.0"}, "outcome": "reproduced"},
+                    {"outcome": "fixed"},
+                ]
+            },
+            "workaround-w": {
+                "workaround": True,
+                "args": ["--w"],
+                "expect": [{"when": {"torch": "<2.4.0"}, "outcome": "skip", "because": "absent"}, {"outcome": "fixed"}],
+            },
+        },
+    )
+    hole = make_case(
+        "print('h')\n",
+        case_id="torch-5-hole",
+        upstream=["https://example.invalid/torch/issues/5"],
+        supports={"torch": ">=2.1"},
+        variants={
+            "bug": {
+                "expect": [
+                    {"when": {"torch": ">=2.5.0,<2.6.0"}, "outcome": "skip", "because": "untestable"},
+                    {"outcome": "reproduced"},
+                ]
+            }
+        },
+    )
+    rows = [
+        _row(absent, "bug", f"torch-{v}", {"torch": v}, o, DAY + i)
+        for i, (v, o) in enumerate([("2.7.1", R), ("2.9.0", R), ("2.12.1", F)])
+    ]
     rows.append(_row(absent, "workaround-w", "torch-2.9.0", {"torch": "2.9.0"}, F, DAY + 10))
-    rows += [_row(hole, "bug", f"torch-{v}", {"torch": v}, o, DAY + 20 + i)
-             for i, (v, o) in enumerate([("2.3.0", R), ("2.5.0", S), ("2.7.0", R), ("2.9.0", S)])]
+    rows += [
+        _row(hole, "bug", f"torch-{v}", {"torch": v}, o, DAY + 20 + i)
+        for i, (v, o) in enumerate([("2.3.0", R), ("2.5.0", S), ("2.7.0", R), ("2.9.0", S)])
+    ]
     root = tmp_path / "rec"
-    write(root, Record(rows=rows, runs={RUN: {"started": "2026-12-01T00:00:00Z", "machine": "m-test",
-                                              "command": "test"}}))
+    write(
+        root, Record(rows=rows, runs={RUN: {"started": "2026-12-01T00:00:00Z", "machine": "m-test", "command": "test"}})
+    )
     return {"root": root, "cases": [absent, hole], "cases_dir": absent.folder.parent, "tmp": tmp_path}
 
 
@@ -941,8 +1147,9 @@ def test_a_workaround_is_listed_only_where_it_was_measured(gated: dict) -> None:
     assert bug.affected and bug.basis == "exact" and bug.workarounds == []  # the workaround there: extrapolated
 
 
-def test_json_separates_the_four_answers_and_only_affected_fails(gated: dict,
-                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_json_separates_the_four_answers_and_only_affected_fails(
+    gated: dict, capsys: pytest.CaptureFixture[str]
+) -> None:
     """7ca3bef: `--json` had `affected` and `not_covered` only, and torch 2.0.1 exited 1 on two bugs the case
     cannot run (absent code, outside supports)."""
     assert main(_cli(gated, "torch==2.0.1", "--json")) == 0
@@ -951,7 +1158,8 @@ def test_json_separates_the_four_answers_and_only_affected_fails(gated: dict,
     assert payload["affected"] == []
     assert [(x["case"], x["why"]) for x in payload["not_affected"]] == [("torch-4-absent", "absent")]
     assert [(x["case"], x["why"]) for x in payload["cannot_say"]] == [
-        ("torch-5-hole", "outside supports: torch 2.0.1 (supports torch >=2.1)")]
+        ("torch-5-hole", "outside supports: torch 2.0.1 (supports torch >=2.1)")
+    ]
     assert main(_cli(gated, "torch==2.9.0", "--json")) == 1  # torch-4-absent reproduced there
     payload = json.loads(capsys.readouterr().out)
     [hit] = payload["affected"]
@@ -962,8 +1170,9 @@ def test_json_separates_the_four_answers_and_only_affected_fails(gated: dict,
     assert "not affected: 1 (0 fixed; 1 absent here" in out and "torch-4-absent (bug)" in out
     assert "cannot say (1, not counted as affected):\n  torch-5-hole (bug): outside supports" in out
     assert main(_cli(gated, "torch==2.0.1", "--format", "markdown")) == 0
-    assert "Cannot say (1, not counted as affected):\n\n- torch-5-hole (bug): outside supports" in \
-        capsys.readouterr().out
+    assert (
+        "Cannot say (1, not counted as affected):\n\n- torch-5-hole (bug): outside supports" in capsys.readouterr().out
+    )
     assert main(_cli(gated, "--from", "torch==2.2.1", "--to", "torch==2.7.1")) == 1  # the upgrade brings it in
     assert re.search(r"torch-4-absent \(bug\) +absent \(rules\) +reproduced \(exact\)", capsys.readouterr().out)
 
@@ -973,15 +1182,23 @@ def _real_audit(*pins: str) -> dict:
     root = Path(__file__).resolve().parent.parent
     env = {k: v for k, v in os.environ.items() if k not in ("BUGMATRIX_RECORD", "BUGMATRIX_DB")}
     env["BUGMATRIX_DB"] = "/nonexistent/bugmatrix-test.db"
-    proc = subprocess.run([sys.executable, "-m", "harness", "audit", *pins, "--json"], cwd=root, env=env,
-                          capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "audit", *pins, "--json"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert proc.returncode in (0, 1), proc.stderr
     return json.loads(proc.stdout)
 
 
 def _by_case(payload: dict, case: str) -> dict[str, set[str]]:
-    return {kind: {x["variant"] for x in payload[kind] if x["case"] == case}
-            for kind in ("affected", "not_affected", "cannot_say")}
+    return {
+        kind: {x["variant"] for x in payload[kind] if x["case"] == case}
+        for kind in ("affected", "not_affected", "cannot_say")
+    }
 
 
 def test_the_real_record_never_says_affected_where_the_bugs_code_does_not_exist_or_the_case_cannot_run() -> None:
@@ -993,8 +1210,9 @@ def test_the_real_record_never_says_affected_where_the_bugs_code_does_not_exist_
         said = _by_case(old, case)
         assert not said["affected"] and "bug" in said["not_affected"], (case, said)
         assert {x["why"] for x in old["not_affected"] if x["case"] == case} == {"absent"}
-    litgpt = _by_case(_real_audit("litgpt==0.5.8", "lightning==2.6.5", "torch==2.14.1"),
-                      "litgpt-2258-qwen3-prompt-none-system")
+    litgpt = _by_case(
+        _real_audit("litgpt==0.5.8", "lightning==2.6.5", "torch==2.14.1"), "litgpt-2258-qwen3-prompt-none-system"
+    )
     assert not litgpt["affected"] and "bug" in litgpt["not_affected"]
     for torch in ("2.6.0", "2.7.1"):
         said = _by_case(_real_audit(f"torch=={torch}"), "torch-162692-dtensor-mean-uneven")
@@ -1015,7 +1233,10 @@ def test_an_osv_range_never_starts_where_the_bugs_code_is_absent(gated: dict) ->
     assert [r["events"][0] for r in hole] == [{"introduced": "2.1"}, {"introduced": "2.6.0"}]
     assert all("fixed" not in e for r in hole for e in r["events"])
     assert docs["x_BUGMATRIX-torch-4-absent"]["database_specific"]["condition"][0] == {
-        "when": {"torch": "<2.4.0"}, "outcome": "skip", "because": "absent"}
+        "when": {"torch": "<2.4.0"},
+        "outcome": "skip",
+        "because": "absent",
+    }
 
 
 def test_pins_that_answer_no_case_exit_5(world: dict, capsys: pytest.CaptureFixture[str]) -> None:

@@ -31,21 +31,35 @@ if fakelib.BUGGY:
 N = 16
 
 
-def project(root: Path, buggy: list[bool], broken: set[int] = frozenset(), git_url: str | None = None,
-            api_from: int = 0, torch_uploads: tuple[tuple[str, str], ...] = ()) -> Path:
+def project(
+    root: Path,
+    buggy: list[bool],
+    broken: set[int] = frozenset(),
+    git_url: str | None = None,
+    api_from: int = 0,
+    torch_uploads: tuple[tuple[str, str], ...] = (),
+) -> Path:
     releases = [fake_torch("2.5.0", "2024-01-01T00:00:00Z")] + [fake_torch(v, when) for v, when in torch_uploads]
     for i, bug in enumerate(buggy):
         body = "import no_such_native_ext\n" if i in broken else f"BUGGY = {bug}\nHAS_API = {i >= api_from}\n"
-        releases.append(FakeRelease("fakelib", f"1.{i}.0", f"2024-02-{i + 1:02d}T00:00:00Z", module=body,
-                                    requires=["torch"]))  # as every real library under test does
+        releases.append(
+            FakeRelease("fakelib", f"1.{i}.0", f"2024-02-{i + 1:02d}T00:00:00Z", module=body, requires=["torch"])
+        )  # as every real library under test does
     index = build_index(root / "index", releases)
     (root / "matrix.yaml").write_text(yaml.safe_dump({"indexes": {"local": index}, "defaults": {"index": "local"}}))
     case = root / "cases" / "fakelib-1-bug"
     case.mkdir(parents=True)
     (case / "repro.py").write_text(SCRIPT)
-    spec = {"title": "t", "upstream": ["https://example.invalid/1"], "packages": ["torch", "fakelib"],
-            "nproc": [1], "timeout": 60, "signature": "FAKE-SIG", "supports": {"fakelib": ">=1.0"},
-            "variants": {"bug": {"expect": [{"outcome": "fixed"}]}}}
+    spec = {
+        "title": "t",
+        "upstream": ["https://example.invalid/1"],
+        "packages": ["torch", "fakelib"],
+        "nproc": [1],
+        "timeout": 60,
+        "signature": "FAKE-SIG",
+        "supports": {"fakelib": ">=1.0"},
+        "variants": {"bug": {"expect": [{"outcome": "fixed"}]}},
+    }
     if git_url:
         spec["sources"] = {"fakelib": git_url}
     (case / "case.yaml").write_text(yaml.safe_dump(spec))
@@ -55,9 +69,28 @@ def project(root: Path, buggy: list[bool], broken: set[int] = frozenset(), git_u
 def bisect(root: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, dict, str]:
     capsys.readouterr()
     ResultStore(root / "r.db")  # an explicit --db must exist (bisect never creates one it was named)
-    code = main(["--cases-dir", str(root / "cases"), "bisect", "fakelib-1-bug", "--package", "fakelib",
-                 "--device", "cpu", "--matrix", str(root / "matrix.yaml"), "--envs", str(root / "envs"),
-                 "--db", str(root / "r.db"), "-j", "1", "--json", *extra])
+    code = main(
+        [
+            "--cases-dir",
+            str(root / "cases"),
+            "bisect",
+            "fakelib-1-bug",
+            "--package",
+            "fakelib",
+            "--device",
+            "cpu",
+            "--matrix",
+            str(root / "matrix.yaml"),
+            "--envs",
+            str(root / "envs"),
+            "--db",
+            str(root / "r.db"),
+            "-j",
+            "1",
+            "--json",
+            *extra,
+        ]
+    )
     captured = capsys.readouterr()
     return code, json.loads(captured.out) if captured.out.strip() else {}, captured.err
 
@@ -95,7 +128,7 @@ def test_a_default_range_starting_at_releases_that_cannot_be_installed_steps_inw
     [level] = out["levels"]
     assert (level["last_old"], level["first_new"]) == ("1.8.0", "1.9.0")
     assert "fakelib 1.0.0 … 1.2.0 (3 releases) cannot be installed or imported here" in err
-    assert 'started at 1.3.0, the oldest that installs' in err
+    assert "started at 1.3.0, the oldest that installs" in err
     assert 'supports: {fakelib: ">=1.3.0"}' in err and "--old 1.3.0" in err
     [line] = [line for line in err.splitlines() if "probe 1.0.0: infra" in line]
     assert "no_such_native_ext" in line, line  # the cause, on the probe's whole first line (issue 27 item 2)
@@ -133,16 +166,21 @@ def test_a_skip_endpoint_outside_supports_finds_the_first_testable_release(tmp_p
     the bound `bugmatrix expect` needs for a `skip` rule."""
     root = project(tmp_path, [i < 9 for i in range(N)], api_from=5)
     case = root / "cases" / "fakelib-1-bug"
-    (case / "repro.py").write_text("import sys\nimport fakelib\nif not fakelib.HAS_API:\n    print('SKIP: no API')\n"
-                                   "    sys.exit(125)\n" + SCRIPT)
+    (case / "repro.py").write_text(
+        "import sys\nimport fakelib\nif not fakelib.HAS_API:\n    print('SKIP: no API')\n    sys.exit(125)\n" + SCRIPT
+    )
     spec = yaml.safe_load((case / "case.yaml").read_text())
     spec["supports"] = {"fakelib": ">=1.5"}
     (case / "case.yaml").write_text(yaml.safe_dump(spec))
     code, out, err = bisect(root, capsys, "--old", "1.1.0", "--new", "1.8.0")
     assert code == 0, err
     [level] = out["levels"]
-    assert (level["last_old"], level["old"], level["first_new"], level["new"]) == ("1.4.0", "skip", "1.5.0",
-                                                                                  "reproduced")
+    assert (level["last_old"], level["old"], level["first_new"], level["new"]) == (
+        "1.4.0",
+        "skip",
+        "1.5.0",
+        "reproduced",
+    )
     assert len(level["probes"]) <= math.ceil(math.log2(8)) + 2
     code, out, err = bisect(root, capsys, "--old", "1.0.5", "--new", "1.8.0")  # not on the index at all
     assert code == 1 and "--old 1.0.5: not a release of fakelib the matrix allows" in err
@@ -172,8 +210,10 @@ def test_the_policy_goes_from_releases_to_commits_without_the_cli(tmp_path: Path
     store = ResultStore(root / "r.db")
     said: list[str] = []
     with recording(store, "test", "test") as run_id:
-        levels = bisect_case(Probing(matrix, CellEnvironments(matrix, EnvCache(root / "envs")), store, run_id,
-                                     say=said.append), BisectRequest(case, "bug", 1, "cpu", "fakelib"))
+        levels = bisect_case(
+            Probing(matrix, CellEnvironments(matrix, EnvCache(root / "envs")), store, run_id, say=said.append),
+            BisectRequest(case, "bug", 1, "cpu", "fakelib"),
+        )
     assert [level for level, _ in levels] == ["release", "commit"]
     release, commit = levels[0][1], levels[1][1]
     assert (str(release.last_old), str(release.first_new)) == ("1.0.0", "1.1.0")
@@ -182,8 +222,9 @@ def test_the_policy_goes_from_releases_to_commits_without_the_cli(tmp_path: Path
     assert len(store.results(run_id)) == len(release.probes) + len(commit.probes)  # every probe recorded
     no_commits = BisectRequest(case, "bug", 1, "cpu", "fakelib", commits=False)
     with recording(store, "test", "test") as run_id:
-        levels = bisect_case(Probing(matrix, CellEnvironments(matrix, EnvCache(root / "envs")), store, run_id),
-                             no_commits)
+        levels = bisect_case(
+            Probing(matrix, CellEnvironments(matrix, EnvCache(root / "envs")), store, run_id), no_commits
+        )
     assert [level for level, _ in levels] == ["release"]
 
 
@@ -191,9 +232,26 @@ def test_bisect_ends_with_the_command_for_each_side(tmp_path: Path, capsys) -> N
     root = project(tmp_path, [i < 3 for i in range(6)])
     ResultStore(root / "r.db")
     capsys.readouterr()
-    code = main(["--cases-dir", str(root / "cases"), "bisect", "fakelib-1-bug", "--package", "fakelib",
-                 "--device", "cpu", "--matrix", str(root / "matrix.yaml"), "--envs", str(root / "envs"),
-                 "--db", str(root / "r.db"), "-j", "1"])
+    code = main(
+        [
+            "--cases-dir",
+            str(root / "cases"),
+            "bisect",
+            "fakelib-1-bug",
+            "--package",
+            "fakelib",
+            "--device",
+            "cpu",
+            "--matrix",
+            str(root / "matrix.yaml"),
+            "--envs",
+            str(root / "envs"),
+            "--db",
+            str(root / "r.db"),
+            "-j",
+            "1",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0, out
     assert "releases 1.2.0 (reproduced) → 1.3.0 (fixed)" in out
@@ -205,8 +263,20 @@ def test_bisect_ends_with_the_command_for_each_side(tmp_path: Path, capsys) -> N
 def test_a_case_that_matches_nothing_says_so_and_records_nothing(tmp_path: Path, capsys) -> None:
     root = project(tmp_path, [True, False])
     capsys.readouterr()
-    code = main(["--cases-dir", str(root / "cases"), "bisect", "nosuchcase", "--package", "fakelib",
-                 "--matrix", str(root / "matrix.yaml"), "--db", str(root / "r.db")])
+    code = main(
+        [
+            "--cases-dir",
+            str(root / "cases"),
+            "bisect",
+            "nosuchcase",
+            "--package",
+            "fakelib",
+            "--matrix",
+            str(root / "matrix.yaml"),
+            "--db",
+            str(root / "r.db"),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2
     assert "()" not in err and f"no case in {root / 'cases'} matches 'nosuchcase'" in err, err
@@ -214,15 +284,31 @@ def test_a_case_that_matches_nothing_says_so_and_records_nothing(tmp_path: Path,
 
 
 @pytest.mark.parametrize("package", ["torchrec", "nosuchpkg"])
-def test_a_package_the_case_does_not_install_is_refused_before_any_probe(tmp_path: Path, capsys,
-                                                                         package: str) -> None:
+def test_a_package_the_case_does_not_install_is_refused_before_any_probe(tmp_path: Path, capsys, package: str) -> None:
     """Moving a package the case does not install cannot change its outcome: refused in one line before a run is
     begun (none left `interrupted`) or a probe launched."""
     root = project(tmp_path, [True] * 4 + [False] * 4)
     capsys.readouterr()
-    code = main(["--cases-dir", str(root / "cases"), "bisect", "fakelib-1-bug", "--package", package,
-                 "--device", "cpu", "--matrix", str(root / "matrix.yaml"), "--envs", str(root / "envs"),
-                 "--db", str(root / "r.db"), "-j", "1"])
+    code = main(
+        [
+            "--cases-dir",
+            str(root / "cases"),
+            "bisect",
+            "fakelib-1-bug",
+            "--package",
+            package,
+            "--device",
+            "cpu",
+            "--matrix",
+            str(root / "matrix.yaml"),
+            "--envs",
+            str(root / "envs"),
+            "--db",
+            str(root / "r.db"),
+            "-j",
+            "1",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2
     assert f"--package {package}" in err and "torch, fakelib" in err, err

@@ -73,12 +73,16 @@ def test_endpoints_that_do_not_differ_are_refused(first: Outcome, last: Outcome)
     assert log == [VERSIONS[0], VERSIONS[-1]]
 
 
-@pytest.mark.parametrize(("seed", "choices", "ends"), [
-    *((seed, (R, F, F, R, S), (R, F)) for seed in range(40)),  # non-monotonic, with skips
-    *((seed, (S, S, F, R, E), (S, F)) for seed in range(20)),  # a skip side: R and E are stepped over
-])
-def test_parallel_probes_never_change_the_answer(seed: int, choices: tuple[Outcome, ...],
-                                                 ends: tuple[Outcome, Outcome]) -> None:
+@pytest.mark.parametrize(
+    ("seed", "choices", "ends"),
+    [
+        *((seed, (R, F, F, R, S), (R, F)) for seed in range(40)),  # non-monotonic, with skips
+        *((seed, (S, S, F, R, E), (S, F)) for seed in range(20)),  # a skip side: R and E are stepped over
+    ],
+)
+def test_parallel_probes_never_change_the_answer(
+    seed: int, choices: tuple[Outcome, ...], ends: tuple[Outcome, Outcome]
+) -> None:
     rng = random.Random(seed)
     n = rng.randint(2, 40)
     candidates = [f"c{i}" for i in range(n)]
@@ -88,12 +92,16 @@ def test_parallel_probes_never_change_the_answer(seed: int, choices: tuple[Outco
     for parallel in (2, 3, 7):
         fast = search(candidates, prober(truth, []), parallel=parallel)
         assert (fast.last_old, fast.first_new, fast.ambiguous) == (
-            sequential.last_old, sequential.first_new, sequential.ambiguous)
+            sequential.last_old,
+            sequential.first_new,
+            sequential.ambiguous,
+        )
 
 
 @pytest.mark.parametrize("change_at", range(1, 16))
-@pytest.mark.parametrize(("old", "new"), [(S, F), (S, R), (R, S)], ids=["testable-fixed", "testable-reproduced",
-                                                                        "untestable-again"])
+@pytest.mark.parametrize(
+    ("old", "new"), [(S, F), (S, R), (R, S)], ids=["testable-fixed", "testable-reproduced", "untestable-again"]
+)
 def test_a_skip_endpoint_finds_where_the_case_becomes_testable(change_at: int, old: Outcome, new: Outcome) -> None:
     """torch-138575's script skips (exit 125) on torch 2.2.2, which lacks the API it drives, and says `fixed` on
     2.3.1: `expect` needs the first testable release to write `skip` with an exact bound, so a `skip` endpoint is a

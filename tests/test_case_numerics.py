@@ -89,9 +89,22 @@ def test_lora_logits_on_the_real_model(lora_case: ModuleType) -> None:
     from litgpt.lora import GPT, Config, merge_lora_weights
 
     torch.manual_seed(0)
-    config = Config(n_layer=1, n_head=4, n_query_groups=2, n_embd=32, head_size=16, block_size=16, vocab_size=64,
-                    padded_vocab_size=64, lora_r=4, lora_alpha=8, lora_dropout=0.0,
-                    lora_query=True, lora_key=False, lora_value=True)
+    config = Config(
+        n_layer=1,
+        n_head=4,
+        n_query_groups=2,
+        n_embd=32,
+        head_size=16,
+        block_size=16,
+        vocab_size=64,
+        padded_vocab_size=64,
+        lora_r=4,
+        lora_alpha=8,
+        lora_dropout=0.0,
+        lora_query=True,
+        lora_key=False,
+        lora_value=True,
+    )
     model = GPT(config)
     with torch.no_grad():
         for name, p in model.named_parameters():

@@ -55,9 +55,20 @@ def test_run_exit_code_follows_expectations(make_case: MakeCase, tmp_path: Path,
 def test_ctrl_c_kills_the_launch_in_flight(make_case: MakeCase, tmp_path: Path) -> None:
     make_case("import time\ntime.sleep(3600)\n", nproc=[2], timeout=600)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "harness", "--cases-dir", str(tmp_path / "cases"), "run", "--device", "cpu",
-         "--db", str(tmp_path / "r.db")],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "--cases-dir",
+            str(tmp_path / "cases"),
+            "run",
+            "--device",
+            "cpu",
+            "--db",
+            str(tmp_path / "r.db"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     deadline = time.monotonic() + 60
     # bugmatrix itself, torchrun's agent and both ranks mention the case folder in their command lines
@@ -76,8 +87,9 @@ def test_ctrl_c_kills_the_launch_in_flight(make_case: MakeCase, tmp_path: Path) 
     assert leftovers(str(tmp_path)) == []
 
 
-def test_a_cuda_only_case_on_a_machine_without_a_gpu_skips_saying_why(make_case: MakeCase, tmp_path: Path, capsys,
-                                                                        monkeypatch) -> None:
+def test_a_cuda_only_case_on_a_machine_without_a_gpu_skips_saying_why(
+    make_case: MakeCase, tmp_path: Path, capsys, monkeypatch
+) -> None:
     """A plain `bugmatrix run` on a CPU machine plans a CUDA-only case on its own device: a skip with the reason,
     never "nothing to run"; nothing is launched and nothing counts as a verdict (exit 5: nothing could run)."""
     import os
@@ -111,15 +123,17 @@ def test_the_results_table_prints_a_reason_with_brackets() -> None:
     from harness.output.tables import results_table
 
     reason = "RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:561] Connection closed"
-    result = Result(case="c", variant="bug", nproc=2, device="cpu", outcome=Outcome.ERROR, expected=Outcome.FIXED,
-                    reason=reason)
+    result = Result(
+        case="c", variant="bug", nproc=2, device="cpu", outcome=Outcome.ERROR, expected=Outcome.FIXED, reason=reason
+    )
     out = io.StringIO()
     Console(file=out, width=400).print(results_table([result]))
     assert "[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:561]" in out.getvalue()
 
 
-def test_a_result_reused_from_an_imported_record_is_judged_by_todays_rules(make_case: MakeCase, tmp_path: Path,
-                                                                           capsys) -> None:
+def test_a_result_reused_from_an_imported_record_is_judged_by_todays_rules(
+    make_case: MakeCase, tmp_path: Path, capsys
+) -> None:
     """`record import` writes the record's rows into a store with no `expected` (the record keeps none); a run that
     reuses one judged it as expecting nothing: every reused verdict was a MISMATCH and the run failed."""
     from harness.model.case import discover

@@ -26,13 +26,18 @@ def bugmatrix(*args: str, env: dict[str, str] | None = None) -> subprocess.Compl
     """`python -m harness ARGS` with stdout and stderr pipes (not a terminal) and COLUMNS unset, as in a CI log."""
     environ = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "FORCE_COLOR", "NO_COLOR")}
     environ.update(env or {})
-    return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True, env=environ,
-                          timeout=300, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "harness", *args], capture_output=True, text=True, env=environ, timeout=300, check=False
+    )
 
 
 def test_through_a_pipe_every_id_stays_whole_and_each_launch_gets_a_line(make_case: MakeCase, tmp_path: Path) -> None:
-    make_case(FIXED, case_id=LONG_ID, nproc=[1, 2],
-              variants={"bug-with-a-long-variant-name": {"expect": [{"outcome": "fixed"}]}})
+    make_case(
+        FIXED,
+        case_id=LONG_ID,
+        nproc=[1, 2],
+        variants={"bug-with-a-long-variant-name": {"expect": [{"outcome": "fixed"}]}},
+    )
     cases = str(tmp_path / "cases")
     listed = bugmatrix("--cases-dir", cases, "list")
     assert listed.returncode == 0 and LONG_ID in listed.stdout, listed.stdout
@@ -53,13 +58,17 @@ def test_through_a_pipe_every_id_stays_whole_and_each_launch_gets_a_line(make_ca
     assert "\x1b[" in forced.stdout and LONG_ID in forced.stdout
 
 
-@pytest.mark.parametrize(("argv", "named"), [
-    (["run", "nosuchcase"], "no case id contains 'nosuchcase'"),
-    (["run", "fake-1", "--variant", "nosuch"], "no selected case has variant 'nosuch' (they have: bug)"),
-    (["run", "--nproc", "7"], "no selected case has world size 7 (they have: 1)"),
-])
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["run", "nosuchcase"], "no case id contains 'nosuchcase'"),
+        (["run", "fake-1", "--variant", "nosuch"], "no selected case has variant 'nosuch' (they have: bug)"),
+        (["run", "--nproc", "7"], "no selected case has world size 7 (they have: 1)"),
+    ],
+)
 def test_a_selection_that_matches_nothing_is_an_error_and_records_nothing(
-        make_case: MakeCase, tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], named: str) -> None:
+    make_case: MakeCase, tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], named: str
+) -> None:
     make_case(FIXED, variants={"bug": {"expect": [{"outcome": "fixed"}]}})
     db = tmp_path / "r.db"
     code = main(["--cases-dir", str(tmp_path / "cases"), *argv, "--device", "cpu", "--db", str(db)])
@@ -69,8 +78,9 @@ def test_a_selection_that_matches_nothing_is_an_error_and_records_nothing(
     assert not db.exists() or ResultStore(db).runs() == []  # nothing recorded
 
 
-def test_a_missing_cases_folder_is_one_line_and_an_empty_one_is_not_green(tmp_path: Path,
-                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_missing_cases_folder_is_one_line_and_an_empty_one_is_not_green(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["--cases-dir", str(tmp_path / "nonexistent"), "list"]) == 2
     assert "no such folder" in capsys.readouterr().err
     (tmp_path / "empty").mkdir()
@@ -79,9 +89,14 @@ def test_a_missing_cases_folder_is_one_line_and_an_empty_one_is_not_green(tmp_pa
 
 
 def test_skips_are_counted_apart_and_a_run_where_nothing_ran_is_not_green(
-        make_case: MakeCase, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    make_case(FIXED, packages=["torch", "no-such-package-here"], nproc=[1, 2],
-              variants={"bug": {"expect": [{"outcome": "fixed"}]}, "other": {"expect": [{"outcome": "fixed"}]}})
+    make_case: MakeCase, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    make_case(
+        FIXED,
+        packages=["torch", "no-such-package-here"],
+        nproc=[1, 2],
+        variants={"bug": {"expect": [{"outcome": "fixed"}]}, "other": {"expect": [{"outcome": "fixed"}]}},
+    )
     code = main(["--cases-dir", str(tmp_path / "cases"), "run", "--device", "cpu", "--no-store"])
     out = capsys.readouterr().out
     assert code == 5, out
@@ -89,7 +104,8 @@ def test_skips_are_counted_apart_and_a_run_where_nothing_ran_is_not_green(
 
 
 def test_a_run_that_launches_nothing_records_nothing(
-        make_case: MakeCase, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    make_case: MakeCase, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """An interpreter without the case's packages: every job is a skip that never launched, so no run is begun in
     the store (not even the file is created), and the exit code says nothing ran."""
     make_case(FIXED, packages=["torch", "no-such-package-here"], variants={"bug": {"expect": [{"outcome": "fixed"}]}})
@@ -102,7 +118,8 @@ def test_a_run_that_launches_nothing_records_nothing(
 
 
 def test_a_corrupt_or_foreign_store_is_one_line_and_left_untouched(
-        make_case: MakeCase, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    make_case: MakeCase, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     make_case(FIXED, variants={"bug": {"expect": [{"outcome": "fixed"}]}})
     corrupt = tmp_path / "corrupt.db"
     corrupt.write_bytes(b"this is not sqlite at all" * 100)
@@ -111,8 +128,11 @@ def test_a_corrupt_or_foreign_store_is_one_line_and_left_untouched(
         db.execute("CREATE TABLE photos (id INTEGER PRIMARY KEY, path TEXT)")
     before = {p: p.read_bytes() for p in (corrupt, foreign)}
     for store in (corrupt, foreign):
-        for argv in (["report", "--db", str(store)], ["run", "--device", "cpu", "--db", str(store)],
-                     ["compare", "--db", str(store)]):
+        for argv in (
+            ["report", "--db", str(store)],
+            ["run", "--device", "cpu", "--db", str(store)],
+            ["compare", "--db", str(store)],
+        ):
             capsys.readouterr()
             assert main(["--cases-dir", str(tmp_path / "cases"), *argv]) == 2
             err = capsys.readouterr().err
@@ -121,8 +141,9 @@ def test_a_corrupt_or_foreign_store_is_one_line_and_left_untouched(
     assert {p: p.read_bytes() for p in (corrupt, foreign)} == before
 
 
-def test_compare_never_picks_an_empty_run(make_case: MakeCase, tmp_path: Path,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_compare_never_picks_an_empty_run(
+    make_case: MakeCase, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     make_case(FIXED, variants={"bug": {"expect": [{"outcome": "fixed"}]}})
     db = tmp_path / "r.db"
     base = ["--cases-dir", str(tmp_path / "cases")]
@@ -142,19 +163,37 @@ def test_a_local_run_imports_none_of_the_matrix_planner(make_case: MakeCase, tmp
     """The fixed cost of `bugmatrix run CASE` is start-up: a local run must not load the planner (matrix schema, rule
     axes, the index client and its urllib/ssl, resolution, the environment cache), ~35 ms it never uses."""
     make_case(FIXED, variants={"bug": {"expect": [{"outcome": "fixed"}]}})
-    probe = ("import sys\nfrom harness.cli import main\ncode = main(sys.argv[1:])\n"
-             "print('LOADED', *sorted(m for m in sys.modules if m.startswith(('harness.matrix', 'urllib.request'))))\n"
-             "sys.exit(code)\n")
-    ran = subprocess.run([sys.executable, "-c", probe, "--cases-dir", str(tmp_path / "cases"), "run", "--device", "cpu",
-                          "--db", str(tmp_path / "r.db")], capture_output=True, text=True, timeout=300, check=False)
+    probe = (
+        "import sys\nfrom harness.cli import main\ncode = main(sys.argv[1:])\n"
+        "print('LOADED', *sorted(m for m in sys.modules if m.startswith(('harness.matrix', 'urllib.request'))))\n"
+        "sys.exit(code)\n"
+    )
+    ran = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            probe,
+            "--cases-dir",
+            str(tmp_path / "cases"),
+            "run",
+            "--device",
+            "cpu",
+            "--db",
+            str(tmp_path / "r.db"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert ran.returncode == 0, ran.stdout + ran.stderr
     loaded = next(line for line in ran.stdout.splitlines() if line.startswith("LOADED")).split()[1:]
     assert set(loaded) <= {"harness.matrix", "harness.matrix.basics"}, loaded
 
 
-def test_a_relative_python_path_runs_the_cases_from_any_folder(make_case: MakeCase, tmp_path: Path,
-                                                               monkeypatch: pytest.MonkeyPatch,
-                                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_relative_python_path_runs_the_cases_from_any_folder(
+    make_case: MakeCase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """`--python .venv/bin/python` as typed from the project root: ranks start in their case's folder, so the path
     must not be taken relative to that (it was: `infra`, "No such file or directory"). A venv's python is a link
     out of the venv, so it is made absolute without following the link (the venv's packages must stay visible)."""

@@ -123,8 +123,11 @@ def walked(project: Path) -> ResultStore:
     store = ResultStore(project / "r.db")
     grid = Grid(["2.4.0", "2.5.0"], {"fbgemm": list(KERNELS)})
     with recording(store, "test", "here") as run_id:
-        walk(grid, load_probes(project / "probes"),
-             Probing(matrix, CellEnvironments(matrix, EnvCache(project / "envs")), store, run_id, cores=2))
+        walk(
+            grid,
+            load_probes(project / "probes"),
+            Probing(matrix, CellEnvironments(matrix, EnvCache(project / "envs")), store, run_id, cores=2),
+        )
     return store
 
 
@@ -162,8 +165,21 @@ def test_check_catches_a_wrong_row_and_a_missing_one(
     assert len(contradicted) == 1 and "fbgemm-gpu: ==1.1.*" in contradicted[0] and "fails when used" in contradicted[0]
     missing = sorted(f.text for f in findings if f.kind == "missing")
     assert len(missing) == 2 and "torch 2.4.0 + fbgemm-gpu 1.0" in missing[0] and "fbgemm-gpu 1.3" in missing[1]
-    assert main(["compat", "--check", "--matrix", str(project / "matrix.yaml"), "--db", str(walked.path),
-                 "--probes-dir", str(project / "probes")]) == 1
+    assert (
+        main(
+            [
+                "compat",
+                "--check",
+                "--matrix",
+                str(project / "matrix.yaml"),
+                "--db",
+                str(walked.path),
+                "--probes-dir",
+                str(project / "probes"),
+            ]
+        )
+        == 1
+    )
     assert "contradicted" in capsys.readouterr().out
 
     # the rows the measurement supports: the wrong one dropped, the working ones added; they pass --check
@@ -178,8 +194,22 @@ def test_check_catches_a_wrong_row_and_a_missing_one(
     fixed = project / "fixed.yaml"
     fixed.write_text(yaml.safe_dump(spec))
     assert check(measured(walked), load_matrix(fixed)) == []
-    assert main(["compat", "--check", "--matrix", str(fixed), "--db", str(walked.path), "--json",
-                 "--probes-dir", str(project / "probes")]) == 0
+    assert (
+        main(
+            [
+                "compat",
+                "--check",
+                "--matrix",
+                str(fixed),
+                "--db",
+                str(walked.path),
+                "--json",
+                "--probes-dir",
+                str(project / "probes"),
+            ]
+        )
+        == 0
+    )
     assert json.loads(capsys.readouterr().out)["findings"] == []
 
 
@@ -328,15 +358,36 @@ def test_expansion_and_bisect_pick_the_same_row(tmp_path: Path) -> None:
     assert probe.pins["torch"] == "==2.5.*" and probe.pins["torchrec"] == "==1.0.*"
 
 
-def test_resume_from_copies_only_the_compat_results(tmp_path: Path, project: Path, walked: ResultStore,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_resume_from_copies_only_the_compat_results(
+    tmp_path: Path, project: Path, walked: ResultStore, capsys: pytest.CaptureFixture[str]
+) -> None:
     mixed = ResultStore(tmp_path / "mixed.db")
     mixed.merge([walked.path])
     with recording(mixed, "run", "here") as run_id:
-        mixed.save(run_id, Result(case="torch-1-x", variant="bug", nproc=1, device="cpu", outcome=Outcome.FIXED,
-                                  expected=None, reason=""), cell="torch-2.5.0")
-    assert main(["compat", "--no-probe", "--resume-from", str(mixed.path), "--db", str(tmp_path / "new.db"),
-                 "--format", "json", "--probes-dir", str(project / "probes")]) == 0
+        mixed.save(
+            run_id,
+            Result(
+                case="torch-1-x", variant="bug", nproc=1, device="cpu", outcome=Outcome.FIXED, expected=None, reason=""
+            ),
+            cell="torch-2.5.0",
+        )
+    assert (
+        main(
+            [
+                "compat",
+                "--no-probe",
+                "--resume-from",
+                str(mixed.path),
+                "--db",
+                str(tmp_path / "new.db"),
+                "--format",
+                "json",
+                "--probes-dir",
+                str(project / "probes"),
+            ]
+        )
+        == 0
+    )
     fresh = ResultStore(tmp_path / "new.db")
     assert len(fresh.results(compat=True)) == 8 and fresh.results() == []
     assert len(json.loads(capsys.readouterr().out)["probes"]) == 8
@@ -348,19 +399,34 @@ def test_the_torchrec_lane_probes_every_torchrec_release_of_each_fbgemm_minor(tm
     from harness.analysis.compat import Grid
 
     releases = [fake_torch("2.5.0", "2024-01-01T00:00:00Z")]
-    for i, (dist, version) in enumerate([("fbgemm-gpu-cpu", "1.0.0"), ("fbgemm-gpu-cpu", "1.1.0"),
-                                         ("torchrec", "1.0.0"), ("torchrec", "1.0.1"), ("torchrec", "1.1.0")]):
+    for i, (dist, version) in enumerate(
+        [
+            ("fbgemm-gpu-cpu", "1.0.0"),
+            ("fbgemm-gpu-cpu", "1.1.0"),
+            ("torchrec", "1.0.0"),
+            ("torchrec", "1.0.1"),
+            ("torchrec", "1.1.0"),
+        ]
+    ):
         releases.append(FakeRelease(dist, version, f"2024-02-{i + 1:02d}T00:00:00Z", module=""))
     index = build_index(tmp_path / "index", releases)
-    (tmp_path / "matrix.yaml").write_text(yaml.safe_dump({"indexes": {"local": index}, "defaults": {"index": "local"},
-                                                          "cells": [{"name": "c", "pins": {"torch": "2.5.0"}}]}))
+    (tmp_path / "matrix.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "indexes": {"local": index},
+                "defaults": {"index": "local"},
+                "cells": [{"name": "c", "pins": {"torch": "2.5.0"}}],
+            }
+        )
+    )
     grid = Grid.from_index(load_matrix(tmp_path / "matrix.yaml"), {"torch": ">=2.5", "fbgemm": ">=1.0"}, ["torchrec"])
     assert grid.partners["fbgemm"] == ["1.0.0", "1.1.0"]
     assert grid.torchrec_of == {"1.0.0": ["1.0.0", "1.0.1"], "1.1.0": ["1.1.0"]}
 
 
-def test_a_torch_whose_probes_were_all_reused_evicts_nothing(project: Path, walked: ResultStore,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_torch_whose_probes_were_all_reused_evicts_nothing(
+    project: Path, walked: ResultStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # a resumed walk over a full disk budget: nothing was built, so nothing is evicted and uv's cache is not
     # cleaned (before, every reused torch cleaned it, under another run about to link from it)
     import harness.matrix.cellenvs as cellenvs
@@ -373,9 +439,14 @@ def test_a_torch_whose_probes_were_all_reused_evicts_nothing(project: Path, walk
     said: list[str] = []
     grid = Grid(["2.4.0", "2.5.0"], {"fbgemm": list(KERNELS)})
     with recording(walked, "test", "here") as run_id:
-        done = walk(grid, load_probes(project / "probes"),
-                    Probing(matrix, CellEnvironments(matrix, EnvCache(project / "envs")), walked, run_id, cores=2,
-                            say=said.append), disk_budget=0)
+        done = walk(
+            grid,
+            load_probes(project / "probes"),
+            Probing(
+                matrix, CellEnvironments(matrix, EnvCache(project / "envs")), walked, run_id, cores=2, say=said.append
+            ),
+            disk_budget=0,
+        )
     assert len(done) == 8 and not any("evicted" in line for line in said), said
 
 
@@ -384,17 +455,31 @@ def test_a_release_without_wheels_for_this_python_contradicts_no_row(tmp_path: P
     # pairing torchrec 1.6 with fbgemm 1.6 and torch 2.11 is right (1.6.1 works), so --check finds nothing
     from harness.analysis.compat import Probe
 
-    (tmp_path / "matrix.yaml").write_text(yaml.safe_dump({
-        "couplings": [{"name": "torchrec-fbgemm-torch", "lead": "torchrec", "rows": [
-            {"torchrec": "==1.6.*", "fbgemm-gpu": "==1.6.*", "torch": "==2.11.*"}]}],
-        "cells": [{"name": "c", "pins": {"torch": "2.11.0"}}]}))
+    (tmp_path / "matrix.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "couplings": [
+                    {
+                        "name": "torchrec-fbgemm-torch",
+                        "lead": "torchrec",
+                        "rows": [{"torchrec": "==1.6.*", "fbgemm-gpu": "==1.6.*", "torch": "==2.11.*"}],
+                    }
+                ],
+                "cells": [{"name": "c", "pins": {"torch": "2.11.0"}}],
+            }
+        )
+    )
     matrix = load_matrix(tmp_path / "matrix.yaml")
     pins = {"torch": "2.11.0", "fbgemm-gpu": "1.6.0"}
-    refused = ("exit 1: error: No solution found when resolving dependencies | cause: Because torchrec==1.6.0 has no "
-               "wheels with a matching Python implementation tag (e.g., `cp311`) ...")
-    table = [Probe("fbgemm", pins, Kind.WORKS, "ok", "f"),
-             Probe("torchrec", {**pins, "torchrec": "1.6.0"}, Kind.REFUSED, refused, "a"),
-             Probe("torchrec", {**pins, "torchrec": "1.6.1"}, Kind.WORKS, "ok", "b")]
+    refused = (
+        "exit 1: error: No solution found when resolving dependencies | cause: Because torchrec==1.6.0 has no "
+        "wheels with a matching Python implementation tag (e.g., `cp311`) ..."
+    )
+    table = [
+        Probe("fbgemm", pins, Kind.WORKS, "ok", "f"),
+        Probe("torchrec", {**pins, "torchrec": "1.6.0"}, Kind.REFUSED, refused, "a"),
+        Probe("torchrec", {**pins, "torchrec": "1.6.1"}, Kind.WORKS, "ok", "b"),
+    ]
     assert check(table, matrix) == []
     table[2] = Probe("torchrec", {**pins, "torchrec": "1.6.1"}, Kind.NO_IMPORT, "undefined symbol", "b")
     assert [f.kind for f in check(table, matrix)] == ["contradicted"]  # a real failure of the pairing still is

@@ -34,8 +34,9 @@ def default_pins() -> dict[str, str]:
 
 
 def test_the_lock_resolves_the_default_pins() -> None:
-    locked = {canonicalize_name(p["name"]): p["version"]
-              for p in tomllib.loads((ROOT / "uv.lock").read_text())["package"]}
+    locked = {
+        canonicalize_name(p["name"]): p["version"] for p in tomllib.loads((ROOT / "uv.lock").read_text())["package"]
+    }
     assert {name: locked.get(name) for name in default_pins()} == default_pins()
 
 

@@ -39,8 +39,10 @@ if "--fill" in sys.argv and not os.path.exists(sys.argv[-1] + ".done"):  # fill 
     os.close(fd)
 """
 FIXED = [{"outcome": "fixed"}]
-ONE_LINE = re.compile(r"bugmatrix run: (?P<path>\S+): no space left for the results store \((?P<error>[^;]+); "
-                      r"(?P<free>\d+(\.\d)? (B|KiB|MiB|GiB)) free on its disk\); (?P<rest>.*)")
+ONE_LINE = re.compile(
+    r"bugmatrix run: (?P<path>\S+): no space left for the results store \((?P<error>[^;]+); "
+    r"(?P<free>\d+(\.\d)? (B|KiB|MiB|GiB)) free on its disk\); (?P<rest>.*)"
+)
 
 
 def stderr_line(capsys: pytest.CaptureFixture[str]) -> re.Match[str]:
@@ -58,8 +60,8 @@ def run(cases: Path, db: Path, *more: str) -> int:
 
 
 def test_sqlite_full_mid_run_marks_the_run_interrupted_and_the_lost_launch_runs_again(
-        make_case: MakeCase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    make_case: MakeCase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The second result cannot be saved (SQLITE_FULL): exit 3 and one line, not a worker thread's traceback; the
     first result intact, the run `interrupted`; the re-run reuses the first and launches the second again."""
     make_case(SCRIPT, variants={"a": {"expect": FIXED}, "b": {"expect": FIXED}})
@@ -90,8 +92,9 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 1 MiB tmpfs mounted for the test (the real thing: ENOSPC from the kernel)."""
     mount = tmp_path / "small"
     mount.mkdir()
-    tried = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1M", "tmpfs", str(mount)],
-                           capture_output=True, text=True)
+    tried = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1M", "tmpfs", str(mount)], capture_output=True, text=True
+    )
     if tried.returncode != 0:
         pytest.skip(f"cannot mount a small tmpfs here (needs root or CAP_SYS_ADMIN): {tried.stderr.strip()}")
     try:
@@ -113,19 +116,27 @@ def fill(disk: Path) -> None:
 
 
 def test_a_real_full_disk_mid_run_leaves_the_run_running_says_so_and_resumes(
-        make_case: MakeCase, small_disk: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    make_case: MakeCase, small_disk: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The second launch fills the disk: its result cannot be saved, nor the run marked (SQLite cannot even make its
     shared-memory file: "disk I/O error" with 0 B free); the line says the run stays `running`. With room again,
     the re-run resumes from a store whose run was left `running`: the first result reused, the second launched."""
-    make_case(SCRIPT, variants={"a": {"expect": FIXED},
-                                "b": {"expect": FIXED, "args": ["--fill", str(small_disk / "filler"),
-                                                                str(tmp_path / "filled")]}})
+    make_case(
+        SCRIPT,
+        variants={
+            "a": {"expect": FIXED},
+            "b": {"expect": FIXED, "args": ["--fill", str(small_disk / "filler"), str(tmp_path / "filled")]},
+        },
+    )
     cases, db = tmp_path / "cases", small_disk / "results.db"
     assert run(cases, db) == ExitCode.DISK_FULL
     line = stderr_line(capsys)
     assert (line["path"], line["free"]) == (str(db), "0 B")
-    assert re.fullmatch(r"run (\S+) could not even be marked interrupted \(it stays `running`\); the results saved "
-                        r"before it are intact, and the same command resumes from them", line["rest"]), line["rest"]
+    assert re.fullmatch(
+        r"run (\S+) could not even be marked interrupted \(it stays `running`\); the results saved "
+        r"before it are intact, and the same command resumes from them",
+        line["rest"],
+    ), line["rest"]
 
     (small_disk / "filler").unlink()
     store = ResultStore(db)
@@ -138,9 +149,9 @@ def test_a_real_full_disk_mid_run_leaves_the_run_running_says_so_and_resumes(
     assert sorted((r["variant"], r["outcome"]) for r in out["results"]) == [("a", "fixed"), ("b", "fixed")]
 
 
-def test_a_store_on_a_full_disk_is_full_not_corrupt_when_opened(make_case: MakeCase, small_disk: Path,
-                                                                 tmp_path: Path,
-                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_store_on_a_full_disk_is_full_not_corrupt_when_opened(
+    make_case: MakeCase, small_disk: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Opening a store (an existing one, or a new one) on a disk with no room left: exit 3, the line naming the
     store and 0 B free, nothing recorded; before, "not a bugmatrix results store (disk I/O error)" blamed the store.
     An I/O error with room on the disk is still the store's own fault."""

@@ -32,12 +32,19 @@ def code_tables() -> dict[str, str]:
 
 # --- README as a map ---------------------------------------------------------------------------------------------
 
+
 def test_the_readme_is_a_map_of_at_most_250_lines() -> None:
     text = README.read_text()
     assert len(text.splitlines()) <= 250
     headings = re.findall(r"^## (.+)$", text, re.M)
-    assert headings == ["Quick start", 'Install (to ask "am I affected?" from your own repository)', "Outcomes",
-                        "Commands", "Exit codes", "Where to read on"]
+    assert headings == [
+        "Quick start",
+        'Install (to ask "am I affected?" from your own repository)',
+        "Outcomes",
+        "Commands",
+        "Exit codes",
+        "Where to read on",
+    ]
 
 
 def test_the_quick_start_is_the_two_commands_ci_runs() -> None:
@@ -97,13 +104,19 @@ def test_no_list_starts_right_under_a_paragraph() -> None:
         previous = ""
         for number, line in enumerate(page.read_text().splitlines(), 1):
             fenced = fenced != line.startswith("```")
-            if not fenced and item.match(line) and previous.strip() and not item.match(previous) \
-                    and not previous.startswith(("  ", "|", "#", "<!--")):
+            if (
+                not fenced
+                and item.match(line)
+                and previous.strip()
+                and not item.match(previous)
+                and not previous.startswith(("  ", "|", "#", "<!--"))
+            ):
                 pytest.fail(f"{page.relative_to(ROOT)}:{number}: a list right under a paragraph (add a blank line)")
             previous = line
 
 
 # --- exit codes: the README's table, each row run ----------------------------------------------------------------
+
 
 def _demo_ok(tmp: Path) -> int:
     return main(["--cases-dir", str(ROOT / "cases"), "list", "--json"])
@@ -140,8 +153,14 @@ def _demo_interrupted(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> int:
     return main(["--cases-dir", str(ROOT / "cases"), "list"])
 
 
-DEMOS: dict[int, Callable[..., int]] = {0: _demo_ok, 1: _demo_not_as_expected, 2: _demo_usage, 3: _demo_disk_full,
-                                        5: _demo_nothing_ran, 130: _demo_interrupted}
+DEMOS: dict[int, Callable[..., int]] = {
+    0: _demo_ok,
+    1: _demo_not_as_expected,
+    2: _demo_usage,
+    3: _demo_disk_full,
+    5: _demo_nothing_ran,
+    130: _demo_interrupted,
+}
 PATCHING = (3, 130)  # the demos that take the monkeypatch
 
 
@@ -155,15 +174,16 @@ def test_the_readme_lists_exactly_the_exit_codes_demonstrated_here() -> None:
 
 
 @pytest.mark.parametrize("code", sorted(DEMOS))
-def test_each_exit_code_of_the_readme_is_what_the_command_returns(code: int, tmp_path: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch,
-                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_each_exit_code_of_the_readme_is_what_the_command_returns(
+    code: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     demo = DEMOS[code]
     got = demo(tmp_path, monkeypatch) if code in PATCHING else demo(tmp_path)
     assert got == code, capsys.readouterr()
 
 
 # --- generated parts ---------------------------------------------------------------------------------------------
+
 
 def test_every_generated_region_is_held_by_exactly_one_page() -> None:
     held = [name for page in pages.page_files(ROOT) for name in pages.regions_in(page.read_text())]
@@ -195,8 +215,10 @@ def test_a_new_module_and_a_new_command_reach_the_layout_and_the_command_table(t
     parser = build_parser()
     [sub_action] = [a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction"]
     sub_action.add_parser("planted", help="a planted command")
-    assert "| [`bugmatrix planted`](docs/reference/cli.md#bugmatrix-planted) | a planted command |" in \
-        pages.commands_table(parser)
+    assert (
+        "| [`bugmatrix planted`](docs/reference/cli.md#bugmatrix-planted) | a planted command |"
+        in pages.commands_table(parser)
+    )
 
 
 def test_the_layers_come_in_import_order() -> None:
@@ -204,14 +226,24 @@ def test_the_layers_come_in_import_order() -> None:
     assert order == ["model", "launch", "matrix", "session", "analysis", "output", "workflows", "commands"]
 
 
-def test_bugmatrix_docs_check_fails_on_drift_and_docs_repairs_it(tmp_path: Path,
-                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_bugmatrix_docs_check_fails_on_drift_and_docs_repairs_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     copy = tmp_path / "repo"
     (copy / "docs").mkdir(parents=True)
     shutil.copy(README, copy / "README.md")
     shutil.copytree(DOCS, copy / "docs", dirs_exist_ok=True)
-    command = ["--cases-dir", str(ROOT / "cases"), "docs", "--root", str(copy), "--record", str(ROOT / "record"),
-               "--matrix", str(ROOT / "matrix.yaml")]
+    command = [
+        "--cases-dir",
+        str(ROOT / "cases"),
+        "docs",
+        "--root",
+        str(copy),
+        "--record",
+        str(ROOT / "record"),
+        "--matrix",
+        str(ROOT / "matrix.yaml"),
+    ]
     assert main([*command, "--check"]) == 0, capsys.readouterr().err
     cli_page = copy / "docs" / "reference" / "cli.md"
     cli_page.write_text(cli_page.read_text().replace("show the cases", "show the cases (HAND-EDITED)"))
@@ -230,6 +262,7 @@ def test_bugmatrix_docs_check_fails_on_drift_and_docs_repairs_it(tmp_path: Path,
 
 # --- the site ----------------------------------------------------------------------------------------------------
 
+
 def test_the_site_build_fails_on_a_broken_link(tmp_path: Path) -> None:
     """`mkdocs build --strict` (in .ci/run) is what keeps links whole: a planted broken link must fail it."""
     copy = tmp_path / "repo"
@@ -244,8 +277,13 @@ def test_the_site_build_fails_on_a_broken_link(tmp_path: Path) -> None:
     page.write_text(page.read_text() + "\nSee [the planted page](no-such-page.md).\n")
     mkdocs = shutil.which("mkdocs", path=str(Path(sys.executable).parent))
     assert mkdocs, "mkdocs is in the dev dependency group"
-    built = subprocess.run([mkdocs, "build", "--strict", "--site-dir", str(tmp_path / "site")], cwd=copy,
-                           capture_output=True, text=True, timeout=300, env={"NO_MKDOCS_2_WARNING": "1",
-                                                                              "PATH": "/usr/bin:/bin"})
+    built = subprocess.run(
+        [mkdocs, "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=copy,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin"},
+    )
     assert built.returncode != 0
     assert "no-such-page.md" in built.stdout + built.stderr

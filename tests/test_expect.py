@@ -80,11 +80,30 @@ def case(tmp_path: Path) -> Case:
     return load_case(folder / "case.yaml")
 
 
-def result(version: str, outcome: Outcome, *, nproc: int = 1, device: str = "cpu", variant: str = "bug",
-           torch: str = "2.5.0", launched: bool = True, tallies: dict[str, int] | None = None) -> Result:
-    return Result(case=CASE, variant=variant, nproc=nproc, device=device, outcome=outcome, expected=None,
-                  reason="fake", versions={"torch": torch, "fakelib": version}, launched=launched,
-                  tallies=tallies or {}, started_at=1.0)
+def result(
+    version: str,
+    outcome: Outcome,
+    *,
+    nproc: int = 1,
+    device: str = "cpu",
+    variant: str = "bug",
+    torch: str = "2.5.0",
+    launched: bool = True,
+    tallies: dict[str, int] | None = None,
+) -> Result:
+    return Result(
+        case=CASE,
+        variant=variant,
+        nproc=nproc,
+        device=device,
+        outcome=outcome,
+        expected=None,
+        reason="fake",
+        versions={"torch": torch, "fakelib": version},
+        launched=launched,
+        tallies=tallies or {},
+        started_at=1.0,
+    )
 
 
 def store(path: Path, *cells: tuple[str, Result]) -> ResultStore:
@@ -111,15 +130,18 @@ def at(rules: list[Rule] | None, version: str, device: str = "cpu", nproc: int =
 
 
 CUDA_RULE = {"when": {"device": "cuda", "fakelib": "<1.5"}, "outcome": "reproduced"}
-FIX_AT_1_3 = [("fakelib-1.0", result("1.0", R)), ("bisect-fakelib-1.2", result("1.2", R)),
-              ("bisect-fakelib-1.3", result("1.3", F)), ("fakelib-2.0", result("2.0", F))]
+FIX_AT_1_3 = [
+    ("fakelib-1.0", result("1.0", R)),
+    ("bisect-fakelib-1.2", result("1.2", R)),
+    ("bisect-fakelib-1.3", result("1.3", F)),
+    ("fakelib-2.0", result("2.0", F)),
+]
 
 
 # --- deriving ---------------------------------------------------------------------------------------------------
 
 
-def test_a_fix_becomes_one_minimal_range_and_a_newer_release_falls_to_the_catch_all(tmp_path: Path,
-                                                                                     case: Case) -> None:
+def test_a_fix_becomes_one_minimal_range_and_a_newer_release_falls_to_the_catch_all(tmp_path: Path, case: Case) -> None:
     d = derived(tmp_path, case, *FIX_AT_1_3)
     assert not d.refused
     # the CUDA rule speaks for results the store does not have: kept, in its place; the first guess is replaced
@@ -135,16 +157,22 @@ def test_rules_that_only_cuda_reaches_survive_a_cpu_store(tmp_path: Path, case: 
     """lightning-20307's `bug-trainer-init-module`: `{device: cpu}: skip` first, then rules that only CUDA reaches.
     Every CPU result is skip; the rules after the first hold for CPU results too, but decide none of them, so they
     still speak for CUDA and must not be erased: kept for CUDA, with the old catch-all for CUDA after them."""
-    old = [{"when": {"device": "cpu"}, "outcome": "skip"}, {"when": {"fakelib": "<1.3"}, "outcome": "reproduced"},
-           {"outcome": "fixed"}]
+    old = [
+        {"when": {"device": "cpu"}, "outcome": "skip"},
+        {"when": {"fakelib": "<1.3"}, "outcome": "reproduced"},
+        {"outcome": "fixed"},
+    ]
     spec = yaml.safe_load((case.folder / "case.yaml").read_text())
     spec["variants"]["bug"]["expect"] = old
     (case.folder / "case.yaml").write_text(yaml.safe_dump(spec))
     shadowed = load_case(case.folder / "case.yaml")
     d = derived(tmp_path, shadowed, *[(c, result(r.versions["fakelib"], S)) for c, r in FIX_AT_1_3])
     assert not d.refused, d.refused
-    assert dump(d.new) == [{"when": {"fakelib": "<1.3", "device": "cuda"}, "outcome": "reproduced"},
-                           {"when": {"device": "cuda"}, "outcome": "fixed"}, {"outcome": "skip"}]
+    assert dump(d.new) == [
+        {"when": {"fakelib": "<1.3", "device": "cuda"}, "outcome": "reproduced"},
+        {"when": {"device": "cuda"}, "outcome": "fixed"},
+        {"outcome": "skip"},
+    ]
     for version, cuda in (("1.0", R), ("1.2", R), ("1.3", F), ("9.0", F)):
         assert at(d.new, version) is S and at(d.new, version, device="cuda") is cuda
 
@@ -163,68 +191,116 @@ def test_a_version_between_that_could_not_say_keeps_the_boundary_an_interval(tmp
 
 
 def test_flaky_results_are_refused(tmp_path: Path, case: Case) -> None:
-    d = derived(tmp_path, case, *FIX_AT_1_3, ("fakelib-1.1", result("1.1", Outcome.FLAKY,
-                                                                       tallies={"reproduced": 2, "fixed": 1})))
+    d = derived(
+        tmp_path,
+        case,
+        *FIX_AT_1_3,
+        ("fakelib-1.1", result("1.1", Outcome.FLAKY, tallies={"reproduced": 2, "fixed": 1})),
+    )
     assert d.new is None and d.refused.startswith("flaky in fakelib-1.1") and "reproduced 2/3" in d.refused
 
 
 def test_mixed_results_at_one_version_are_refused_naming_what_differs(tmp_path: Path, case: Case) -> None:
     d = derived(tmp_path, case, *FIX_AT_1_3, ("old-torch", result("2.0", R, torch="2.4.0")))
     assert d.new is None
-    assert "mixed at fakelib 2.0 (cpu, nproc 1): fakelib-2.0 fixed with torch 2.5.0, old-torch reproduced with " \
-           "torch 2.4.0" in d.refused
+    assert (
+        "mixed at fakelib 2.0 (cpu, nproc 1): fakelib-2.0 fixed with torch 2.5.0, old-torch reproduced with "
+        "torch 2.4.0" in d.refused
+    )
 
 
 def test_skips_that_are_consistent_become_a_skip_range_errors_never_a_rule(tmp_path: Path, case: Case) -> None:
-    d = derived(tmp_path, case, ("c0", result("1.0", S)), ("c1", result("1.1", R)), ("c2", result("1.2", R)),
-                ("c3", result("1.3", F)), ("c9", result("1.9", E)), ("cu", result("2.0", S, launched=False)))
-    assert dump(d.new)[1:] == [{"when": {"fakelib": "<1.1"}, "outcome": "skip"},
-                               {"when": {"fakelib": ">=1.1,<1.3"}, "outcome": "reproduced"}, {"outcome": "fixed"}]
+    d = derived(
+        tmp_path,
+        case,
+        ("c0", result("1.0", S)),
+        ("c1", result("1.1", R)),
+        ("c2", result("1.2", R)),
+        ("c3", result("1.3", F)),
+        ("c9", result("1.9", E)),
+        ("cu", result("2.0", S, launched=False)),
+    )
+    assert dump(d.new)[1:] == [
+        {"when": {"fakelib": "<1.1"}, "outcome": "skip"},
+        {"when": {"fakelib": ">=1.1,<1.3"}, "outcome": "reproduced"},
+        {"outcome": "fixed"},
+    ]
     assert "c9 (cpu, nproc 1) at fakelib 1.9: error" in d.notes[0]
 
 
 def test_world_size_conditions_only_where_outcomes_differ_by_it(tmp_path: Path, case: Case) -> None:
-    cells = [(f"c{v}", result(v, R if (n == 2 and v < "1.3") else F, nproc=n))
-             for v in ("1.0", "1.2", "1.3") for n in (1, 2)]
+    cells = [
+        (f"c{v}", result(v, R if (n == 2 and v < "1.3") else F, nproc=n)) for v in ("1.0", "1.2", "1.3") for n in (1, 2)
+    ]
     d = derived(tmp_path, case, *cells)
-    assert dump(d.new)[1:] == [{"when": {"fakelib": "<1.3", "nproc": [2]}, "outcome": "reproduced"},
-                               {"outcome": "fixed"}]
-    same = derived(tmp_path / "same", case, *[(f"c{v}-{n}", result(v, R if v < "1.3" else F, nproc=n))
-                                              for v in ("1.0", "1.2", "1.3") for n in (1, 2)])
+    assert dump(d.new)[1:] == [
+        {"when": {"fakelib": "<1.3", "nproc": [2]}, "outcome": "reproduced"},
+        {"outcome": "fixed"},
+    ]
+    same = derived(
+        tmp_path / "same",
+        case,
+        *[(f"c{v}-{n}", result(v, R if v < "1.3" else F, nproc=n)) for v in ("1.0", "1.2", "1.3") for n in (1, 2)],
+    )
     assert dump(same.new)[1:] == [{"when": {"fakelib": "<1.3"}, "outcome": "reproduced"}, {"outcome": "fixed"}]
 
 
 def test_device_conditions_when_cuda_was_measured_and_differs(tmp_path: Path, case: Case) -> None:
-    cells = [*FIX_AT_1_3, ("cuda-1.3", result("1.3", R, device="cuda")), ("cuda-1.4", result("1.4", R, device="cuda")),
-             ("cuda-1.5", result("1.5", F, device="cuda"))]
+    cells = [
+        *FIX_AT_1_3,
+        ("cuda-1.3", result("1.3", R, device="cuda")),
+        ("cuda-1.4", result("1.4", R, device="cuda")),
+        ("cuda-1.5", result("1.5", F, device="cuda")),
+    ]
     d = derived(tmp_path, case, *cells)
     assert d.kept == []  # the CUDA rule is now measured (and contradicted at nothing, but replaced)
-    assert dump(d.new) == [{"when": {"fakelib": "<1.5", "device": "cuda"}, "outcome": "reproduced"},
-                           {"when": {"fakelib": "<1.3"}, "outcome": "reproduced"}, {"outcome": "fixed"}]
+    assert dump(d.new) == [
+        {"when": {"fakelib": "<1.5", "device": "cuda"}, "outcome": "reproduced"},
+        {"when": {"fakelib": "<1.3"}, "outcome": "reproduced"},
+        {"outcome": "fixed"},
+    ]
 
 
 def test_commits_get_git_rules_only_where_the_ranges_would_be_wrong(tmp_path: Path, case: Case) -> None:
     other = "b" * 40
-    d = derived(tmp_path, case, *FIX_AT_1_3, ("git-a", result(f"1.2.dev0 @ {SHA}", F)),
-                ("git-b", result(f"1.2.dev0 @ {other}", R)))
-    assert dump(d.new)[1:] == [{"when": {"fakelib": {"git": [SHA]}}, "outcome": "fixed"},
-                               {"when": {"fakelib": "<1.3"}, "outcome": "reproduced"}, {"outcome": "fixed"}]
+    d = derived(
+        tmp_path,
+        case,
+        *FIX_AT_1_3,
+        ("git-a", result(f"1.2.dev0 @ {SHA}", F)),
+        ("git-b", result(f"1.2.dev0 @ {other}", R)),
+    )
+    assert dump(d.new)[1:] == [
+        {"when": {"fakelib": {"git": [SHA]}}, "outcome": "fixed"},
+        {"when": {"fakelib": "<1.3"}, "outcome": "reproduced"},
+        {"outcome": "fixed"},
+    ]
 
 
 def test_an_existing_git_rule_keeps_its_unmeasured_commits(tmp_path: Path, case: Case) -> None:
-    text = CASE_YAML.replace('      - when: {fakelib: "<1.1"}   # a first guess\n',
-                             f'      - when: {{fakelib: {{git: [{SHA[:8]}, {"c" * 8}]}}}}\n'
-                             '        outcome: fixed\n      - when: {fakelib: "<1.1"}   # a first guess\n')
+    text = CASE_YAML.replace(
+        '      - when: {fakelib: "<1.1"}   # a first guess\n',
+        f"      - when: {{fakelib: {{git: [{SHA[:8]}, {'c' * 8}]}}}}\n"
+        '        outcome: fixed\n      - when: {fakelib: "<1.1"}   # a first guess\n',
+    )
     (case.folder / "case.yaml").write_text(text)
     case = load_case(case.folder / "case.yaml")
     d = derived(tmp_path, case, *FIX_AT_1_3, ("git-a", result(f"1.2.dev0 @ {SHA}", F)))
-    assert dump(d.new)[1:] == [{"when": {"fakelib": {"git": ["cccccccc", SHA]}}, "outcome": "fixed"},
-                               {"when": {"fakelib": "<1.3"}, "outcome": "reproduced"}, {"outcome": "fixed"}]
+    assert dump(d.new)[1:] == [
+        {"when": {"fakelib": {"git": ["cccccccc", SHA]}}, "outcome": "fixed"},
+        {"when": {"fakelib": "<1.3"}, "outcome": "reproduced"},
+        {"outcome": "fixed"},
+    ]
 
 
 def test_rules_that_already_agree_are_unchanged(tmp_path: Path, case: Case) -> None:
-    d = derived(tmp_path, case, ("w1", result("1.0", F, variant="workaround")),
-                ("w2", result("2.0", F, variant="workaround")), variant="workaround")
+    d = derived(
+        tmp_path,
+        case,
+        ("w1", result("1.0", F, variant="workaround")),
+        ("w2", result("2.0", F, variant="workaround")),
+        variant="workaround",
+    )
     assert dump(d.new) == [{"outcome": "fixed"}] and not d.changed
     assert rewrite(case, [d], "2024-04-01") is None
 
@@ -247,21 +323,32 @@ def test_a_bound_written_with_or_without_trailing_zeros_is_the_same_rule(tmp_pat
 # --- writing ----------------------------------------------------------------------------------------------------
 
 
-def test_rewrite_replaces_only_the_expect_block_and_its_provenance_goes_to_the_record(tmp_path: Path,
-                                                                                    case: Case) -> None:
+def test_rewrite_replaces_only_the_expect_block_and_its_provenance_goes_to_the_record(
+    tmp_path: Path, case: Case
+) -> None:
     d = derived(tmp_path, case, *FIX_AT_1_3)
     edit = rewrite(case, [d], "2024-04-01")
     assert edit is not None
     expected = CASE_YAML.replace(
         '      - when: {fakelib: "<1.1"}   # a first guess\n        outcome: reproduced\n',
-        '      - when: {fakelib: "<1.3"}\n        outcome: reproduced\n')
+        '      - when: {fakelib: "<1.3"}\n        outcome: reproduced\n',
+    )
     assert edit.after == expected  # comments, order, quoting and the hand-written evidence: all kept
     assert d.provenance("2024-04-01") == {
-        "case": case.id, "variant": "bug", "set": "2024-04-01",
+        "case": case.id,
+        "variant": "bug",
+        "set": "2024-04-01",
         "rules": "device cuda fakelib <1.5: reproduced; fakelib <1.3: reproduced; otherwise fixed",
-        "boundaries": ["fixed in fakelib 1.3 (1.2 reproduced)"], "runs": ["run-1"], "on": ["cpu nproc 1"],
-        "cells": ["fakelib-1.0 (1.0 reproduced)", "bisect-fakelib-1.2 (1.2 reproduced)",
-                  "bisect-fakelib-1.3 (1.3 fixed)", "fakelib-2.0 (2.0 fixed)"]}
+        "boundaries": ["fixed in fakelib 1.3 (1.2 reproduced)"],
+        "runs": ["run-1"],
+        "on": ["cpu nproc 1"],
+        "cells": [
+            "fakelib-1.0 (1.0 reproduced)",
+            "bisect-fakelib-1.2 (1.2 reproduced)",
+            "bisect-fakelib-1.3 (1.3 fixed)",
+            "fakelib-2.0 (2.0 fixed)",
+        ],
+    }
     assert '-      - when: {fakelib: "<1.1"}   # a first guess' in edit.diff
     assert '+      - when: {fakelib: "<1.3"}' in edit.diff
     written = write_case(edit)
@@ -298,8 +385,14 @@ def test_an_invalid_rewrite_is_never_written(tmp_path: Path, case: Case) -> None
 def project(tmp_path: Path) -> Path:
     releases = [fake_torch("2.5.0", "2024-01-01T00:00:00Z")]
     for i, version in enumerate(RELEASES):
-        releases.append(FakeRelease("fakelib", version, f"2024-02-{i + 1:02d}T00:00:00Z",
-                                    module=f"BUGGY = {version in ('1.0', '1.1', '1.2')}\n__version__ = {version!r}\n"))
+        releases.append(
+            FakeRelease(
+                "fakelib",
+                version,
+                f"2024-02-{i + 1:02d}T00:00:00Z",
+                module=f"BUGGY = {version in ('1.0', '1.1', '1.2')}\n__version__ = {version!r}\n",
+            )
+        )
     index = build_index(tmp_path / "index", releases)
     write_matrix(tmp_path, index, ["1.0", "2.0"])
     folder = tmp_path / "cases" / CASE
@@ -310,21 +403,38 @@ def project(tmp_path: Path) -> Path:
 
 
 def write_matrix(root: Path, index: str, versions: list[str]) -> None:
-    (root / "matrix.yaml").write_text(yaml.safe_dump({
-        "indexes": {"local": index}, "defaults": {"index": "local"},
-        "groups": [{"name": "fakelib-{fakelib}", "axes": {"fakelib": versions}, "pins": {"torch": "2.5.0"}}],
-    }))
+    (root / "matrix.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "indexes": {"local": index},
+                "defaults": {"index": "local"},
+                "groups": [{"name": "fakelib-{fakelib}", "axes": {"fakelib": versions}, "pins": {"torch": "2.5.0"}}],
+            }
+        )
+    )
 
 
 def cli(project: Path, *argv: str) -> int:
     envs = ("--envs", str(project / "envs")) if argv[0] in ("run", "narrow") else ()
     record = ("--record", str(project / "record")) if argv[0] in ("expect", "narrow") else ()
-    return main(["--cases-dir", str(project / "cases"), *argv, "--matrix", str(project / "matrix.yaml"),
-                 "--db", str(project / "r.db"), *envs, *record])
+    return main(
+        [
+            "--cases-dir",
+            str(project / "cases"),
+            *argv,
+            "--matrix",
+            str(project / "matrix.yaml"),
+            "--db",
+            str(project / "r.db"),
+            *envs,
+            *record,
+        ]
+    )
 
 
 def test_expect_write_turns_measurements_into_rules_that_run_then_meets(
-        project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     case_file = project / "cases" / CASE / "case.yaml"
     assert cli(project, "run", "--all-cells", "-j", "1") == 0  # 1.0 reproduces, 2.0 is fixed: the guess holds
     capsys.readouterr()
@@ -362,16 +472,41 @@ def test_expect_write_turns_measurements_into_rules_that_run_then_meets(
 
 def test_expect_without_results_says_so(tmp_path: Path, case: Case, capsys: pytest.CaptureFixture[str]) -> None:
     store(tmp_path / "r.db")
-    assert main(["--cases-dir", str(tmp_path / "cases"), "expect", "--db", str(tmp_path / "r.db"), "--matrix",
-                 str(tmp_path / "none.yaml")]) == 5
+    assert (
+        main(
+            [
+                "--cases-dir",
+                str(tmp_path / "cases"),
+                "expect",
+                "--db",
+                str(tmp_path / "r.db"),
+                "--matrix",
+                str(tmp_path / "none.yaml"),
+            ]
+        )
+        == 5
+    )
     assert "no results" in capsys.readouterr().err
 
 
-def test_expect_without_an_index_refuses_to_guess_what_lies_between(tmp_path: Path, case: Case,
-                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_expect_without_an_index_refuses_to_guess_what_lies_between(
+    tmp_path: Path, case: Case, capsys: pytest.CaptureFixture[str]
+) -> None:
     store(tmp_path / "r.db", *FIX_AT_1_3)
-    assert main(["--cases-dir", str(tmp_path / "cases"), "expect", "--db", str(tmp_path / "r.db"), "--matrix",
-                 str(tmp_path / "none.yaml")]) == 1
+    assert (
+        main(
+            [
+                "--cases-dir",
+                str(tmp_path / "cases"),
+                "expect",
+                "--db",
+                str(tmp_path / "r.db"),
+                "--matrix",
+                str(tmp_path / "none.yaml"),
+            ]
+        )
+        == 1
+    )
     assert "what lies between is unknown (no package index was consulted)" in capsys.readouterr().out
 
 
@@ -398,8 +533,11 @@ def test_an_infra_retry_of_a_measured_key_is_not_listed_as_left_out(tmp_path: Pa
     retry = result("1.0", Outcome.INFRA).model_copy(update={"digest": "d1", "versions": {}, "started_at": 5.0})
     other = result("1.1", Outcome.INFRA).model_copy(update={"digest": "d1", "versions": {}, "started_at": 5.0})
     db = ResultStore(tmp_path / "r.db")
-    for run_id, cell, r in (("run-1", "fakelib-1.0", skip), ("run-2", "fakelib-1.0", retry),
-                            ("run-2", "fakelib-1.1", other)):
+    for run_id, cell, r in (
+        ("run-1", "fakelib-1.0", skip),
+        ("run-2", "fakelib-1.0", retry),
+        ("run-2", "fakelib-1.1", other),
+    ):
         db.save(db.begin_run("bugmatrix run", "host", run_id=run_id), r, cell=cell)
     found = [(cell, r.outcome) for _, cell, r in measurements(db)]
     assert found == [("fakelib-1.0", Outcome.SKIP), ("fakelib-1.1", Outcome.INFRA)]
@@ -409,14 +547,27 @@ def test_a_derived_skip_rule_says_why_as_the_old_skip_rules_did(tmp_path: Path, 
     """0a97b25 had no `because`: a case whose skip rules say why (absent | untestable, which `bugmatrix audit`
     answers by) must not lose it to `bugmatrix expect --write`; kept rules keep theirs, a derived skip rule takes
     the old skip rules' reason where they agree, and the rewrite writes it."""
-    (case.folder / "case.yaml").write_text(CASE_YAML.replace(
-        '      - when: {fakelib: "<1.1"}   # a first guess\n        outcome: reproduced\n',
-        '      - when: {fakelib: "<1.05"}\n        outcome: skip\n        because: absent\n'))
+    (case.folder / "case.yaml").write_text(
+        CASE_YAML.replace(
+            '      - when: {fakelib: "<1.1"}   # a first guess\n        outcome: reproduced\n',
+            '      - when: {fakelib: "<1.05"}\n        outcome: skip\n        because: absent\n',
+        )
+    )
     absent = load_case(case.folder / "case.yaml")
-    d = derived(tmp_path, absent, ("c0", result("1.0", S)), ("c1", result("1.1", R)), ("c3", result("1.3", F)),
-                ("c4", result("1.4", F)), ("c2", result("1.2", R)))
-    assert dump(d.new)[1:] == [{"when": {"fakelib": "<1.1"}, "outcome": "skip", "because": "absent"},
-                               {"when": {"fakelib": ">=1.1,<1.3"}, "outcome": "reproduced"}, {"outcome": "fixed"}]
+    d = derived(
+        tmp_path,
+        absent,
+        ("c0", result("1.0", S)),
+        ("c1", result("1.1", R)),
+        ("c3", result("1.3", F)),
+        ("c4", result("1.4", F)),
+        ("c2", result("1.2", R)),
+    )
+    assert dump(d.new)[1:] == [
+        {"when": {"fakelib": "<1.1"}, "outcome": "skip", "because": "absent"},
+        {"when": {"fakelib": ">=1.1,<1.3"}, "outcome": "reproduced"},
+        {"outcome": "fixed"},
+    ]
     edit = rewrite(absent, [d], "2024-04-01")
     assert edit is not None and "        outcome: skip\n        because: absent\n" in edit.after
     assert dump(list(write_case(edit).spec.variants["bug"].expect)) == dump(d.new)

@@ -60,13 +60,17 @@ def test_rules_compare_by_version_order_so_a_dev_build_is_before_its_release() -
     """A git install of litgpt's main before 0.4.0 says 0.4.0.dev0, and a nightly says 2.10.0.dev20250801: both come
     before their release, so `<0.4.0` holds for them. PEP 440 leaves them out of `<0.4.0` (and out of `>=0.4.0`,
     by order), which sent them to the catch-all rule (litgpt-2155 expected `fixed` where it measured `skip`)."""
-    variant = Variant.model_validate({"expect": [
-        {"when": {"litgpt": "<0.4.0"}, "outcome": "skip"},
-        {"when": {"litgpt": ">=0.4.0,<0.5.12"}, "outcome": "reproduced"},
-        {"when": {"torch": "<2.10"}, "outcome": "reproduced"},
-        {"when": {"lightning": ">2.0.9,<2.1"}, "outcome": "error"},
-        {"outcome": "fixed"},
-    ]})
+    variant = Variant.model_validate(
+        {
+            "expect": [
+                {"when": {"litgpt": "<0.4.0"}, "outcome": "skip"},
+                {"when": {"litgpt": ">=0.4.0,<0.5.12"}, "outcome": "reproduced"},
+                {"when": {"torch": "<2.10"}, "outcome": "reproduced"},
+                {"when": {"lightning": ">2.0.9,<2.1"}, "outcome": "error"},
+                {"outcome": "fixed"},
+            ]
+        }
+    )
     assert expected_outcome(variant, env(litgpt="0.4.0.dev0@60140755d7"), 1, "cpu") is Outcome.SKIP
     assert expected_outcome(variant, env(litgpt="0.4.0rc1"), 1, "cpu") is Outcome.SKIP
     assert expected_outcome(variant, env(litgpt="0.4.0"), 1, "cpu") is Outcome.REPRODUCED

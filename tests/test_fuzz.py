@@ -31,10 +31,14 @@ CASE = {
     "timeout": 60,
     "signature": "boom",
     "variants": {
-        "bug": {"args": ["--x"], "expect": [{"when": {"torchrec": "<1.3", "nproc": [2], "device": "cpu"},
-                                             "outcome": "reproduced"},
-                                            {"when": {"torchrec": {"git": ["abc1234"]}}, "outcome": "skip"},
-                                            {"outcome": "fixed"}]},
+        "bug": {
+            "args": ["--x"],
+            "expect": [
+                {"when": {"torchrec": "<1.3", "nproc": [2], "device": "cpu"}, "outcome": "reproduced"},
+                {"when": {"torchrec": {"git": ["abc1234"]}}, "outcome": "skip"},
+                {"outcome": "fixed"},
+            ],
+        },
         "workaround": {"workaround": True, "signature": "other", "expect": [{"outcome": "fixed"}]},
     },
     "evidence": "measured",
@@ -44,26 +48,67 @@ MATRIX = {
     "indexes": {"pypi": "https://pypi.org/simple"},
     "device_packages": {"fbgemm-gpu": {"cpu": "fbgemm-gpu-cpu", "cuda": "fbgemm-gpu"}},
     "imports": {"fbgemm-gpu": "fbgemm_gpu"},
-    "couplings": [{"name": "c", "lead": "torchrec",
-                   "rows": [{"torchrec": "==1.0.*", "torch": "==2.5.*"}, {"torchrec": "==1.1.*", "torch": "==2.6.*"}]}],
+    "couplings": [
+        {
+            "name": "c",
+            "lead": "torchrec",
+            "rows": [{"torchrec": "==1.0.*", "torch": "==2.5.*"}, {"torchrec": "==1.1.*", "torch": "==2.6.*"}],
+        }
+    ],
     "sources": {"litgpt": {"git": "https://github.com/Lightning-AI/litgpt"}},
     "runners": {"cpu": "ubuntu-latest", "cuda": ["self-hosted", "gpu"]},
     "cells": [{"name": "default", "pins": {"torch": "2.6.0", "torchrec": "1.1.0"}}],
     "groups": [
         {"name": "torchrec-{torchrec}", "axes": {"torchrec": ["1.0.0", "1.1.0"]}},
-        {"name": "litgpt-{litgpt}", "pins": {"torch": "2.3.0"}, "axes": {"litgpt": [{"git": "abc1234"}, "0.5.0"]},
-         "exclude": [{"litgpt": "0.5.0"}], "include": [{"litgpt": "0.4.0"}]},
+        {
+            "name": "litgpt-{litgpt}",
+            "pins": {"torch": "2.3.0"},
+            "axes": {"litgpt": [{"git": "abc1234"}, "0.5.0"]},
+            "exclude": [{"litgpt": "0.5.0"}],
+            "include": [{"litgpt": "0.4.0"}],
+        },
     ],
 }
 
 # Strings that mean something to the loaders (specifiers, name templates, devices, versions, shas) come up often.
-MEANINGFUL = ["==1.*", ">=", "<<1", "{torch}", "{", "}", "{torch.x}", "{0}", "{torch!z}", "cpu", "cuda", "meta",
-              "1.0.0", "2.99.0", "not a version", "abc1234", "git", "https://x", "", " ", "-1", "1e9"]
-scalars = st.one_of(st.sampled_from(MEANINGFUL), st.sampled_from(MEANINGFUL), st.none(), st.booleans(),
-                    st.integers(-3, 300), st.floats(allow_nan=False), st.text(max_size=12))
-values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=3),
-                                                       st.dictionaries(st.text(max_size=8), inner, max_size=3)),
-                      max_leaves=8)
+MEANINGFUL = [
+    "==1.*",
+    ">=",
+    "<<1",
+    "{torch}",
+    "{",
+    "}",
+    "{torch.x}",
+    "{0}",
+    "{torch!z}",
+    "cpu",
+    "cuda",
+    "meta",
+    "1.0.0",
+    "2.99.0",
+    "not a version",
+    "abc1234",
+    "git",
+    "https://x",
+    "",
+    " ",
+    "-1",
+    "1e9",
+]
+scalars = st.one_of(
+    st.sampled_from(MEANINGFUL),
+    st.sampled_from(MEANINGFUL),
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 300),
+    st.floats(allow_nan=False),
+    st.text(max_size=12),
+)
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=8), inner, max_size=3)),
+    max_leaves=8,
+)
 
 
 def paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -122,7 +167,7 @@ def documents(valid: dict[str, Any]) -> st.SearchStrategy[str]:
 def assert_one_line(message: str, path: Path) -> None:
     assert "\n" not in message and "Traceback" not in message, message
     assert message.startswith(f"{path}: "), message
-    field = message[len(f"{path}: "):].split(": ", 1)[0]
+    field = message[len(f"{path}: ") :].split(": ", 1)[0]
     assert field.strip(), message  # names a field, a line of the file, or "(top level)"
 
 
@@ -216,8 +261,13 @@ def test_a_document_nested_too_deep_is_one_line_not_a_crash(tmp_path: Path) -> N
     import sys
 
     written = _write_deep(tmp_path / "cases")
-    done = subprocess.run([sys.executable, "-c", _LOAD_EACH, *(str(p) for p, _ in written)], capture_output=True,
-                          text=True, timeout=120, cwd=Path(__file__).resolve().parent.parent)
+    done = subprocess.run(
+        [sys.executable, "-c", _LOAD_EACH, *(str(p) for p, _ in written)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
     assert done.stdout.splitlines() == [f"{p}: line {line}: nested more than 100 levels deep" for p, line in written]
 
@@ -234,12 +284,23 @@ def test_every_command_that_reads_the_folder_says_so_in_one_line(tmp_path: Path)
     (folder / "case.yaml").write_text(DEEP_SHAPES["flow sequence"][0])
     (tmp_path / "matrix.yaml").write_text(DEEP_SHAPES["compact block sequence"][0])
     said = f"{folder / 'case.yaml'}: line 1: nested more than 100 levels deep"
-    for argv, code, line in ((["list"], 1, f"invalid case {said}"), (["check-case", "torchrec-1"], 1, said),
-                             (["matrix", "--matrix", str(tmp_path / "matrix.yaml")], 2,
-                              f"invalid matrix {tmp_path / 'matrix.yaml'}: line 3: nested more than 100 levels deep")):
-        done = subprocess.run([sys.executable, "-m", "harness", "--cases-dir", str(cases), *argv], capture_output=True,
-                              text=True, timeout=120, cwd=Path(__file__).resolve().parent.parent,
-                              env={**__import__("os").environ, "COLUMNS": "400"})
+    for argv, code, line in (
+        (["list"], 1, f"invalid case {said}"),
+        (["check-case", "torchrec-1"], 1, said),
+        (
+            ["matrix", "--matrix", str(tmp_path / "matrix.yaml")],
+            2,
+            f"invalid matrix {tmp_path / 'matrix.yaml'}: line 3: nested more than 100 levels deep",
+        ),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "harness", "--cases-dir", str(cases), *argv],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=Path(__file__).resolve().parent.parent,
+            env={**__import__("os").environ, "COLUMNS": "400"},
+        )
         assert done.returncode == code, (argv, done.returncode, done.stderr[-2000:])
         assert line in (done.stdout + done.stderr).splitlines(), (argv, done.stdout[-1000:], done.stderr[-1000:])
         assert "Traceback" not in done.stderr
@@ -271,8 +332,9 @@ def _depth(node: Any) -> int:
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(doc=nested(), flow=st.sampled_from([False, True, None]), indent=st.sampled_from([2, 3, 4]))
-def test_the_nesting_check_never_passes_a_document_deeper_than_its_limit(doc: tuple[Any, int], flow: bool | None,
-                                                                          indent: int) -> None:
+def test_the_nesting_check_never_passes_a_document_deeper_than_its_limit(
+    doc: tuple[Any, int], flow: bool | None, indent: int
+) -> None:
     """The cheap bound that lets most documents skip the exact count never says 'shallow enough' wrongly: at a limit
     one below the document's depth the check finds it (block, flow and mixed styles; names that quote)."""
     from harness.model.nesting import yaml_too_deep

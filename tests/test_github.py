@@ -57,10 +57,18 @@ def write_matrix(tmp_path: Path, index: str, **extra: object) -> Path:
         "indexes": {"local": index},
         "defaults": {"index": "local", "python": "3.11", "device": "cpu"},
         "runners": {"cpu": "ubuntu-latest", "cuda": GPU},
-        "cells": [{"name": "default", "pins": {"fakerec": "1.1.0"}},
-                  {"name": "default-cuda", "device": "cuda", "pins": {"fakerec": "1.1.0"}}],
-        "groups": [{"name": "fakerec-{fakerec}-{device}", "axes": {"fakerec": ["1.0.0", "1.1.0"]},
-                    "devices": ["cpu", "cuda"], "exclude": [{"fakerec": "1.0.0", "device": "cuda"}]}],
+        "cells": [
+            {"name": "default", "pins": {"fakerec": "1.1.0"}},
+            {"name": "default-cuda", "device": "cuda", "pins": {"fakerec": "1.1.0"}},
+        ],
+        "groups": [
+            {
+                "name": "fakerec-{fakerec}-{device}",
+                "axes": {"fakerec": ["1.0.0", "1.1.0"]},
+                "devices": ["cpu", "cuda"],
+                "exclude": [{"fakerec": "1.0.0", "device": "cuda"}],
+            }
+        ],
     }
     doc.update(extra)
     path = tmp_path / "matrix.yaml"
@@ -69,16 +77,26 @@ def write_matrix(tmp_path: Path, index: str, **extra: object) -> Path:
 
 
 def entry(cell: str, device: str = "cpu", **more: object) -> dict[str, object]:
-    return {"cell": cell, "device": device, "runs-on": GPU if device == "cuda" else "ubuntu-latest", "slug": cell,
-            **more}
+    return {
+        "cell": cell,
+        "device": device,
+        "runs-on": GPU if device == "cuda" else "ubuntu-latest",
+        "slug": cell,
+        **more,
+    }
 
 
 def test_one_job_per_cell_on_its_devices_runner(tmp_path: Path, index: str) -> None:
     got = job_matrix(load_matrix(write_matrix(tmp_path, index)))
-    assert got == {"include": [
-        entry("default"), entry("default-cuda", "cuda"), entry("fakerec-1.0.0-cpu"), entry("fakerec-1.1.0-cpu"),
-        entry("fakerec-1.1.0-cuda", "cuda"),
-    ]}
+    assert got == {
+        "include": [
+            entry("default"),
+            entry("default-cuda", "cuda"),
+            entry("fakerec-1.0.0-cpu"),
+            entry("fakerec-1.1.0-cpu"),
+            entry("fakerec-1.1.0-cuda", "cuda"),
+        ]
+    }
     line = json.dumps(got)  # what `bugmatrix matrix --github` prints: one line, for $GITHUB_OUTPUT
     assert "\n" not in line and json.loads(line) == got
 
@@ -86,9 +104,13 @@ def test_one_job_per_cell_on_its_devices_runner(tmp_path: Path, index: str) -> N
 def test_cells_by_name_or_glob_in_matrix_order(tmp_path: Path, index: str) -> None:
     matrix = load_matrix(write_matrix(tmp_path, index))
     assert job_matrix(matrix, cells=["fakerec-1.1.0-cuda", "default"]) == {
-        "include": [entry("default"), entry("fakerec-1.1.0-cuda", "cuda")]}
+        "include": [entry("default"), entry("fakerec-1.1.0-cuda", "cuda")]
+    }
     assert [e["cell"] for e in job_matrix(matrix, cells="fakerec-*-cpu, default-cuda")["include"]] == [
-        "default-cuda", "fakerec-1.0.0-cpu", "fakerec-1.1.0-cpu"]
+        "default-cuda",
+        "fakerec-1.0.0-cpu",
+        "fakerec-1.1.0-cpu",
+    ]
     # empty (a dispatch input left blank, a scheduled run) -> every cell
     assert job_matrix(matrix, cells="") == job_matrix(matrix, cells=None) == job_matrix(matrix)
 
@@ -137,7 +159,8 @@ def test_a_cell_name_unfit_for_an_artifact_gets_a_slug(tmp_path: Path, index: st
     groups = [{"name": "rec{fakerec}", "axes": {"fakerec": ["==1.0.*"]}}]
     matrix = load_matrix(write_matrix(tmp_path, index, groups=groups))
     assert job_matrix(matrix, cells="rec*")["include"] == [
-        {"cell": "rec==1.0.*", "device": "cpu", "runs-on": "ubuntu-latest", "slug": "rec__1.0._"}]
+        {"cell": "rec==1.0.*", "device": "cpu", "runs-on": "ubuntu-latest", "slug": "rec__1.0._"}
+    ]
 
 
 def test_split_list() -> None:
@@ -148,10 +171,45 @@ def test_split_list() -> None:
 
 # What PyPI listed on 2026-11-23 for the project's rule axes (a few older patches too, so `per: minor` has work).
 PYPI_2026_11_23 = {
-    "torch": ["2.0.0", "2.0.1", "2.1.0", "2.1.2", "2.2.0", "2.2.2", "2.3.1", "2.4.1", "2.5.1", "2.6.0", "2.7.1",
-              "2.8.0", "2.9.1", "2.10.0", "2.11.0", "2.12.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0"],
-    "torchrec": ["0.8.0", "1.0.0", "1.1.0", "1.2.0", "1.3.0", "1.4.0", "1.5.0", "1.5.1", "1.6.0", "1.6.1", "1.7.0",
-                 "1.8.0", "1.9.0", "1.9.1", "1.9.2"],
+    "torch": [
+        "2.0.0",
+        "2.0.1",
+        "2.1.0",
+        "2.1.2",
+        "2.2.0",
+        "2.2.2",
+        "2.3.1",
+        "2.4.1",
+        "2.5.1",
+        "2.6.0",
+        "2.7.1",
+        "2.8.0",
+        "2.9.1",
+        "2.10.0",
+        "2.11.0",
+        "2.12.0",
+        "2.12.1",
+        "2.13.0",
+        "2.14.1",
+        "2.15.0",
+    ],
+    "torchrec": [
+        "0.8.0",
+        "1.0.0",
+        "1.1.0",
+        "1.2.0",
+        "1.3.0",
+        "1.4.0",
+        "1.5.0",
+        "1.5.1",
+        "1.6.0",
+        "1.6.1",
+        "1.7.0",
+        "1.8.0",
+        "1.9.0",
+        "1.9.1",
+        "1.9.2",
+    ],
     "lightning": ["1.9.5", "2.0.9", "2.0.9.post0", "2.1.3", "2.1.4", "2.2.5", "2.3.3", "2.4.0", "2.5.6", "2.6.6"],
     "litgpt": ["0.3.0", "0.3.1", "0.4.12", "0.4.13", "0.5.13"],
 }
@@ -160,8 +218,11 @@ PYPI_2026_11_23 = {
 @pytest.fixture(scope="module")
 def pypi_today(tmp_path_factory: pytest.TempPathFactory) -> str:
     """A fake index that lists the project's packages as PyPI did on 2026-11-23, uploads in version order."""
-    releases = [FakeRelease(name, v, f"2024-01-01T00:{i:02d}:00Z")
-                for name, versions in PYPI_2026_11_23.items() for i, v in enumerate(versions)]
+    releases = [
+        FakeRelease(name, v, f"2024-01-01T00:{i:02d}:00Z")
+        for name, versions in PYPI_2026_11_23.items()
+        for i, v in enumerate(versions)
+    ]
     return build_index(tmp_path_factory.mktemp("pypi"), releases)
 
 
@@ -174,24 +235,63 @@ def test_the_projects_matrix_yaml(monkeypatch: pytest.MonkeyPatch, pypi_today: s
     harness.matrix.axes.forget()
     matrix = load_matrix(ROOT / "matrix.yaml")
     names = [c.name for c in matrix.cells]
-    torch = [f"torch-{v}" for v in ("2.0.1", "2.1.2", "2.2.2", "2.3.1", "2.4.1", "2.5.1", "2.6.0", "2.7.1", "2.8.0",
-                                    "2.9.1", "2.10.0", "2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0")]
+    torch = [
+        f"torch-{v}"
+        for v in (
+            "2.0.1",
+            "2.1.2",
+            "2.2.2",
+            "2.3.1",
+            "2.4.1",
+            "2.5.1",
+            "2.6.0",
+            "2.7.1",
+            "2.8.0",
+            "2.9.1",
+            "2.10.0",
+            "2.11.0",
+            "2.12.1",
+            "2.13.0",
+            "2.14.1",
+            "2.15.0",
+        )
+    ]
     assert [n for n in names if n.startswith("torch-2") and not n.endswith("-cuda")] == torch
     assert "torch-2.15.0-cuda" in names and "torch-2.14.1-cuda" not in names  # the newest, on the GPU runner
     coupling = ["torchrec-1.1.0-fbgemm-1.2.0-torch-2.8.0", "torchrec-1.2.0-fbgemm-1.2.0-torch-2.8.0"]  # unpaired
     assert [n for n in names if n in coupling] == coupling  # cells a coupling case measures (cases/torchrec-2971-*)
     assert [n for n in names if n.startswith("torchrec-") and not n.endswith("-cuda") and n not in coupling] == [
-        f"torchrec-{v}" for v in PYPI_2026_11_23["torchrec"][1:]]
+        f"torchrec-{v}" for v in PYPI_2026_11_23["torchrec"][1:]
+    ]
     assert [n for n in names if n.startswith("lightning-") and not n.endswith("-cuda") and "-torch-" not in n] == [
-        f"lightning-{v}" for v in ("2.0.9.post0", "2.1.4", "2.2.5", "2.3.3", "2.4.0", "2.5.6", "2.6.6",
-                                   "2.5.0", "2.5.1", "2.6.0", "2.6.1")]  # the rule's, then the written brackets
+        f"lightning-{v}"
+        for v in (
+            "2.0.9.post0",
+            "2.1.4",
+            "2.2.5",
+            "2.3.3",
+            "2.4.0",
+            "2.5.6",
+            "2.6.6",
+            "2.5.0",
+            "2.5.1",
+            "2.6.0",
+            "2.6.1",
+        )
+    ]  # the rule's, then the written brackets
     litgpt = [n for n in names if n.startswith("litgpt-") and "." in n.rsplit("-", 1)[1][:3]]
     assert [n for n in litgpt if "-transformers-" not in n][-6:] == [
-        "litgpt-0.3.1", "litgpt-0.4.13", "litgpt-0.5.13",  # the rule's
-        "litgpt-0.5.4", "litgpt-0.5.5", "litgpt-0.5.12"]  # the written bracketing releases
+        "litgpt-0.3.1",
+        "litgpt-0.4.13",
+        "litgpt-0.5.13",  # the rule's
+        "litgpt-0.5.4",
+        "litgpt-0.5.5",
+        "litgpt-0.5.12",
+    ]  # the written bracketing releases
     assert [n for n in litgpt if "-transformers-" in n] == [  # litgpt x transformers (cases/litgpt-2156-*)
         *(f"litgpt-{v}-transformers-4.52.1" for v in ("0.5.9", "0.5.10", "0.5.11", "0.5.12")),
-        "litgpt-0.5.11-transformers-4.51.3"]
+        "litgpt-0.5.11-transformers-4.51.3",
+    ]
     assert not [n for n in names if "unresolved" in n]
     include = job_matrix(matrix)["include"]
     assert [e["cell"] for e in include] == [c.name for c in matrix.cells]
@@ -279,7 +379,8 @@ def test_every_job_has_a_timeout(workflow: tuple[Path, dict[str, Any]]) -> None:
     path, doc = workflow
     for name, job in doc["jobs"].items():
         assert isinstance(job.get("timeout-minutes"), int) and 0 < job["timeout-minutes"] <= 360, (
-            f"{path.name}: job {name} has no timeout-minutes")
+            f"{path.name}: job {name} has no timeout-minutes"
+        )
 
 
 def test_top_level_permissions_are_read_only(workflow: tuple[Path, dict[str, Any]]) -> None:
@@ -357,11 +458,18 @@ def test_nightly_plans_runs_every_cell_and_aggregates() -> None:
     aggregate = jobs["aggregate"]
     assert "cell" in aggregate["needs"] and aggregate["if"].startswith("${{ always()")
     agg_script = "\n".join(s.get("run", "") for s in aggregate["steps"])
-    for command in ("bugmatrix nightly aggregate", '--plan "$PLAN"', "--shards shards", "--record record",
-                    "--results results"):
+    for command in (
+        "bugmatrix nightly aggregate",
+        '--plan "$PLAN"',
+        "--shards shards",
+        "--record record",
+        "--results results",
+    ):
         assert command in agg_script, command
-    assert aggregate["outputs"] == {"report": "${{ steps.aggregate.outputs.report }}",
-                                    "regressions": "${{ steps.aggregate.outputs.regressions }}"}
+    assert aggregate["outputs"] == {
+        "report": "${{ steps.aggregate.outputs.report }}",
+        "regressions": "${{ steps.aggregate.outputs.regressions }}",
+    }
     uploads = {s["with"]["name"]: s for s in aggregate["steps"] if "upload-artifact" in s.get("uses", "")}
     assert set(uploads) == {"bugmatrix-results", "bugmatrix-report"}
     for upload in uploads.values():  # kept even when the night fails on a regression
@@ -397,15 +505,23 @@ def test_nightly_publishes_the_docs_site_with_the_report_beside_it() -> None:
     osv/ and osv/<date>/: `bugmatrix nightly feed`, tests/test_osv.py), and deploys the folder."""
     job = load_workflow(WORKFLOWS / "nightly.yml")["jobs"]["pages"]
     order = [s.get("uses", "").split("@")[0] or s["run"] for s in job["steps"]]
-    assert order == ["actions/checkout", "astral-sh/setup-uv", "uv run --only-group dev mkdocs build --strict "
-                     "--site-dir site", "actions/download-artifact",
-                     "uv run bugmatrix nightly feed --record record --site site", "actions/upload-pages-artifact",
-                     "actions/deploy-pages"]
+    assert order == [
+        "actions/checkout",
+        "astral-sh/setup-uv",
+        "uv run --only-group dev mkdocs build --strict --site-dir site",
+        "actions/download-artifact",
+        "uv run bugmatrix nightly feed --record record --site site",
+        "actions/upload-pages-artifact",
+        "actions/deploy-pages",
+    ]
     download = job["steps"][3]["with"]
     assert download == {"name": "bugmatrix-report", "path": "site"}  # report.html and compat.html beside the docs
     assert job["steps"][5]["with"]["path"] == "site/"
-    uploads = {s["with"]["name"]: s for s in load_workflow(WORKFLOWS / "nightly.yml")["jobs"]["aggregate"]["steps"]
-               if "upload-artifact" in s.get("uses", "")}
+    uploads = {
+        s["with"]["name"]: s
+        for s in load_workflow(WORKFLOWS / "nightly.yml")["jobs"]["aggregate"]["steps"]
+        if "upload-artifact" in s.get("uses", "")
+    }
     report_files = uploads["bugmatrix-report"]["with"]["path"].split()
     assert report_files == ["results/report.html", "results/compat.html"]
     assert job["permissions"] == {"contents": "read", "pages": "write", "id-token": "write"}
@@ -425,16 +541,24 @@ def test_nightly_token_only_where_gh_runs() -> None:
     for name, job in doc["jobs"].items():
         assert "GH_TOKEN" not in job.get("env", {}), f"job {name}: GH_TOKEN for every step"
     with_token = [s["run"] for _, s in steps(doc) if "GH_TOKEN" in s.get("env", {})]
-    assert with_token == ['uv run bugmatrix nightly issues --compare results/compare.json --run-url "$RUN_URL"',
-                          'uv run bugmatrix nightly record-pr --db results/nightly.db --record record --run-url '
-                          '"$RUN_URL"']
+    assert with_token == [
+        'uv run bugmatrix nightly issues --compare results/compare.json --run-url "$RUN_URL"',
+        'uv run bugmatrix nightly record-pr --db results/nightly.db --record record --run-url "$RUN_URL"',
+    ]
 
 
 def test_nightly_write_permissions_only_where_needed() -> None:
     jobs = load_workflow(WORKFLOWS / "nightly.yml")["jobs"]
     writes = {name: {k for k, v in job.get("permissions", {}).items() if v == "write"} for name, job in jobs.items()}
-    assert writes == {"plan": set(), "cell": set(), "compat": set(), "aggregate": set(), "issues": {"issues"},
-                      "record-pr": {"contents", "pull-requests", "actions"}, "pages": {"pages", "id-token"}}
+    assert writes == {
+        "plan": set(),
+        "cell": set(),
+        "compat": set(),
+        "aggregate": set(),
+        "issues": {"issues"},
+        "record-pr": {"contents", "pull-requests", "actions"},
+        "pages": {"pages", "id-token"},
+    }
     for name, job in jobs.items():
         assert "permissions" in job, f"nightly.yml: job {name} has no explicit permissions"
     assert "inputs.open_issues" in jobs["issues"]["if"]
@@ -520,8 +644,20 @@ def run_linter(argv: list[str]) -> subprocess.CompletedProcess[str]:
 
 def zizmor(*targets: Path) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
     """zizmor offline (no online audits, no GitHub API), pedantic persona: every audit it can run here."""
-    proc = run_linter([linter("zizmor"), "--offline", "--persona", "pedantic", "--format", "json", "--no-progress",
-                       "--color", "never", *map(str, targets)])
+    proc = run_linter(
+        [
+            linter("zizmor"),
+            "--offline",
+            "--persona",
+            "pedantic",
+            "--format",
+            "json",
+            "--no-progress",
+            "--color",
+            "never",
+            *map(str, targets),
+        ]
+    )
     assert proc.stdout.strip(), proc.stderr
     return proc, [f for f in json.loads(proc.stdout) if not f.get("ignored")]
 
@@ -535,8 +671,19 @@ def actionlint(*targets: Path) -> tuple[subprocess.CompletedProcess[str], list[d
 def test_zizmor_finds_nothing_in_the_workflows() -> None:
     proc, findings = zizmor(WORKFLOWS, ACTION)
     if findings:  # zizmor's own report says where and why
-        plain = run_linter([linter("zizmor"), "--offline", "--persona", "pedantic", "--no-progress", "--color",
-                            "never", str(WORKFLOWS), str(ACTION)])
+        plain = run_linter(
+            [
+                linter("zizmor"),
+                "--offline",
+                "--persona",
+                "pedantic",
+                "--no-progress",
+                "--color",
+                "never",
+                str(WORKFLOWS),
+                str(ACTION),
+            ]
+        )
         pytest.fail(f"zizmor: {len(findings)} finding(s)\n{plain.stdout}")
     assert proc.returncode == 0, proc.stderr
 
@@ -568,8 +715,14 @@ def test_the_linters_find_nothing_in_the_action_and_its_documented_use(tmp_path:
     pinned to a commit; shellcheck reads the action's script, which actionlint does not (it shellchecks workflows'
     `run:` only)."""
     assert len(documented_use(tmp_path / "here", "./")) == 2
-    proc = subprocess.run([linter("actionlint"), "-no-color", "-format", "{{json .}}"], cwd=tmp_path / "here",
-                          capture_output=True, text=True, timeout=120, check=False)
+    proc = subprocess.run(
+        [linter("actionlint"), "-no-color", "-format", "{{json .}}"],
+        cwd=tmp_path / "here",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 0 and json.loads(proc.stdout or "[]") == [], proc.stdout + proc.stderr
     proc, findings = zizmor(*documented_use(tmp_path / "there", f"OWNER/bugmatrix@{'0' * 40} # v0.1.0"))
     assert findings == [] and proc.returncode == 0, proc.stdout
@@ -603,9 +756,16 @@ def test_the_linters_do_report_a_bad_action(tmp_path: Path) -> None:
     (tmp_path / ".github" / "workflows").mkdir(parents=True)
     (tmp_path / ".github" / "workflows" / "use.yml").write_text(
         "on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: ./\n        with:\n"
-        "          whom: x\n")
-    proc = subprocess.run([linter("actionlint"), "-no-color", "-format", "{{json .}}"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120, check=False)
+        "          whom: x\n"
+    )
+    proc = subprocess.run(
+        [linter("actionlint"), "-no-color", "-format", "{{json .}}"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert any('input "whom" is not defined' in e["message"] for e in json.loads(proc.stdout or "[]")), proc.stdout
     (tmp_path / "script.sh").write_text('echo "x" $1\n')
     proc = run_linter([linter("shellcheck"), "--shell=bash", str(tmp_path / "script.sh")])
@@ -617,8 +777,7 @@ def test_the_linters_do_report_a_bad_workflow(tmp_path: Path) -> None:
     bad.write_text(BAD_WORKFLOW)
     proc, findings = zizmor(bad)
     assert proc.returncode != 0
-    assert {"dangerous-triggers", "unpinned-uses", "artipacked", "template-injection"} <= {
-        f["ident"] for f in findings}
+    assert {"dangerous-triggers", "unpinned-uses", "artipacked", "template-injection"} <= {f["ident"] for f in findings}
     proc, errors = actionlint(bad)
     assert proc.returncode == 1
     messages = [e["message"] for e in errors]

@@ -57,8 +57,15 @@ def test_pieces_cut_and_reassemble_and_a_missing_one_is_named(tmp_path: Path) ->
 
 def test_the_kit_runs_end_to_end_on_cpu_and_its_store_folds(tmp_path: Path) -> None:
     fbgemm = cuda_wheel(tmp_path, {80: b"\x80" * 5000, 90: b"\x90" * 5000})
-    folders = gpu_kit.prepare(tmp_path / "kit", fbgemm, 90, 600, "3.12", tiny_wheel(tmp_path / "b", "kitprobe").parent,
-                              tiny_wheel(tmp_path / "t", "kitprobe_b").parent)
+    folders = gpu_kit.prepare(
+        tmp_path / "kit",
+        fbgemm,
+        90,
+        600,
+        "3.12",
+        tiny_wheel(tmp_path / "b", "kitprobe").parent,
+        tiny_wheel(tmp_path / "t", "kitprobe_b").parent,
+    )
     assert len(folders) >= 2 and all(sum(p.stat().st_size for p in f.glob("seg-*")) <= 600 for f in folders)
     stash, out = tmp_path / "stash", tmp_path / "out"
     kit = [sys.executable, str(ROOT / "tools" / "gpu_kit.py")]
@@ -66,22 +73,55 @@ def test_the_kit_runs_end_to_end_on_cpu_and_its_store_folds(tmp_path: Path) -> N
     subset = ["--repeat", "1", "--cases", CASE, "fbgemm-5816", "--variant", VARIANT, "bug"]
 
     def call(*args: str, out: Path) -> str:  # one device call; its $OUT starts empty
-        proc = subprocess.run([*kit, *args, "--stash", str(stash)] + (["--out", str(out)] if args[0] == "run" else []),
-                              env=env, capture_output=True, text=True, timeout=900, check=False)
+        proc = subprocess.run(
+            [*kit, *args, "--stash", str(stash)] + (["--out", str(out)] if args[0] == "run" else []),
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         return proc.stdout
 
     # as gpu_kit.device_calls says: the first piece and the first steps, the middle pieces, the last piece and pass b
     call("receive", str(folders[0]), out=out)
-    call("run", "--pieces", *subset, "--steps", "a", "two-rank", "bench", "--two-rank", CASE, VARIANT, "--bench",
-         CASE, VARIANT, "--bench-runs", "1", out=out / "1")
+    call(
+        "run",
+        "--pieces",
+        *subset,
+        "--steps",
+        "a",
+        "two-rank",
+        "bench",
+        "--two-rank",
+        CASE,
+        VARIANT,
+        "--bench",
+        CASE,
+        VARIANT,
+        "--bench-runs",
+        "1",
+        out=out / "1",
+    )
     for folder in folders[1:-1]:
         call("receive", str(folder), out=out)
     call("run", "--pieces", str(folders[-1]), *subset, "--steps", "b", "report", out=out / "2")
-    assert sorted(p.name for p in (out / "1").iterdir()) == ["kit.db", "kit.log", "machine.json", "overhead.txt",
-                                                             "pass-a.json", "world-size-2.json"]
-    assert sorted(p.name for p in (out / "2").iterdir()) == ["kit.db", "kit.log", "machine.json", "pass-b.json",
-                                                             "report.md"]
+    assert sorted(p.name for p in (out / "1").iterdir()) == [
+        "kit.db",
+        "kit.log",
+        "machine.json",
+        "overhead.txt",
+        "pass-a.json",
+        "world-size-2.json",
+    ]
+    assert sorted(p.name for p in (out / "2").iterdir()) == [
+        "kit.db",
+        "kit.log",
+        "machine.json",
+        "pass-b.json",
+        "report.md",
+    ]
     log = (out / "2" / "kit.log").read_text()  # both calls' lines
     assert "[site-a] kitprobe-0.1" in log and "[site-b] fbgemm_gpu-1.6.0, kitprobe-0.1, kitprobe_b-0.1" in log
     assert "[pass-b] exit 5" in log  # on CPU the CUDA-only case has nothing to run
@@ -98,9 +138,25 @@ def test_the_kit_runs_end_to_end_on_cpu_and_its_store_folds(tmp_path: Path) -> N
     cell = gpu_kit.cell_name(machine)
     assert f"record fold <files_at>/kit.db --cell {cell}" in log
     record = tmp_path / "record"
-    fold = subprocess.run([sys.executable, "-m", "harness", "record", "fold", str(out / "kit.db"), "--cell", cell,
-                           "--record", str(record), "--offline"], cwd=ROOT, capture_output=True, text=True,
-                          check=False)
+    fold = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "record",
+            "fold",
+            str(out / "kit.db"),
+            "--cell",
+            cell,
+            "--record",
+            str(record),
+            "--offline",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert fold.returncode == 0, fold.stderr
     rows = [json.loads(line) for line in (record / "results" / f"{CASE}.jsonl").read_text().splitlines()]
     assert {r["cell"] for r in rows} == {cell}
@@ -115,7 +171,8 @@ def test_prepare_says_which_device_calls_to_make() -> None:
         "carry [.kit/piece-1]: python3 tools/gpu_kit.py receive .kit/piece-1 && python3 tools/gpu_kit.py run "
         "--steps a two-rank bench",
         "carry [.kit/piece-2]: python3 tools/gpu_kit.py receive .kit/piece-2",
-        "carry [.kit/piece-3]: python3 tools/gpu_kit.py run --steps b report"]
+        "carry [.kit/piece-3]: python3 tools/gpu_kit.py run --steps b report",
+    ]
 
 
 def test_cell_names_say_the_gpu_and_the_torch_build() -> None:

@@ -47,8 +47,10 @@ else:
         time.sleep(3600)
 """
 # Where each rank hangs: the script line it is stuck on (rank 0, rank 1).
-HANG_AT = {"collective": ("dist.all_reduce(torch.ones(1))  ", "dist.recv("),
-           "destroy": ("dist.destroy_process_group()", "time.sleep(3600)")}
+HANG_AT = {
+    "collective": ("dist.all_reduce(torch.ones(1))  ", "dist.recv("),
+    "destroy": ("dist.destroy_process_group()", "time.sleep(3600)"),
+}
 
 
 def line_of(snippet: str) -> int:
@@ -59,9 +61,12 @@ def test_twenty_hangs_end_as_timeouts_with_every_stack_and_leave_no_process(
     make_case: MakeCase, env: Environment, tmp_path: Path, launches: list[LaunchResult]
 ) -> None:
     timeout = 20  # generous: up to 6 ranks import torch at once on a 2-core machine
-    case = make_case(HANGS, nproc=[2], timeout=timeout, variants={
-        mode: {"args": [mode], "expect": [{"outcome": "fixed"}]} for mode in HANG_AT
-    })
+    case = make_case(
+        HANGS,
+        nproc=[2],
+        timeout=timeout,
+        variants={mode: {"args": [mode], "expect": [{"outcome": "fixed"}]} for mode in HANG_AT},
+    )
     jobs = [Job(case, mode, 2, "cpu") for mode in HANG_AT for _ in range(10)]
     started = time.monotonic()
     results = Session(LocalEnvironment(env)).run(jobs, cores=6)
@@ -93,25 +98,45 @@ EXITED_0 = {RankState.FIXED, RankState.TERMINATED}
 @pytest.mark.parametrize(
     ("script", "outcome", "states"),
     [
-        pytest.param("""
+        pytest.param(
+            """
             import os, sys
             if os.environ["RANK"] == "1":
                 raise ValueError("rank 1 fails some other way")
-            """, Outcome.ERROR, {0: EXITED_0, 1: {RankState.ERROR}}, id="one-exits-0-other-raises"),
-        pytest.param("""
+            """,
+            Outcome.ERROR,
+            {0: EXITED_0, 1: {RankState.ERROR}},
+            id="one-exits-0-other-raises",
+        ),
+        pytest.param(
+            """
             import os, sys
             if os.environ["RANK"] == "1":
                 print("RuntimeError: FAKE-BUG-SIGNATURE on rank 1")
                 sys.exit(1)
-            """, Outcome.REPRODUCED, {0: EXITED_0, 1: {RankState.REPRODUCED}}, id="one-exits-0-other-reproduces"),
-        pytest.param("""
+            """,
+            Outcome.REPRODUCED,
+            {0: EXITED_0, 1: {RankState.REPRODUCED}},
+            id="one-exits-0-other-reproduces",
+        ),
+        pytest.param(
+            """
             import os, signal
             if os.environ["RANK"] == "0":
                 os.kill(os.getpid(), signal.SIGABRT)   # as an ABI mismatch does
-            """, Outcome.ERROR, {0: {RankState.ERROR}, 1: EXITED_0}, id="sigabrt"),
-        pytest.param("""
+            """,
+            Outcome.ERROR,
+            {0: {RankState.ERROR}, 1: EXITED_0},
+            id="sigabrt",
+        ),
+        pytest.param(
+            """
             print("FAKE-BUG-SIGNATURE")            # the signature, but exit 0 on every rank
-            """, Outcome.ERROR, {0: {RankState.ERROR}, 1: {RankState.ERROR}}, id="signature-but-exit-0"),
+            """,
+            Outcome.ERROR,
+            {0: {RankState.ERROR}, 1: {RankState.ERROR}},
+            id="signature-but-exit-0",
+        ),
     ],
 )
 def test_two_rank_crashes_get_the_documented_outcome(
@@ -147,8 +172,9 @@ def test_a_failed_ranks_blocked_peer_is_stopped_in_seconds_as_collateral(
     """torchrun gives a SIGTERM'd rank 30 s before SIGKILL (an H100 run: every 2-rank job lasted ~35 s); the harness
     kills what still runs STOP_GRACE_S after torchrun's closing signal, and labels it collateral (`terminated`),
     never the case's error."""
-    case = make_case(BLOCKED_PEER, nproc=[2], variants={
-        "bug": {"args": [blocked], "expect": [{"outcome": "reproduced"}]}})
+    case = make_case(
+        BLOCKED_PEER, nproc=[2], variants={"bug": {"args": [blocked], "expect": [{"outcome": "reproduced"}]}}
+    )
     [job] = plan_local([case], Selection(devices=("cpu",)))
     result = execute_repeated(job, env)
     ended = time.time()
@@ -169,26 +195,46 @@ def test_collateral_whatever_the_timing_and_a_killed_torchrun_says_so() -> None:
     from harness.launch.classify import classify
     from harness.launch.torchrun import LaunchResult, RankRecord
 
-    closing = ("[W] Sending process 4242 closing signal SIGTERM\n[W] Sending process 4343 closing signal SIGTERM\n"
-               "[1]:\n  rank      : 1 (local_rank: 1)\n  exitcode  : 1 (pid: 4141)\n")
-    verdict = RankRecord(rank=1, pid=4141, started=1.0, finished=2.0, exit_code=1,
-                         log="RuntimeError: FAKE-BUG-SIGNATURE on rank 1\n")
+    closing = (
+        "[W] Sending process 4242 closing signal SIGTERM\n[W] Sending process 4343 closing signal SIGTERM\n"
+        "[1]:\n  rank      : 1 (local_rank: 1)\n  exitcode  : 1 (pid: 4141)\n"
+    )
+    verdict = RankRecord(
+        rank=1, pid=4141, started=1.0, finished=2.0, exit_code=1, log="RuntimeError: FAKE-BUG-SIGNATURE on rank 1\n"
+    )
     for unrecorded in (RankRecord(rank=0, pid=4242, started=1.0), RankRecord(rank=0)):
-        launch = LaunchResult(command=[], nproc=2, returncode=1, timed_out=False, duration_s=3.0, agent_log=closing,
-                              ranks={0: unrecorded, 1: verdict})
+        launch = LaunchResult(
+            command=[],
+            nproc=2,
+            returncode=1,
+            timed_out=False,
+            duration_s=3.0,
+            agent_log=closing,
+            ranks={0: unrecorded, 1: verdict},
+        )
         outcome, _, ranks = classify(launch, "FAKE-BUG-SIGNATURE")
         assert outcome is Outcome.REPRODUCED and ranks[0].state is RankState.TERMINATED, ranks[0]
         assert "stopped by torchrun after another rank failed" in ranks[0].detail
-    killed = LaunchResult(command=[], nproc=2, returncode=-9, timed_out=False, duration_s=3.0, agent_log="",
-                          ranks={0: RankRecord(rank=0, pid=4242, started=1.0), 1: verdict})
+    killed = LaunchResult(
+        command=[],
+        nproc=2,
+        returncode=-9,
+        timed_out=False,
+        duration_s=3.0,
+        agent_log="",
+        ranks={0: RankRecord(rank=0, pid=4242, started=1.0), 1: verdict},
+    )
     outcome, reason, ranks = classify(killed, "FAKE-BUG-SIGNATURE")
     assert ranks[0].state is RankState.ERROR
-    assert ranks[0].detail == "killed with the launch: torchrun itself was killed by SIGKILL (exit -9) before this " \
-                              "rank reached a verdict"
+    assert (
+        ranks[0].detail == "killed with the launch: torchrun itself was killed by SIGKILL (exit -9) before this "
+        "rank reached a verdict"
+    )
 
 
-def test_a_torchrun_killed_from_outside_leaves_ranks_that_say_so(make_case: MakeCase, env: Environment,
-                                                                 tmp_path: Path) -> None:
+def test_a_torchrun_killed_from_outside_leaves_ranks_that_say_so(
+    make_case: MakeCase, env: Environment, tmp_path: Path
+) -> None:
     """torchrun SIGKILLed mid-launch (the OOM killer, a stray `kill -9`): its ranks are killed as strays, each an
     `error` naming torchrun's death, not an empty "died without a verdict: "."""
     import psutil
@@ -238,10 +284,14 @@ sys.exit(1 if sys.argv[-1] != "halves" else 0)
 
 
 def test_output_interleaved_on_one_line_is_read_per_rank(make_case: MakeCase, env: Environment) -> None:
-    case = make_case(INTERLEAVED, nproc=[2], variants={
-        "whole": {"args": ["RuntimeError: FAKE-BUG-SIGNATURE"], "expect": [{"outcome": "reproduced"}]},
-        "halves": {"args": ["halves"], "expect": [{"outcome": "fixed"}]},
-    })
+    case = make_case(
+        INTERLEAVED,
+        nproc=[2],
+        variants={
+            "whole": {"args": ["RuntimeError: FAKE-BUG-SIGNATURE"], "expect": [{"outcome": "reproduced"}]},
+            "halves": {"args": ["halves"], "expect": [{"outcome": "fixed"}]},
+        },
+    )
     whole, halves = (execute_repeated(Job(case, v, 2, "cpu"), env) for v in ("whole", "halves"))
     # Each rank printed the whole signature, interleaved character by character with its peer: still reproduced.
     assert whole.outcome is Outcome.REPRODUCED, whole.reason
@@ -260,11 +310,13 @@ if n % 3 == 0:                    # launches 1, 4, 7, ...: the bug shows; the ot
 """
 
 
-def test_repeats_that_disagree_are_flaky_with_their_rate(make_case: MakeCase, env: Environment,
-                                                          tmp_path: Path) -> None:
-    case = make_case(FLIP, variants={
-        "bug": {"args": [str(tmp_path / "count")], "expect": [{"outcome": "reproduced"}]},
-    })
+def test_repeats_that_disagree_are_flaky_with_their_rate(make_case: MakeCase, env: Environment, tmp_path: Path) -> None:
+    case = make_case(
+        FLIP,
+        variants={
+            "bug": {"args": [str(tmp_path / "count")], "expect": [{"outcome": "reproduced"}]},
+        },
+    )
     [job] = plan_local([case], Selection(devices=("cpu",)))
     flaky = execute_repeated(job, env, repeat=3)
     assert flaky.outcome is Outcome.FLAKY and not flaky.ok
@@ -286,11 +338,15 @@ if n == 1:                        # the second launch: the disk filled under it
 """
 
 
-def test_a_repeat_the_machine_failed_makes_the_set_infra_not_flaky(make_case: MakeCase, env: Environment,
-                                                                     tmp_path: Path) -> None:
-    case = make_case(DISK_FULL_ON_SECOND, variants={
-        "bug": {"args": [str(tmp_path / "count")], "expect": [{"outcome": "fixed"}]},
-    })
+def test_a_repeat_the_machine_failed_makes_the_set_infra_not_flaky(
+    make_case: MakeCase, env: Environment, tmp_path: Path
+) -> None:
+    case = make_case(
+        DISK_FULL_ON_SECOND,
+        variants={
+            "bug": {"args": [str(tmp_path / "count")], "expect": [{"outcome": "fixed"}]},
+        },
+    )
     [job] = plan_local([case], Selection(devices=("cpu",)))
     result = execute_repeated(job, env, repeat=3)
     assert result.outcome is Outcome.INFRA and "No space left on device" in result.reason, result.reason
@@ -342,11 +398,20 @@ def test_fifty_two_rank_launches_under_four_xdist_workers(pytester: pytest.Pytes
 
 def test_compare_lists_a_flaky_result_apart_from_regressions() -> None:
     def result(outcome: Outcome, tallies: dict[str, int] | None = None) -> Result:
-        return Result(case="c", variant="bug", nproc=2, device="cpu", outcome=outcome, expected=Outcome.FIXED,
-                      reason="", tallies=tallies or {})
+        return Result(
+            case="c",
+            variant="bug",
+            nproc=2,
+            device="cpu",
+            outcome=outcome,
+            expected=Outcome.FIXED,
+            reason="",
+            tallies=tallies or {},
+        )
 
-    [flaky] = compare([("cell", result(Outcome.FIXED))],
-                      [("cell", result(Outcome.FLAKY, {"fixed": 2, "reproduced": 1}))])
+    [flaky] = compare(
+        [("cell", result(Outcome.FIXED))], [("cell", result(Outcome.FLAKY, {"fixed": 2, "reproduced": 1}))]
+    )
     assert (flaky.kind, flaky.unexpected, flaky.tally) == ("flaky", False, "fixed 2/3, reproduced 1/3")
     [regression] = compare([("cell", result(Outcome.FIXED))], [("cell", result(Outcome.REPRODUCED))])
     assert (regression.kind, regression.unexpected) == ("regressed", True)

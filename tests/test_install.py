@@ -52,11 +52,24 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     [wheel] = (tmp / "dist").glob("bugmatrix-*.whl")
     made = uv("venv", "--quiet", "--python", sys.executable, str(tmp / "venv"))
     assert made.returncode == 0, made.stderr
-    pins = sorted({f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions()
-                   if d.metadata["Name"] and d.metadata["Name"] != "bugmatrix"})
+    pins = sorted(
+        {
+            f"{d.metadata['Name']}=={d.version}"
+            for d in importlib.metadata.distributions()
+            if d.metadata["Name"] and d.metadata["Name"] != "bugmatrix"
+        }
+    )
     (tmp / "pins.txt").write_text("\n".join(pins) + "\n")
-    install = ["pip", "install", "--quiet", "--python", str(tmp / "venv" / "bin" / "python"), "--constraint",
-               str(tmp / "pins.txt"), str(wheel)]
+    install = [
+        "pip",
+        "install",
+        "--quiet",
+        "--python",
+        str(tmp / "venv" / "bin" / "python"),
+        "--constraint",
+        str(tmp / "pins.txt"),
+        str(wheel),
+    ]
     done = uv(*install, "--offline")  # uv's cache, when it holds the index pages
     if done.returncode != 0:
         done = uv(*install)  # else PyPI: where it cannot be reached, this fails (no skip)
@@ -72,19 +85,31 @@ def away(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def installed(venv: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """The installed `bugmatrix`, run from `cwd` with no record or store named by the environment."""
-    return subprocess.run([str(venv / "bin" / "bugmatrix"), *args], cwd=cwd, env=plain_env(), capture_output=True,
-                          text=True, timeout=300, check=False)
+    return subprocess.run(
+        [str(venv / "bin" / "bugmatrix"), *args],
+        cwd=cwd,
+        env=plain_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 def clone(*args: str, store: Path) -> subprocess.CompletedProcess[str]:
     """This clone's `bugmatrix` from its root, on its record (and a local store that does not exist)."""
-    return subprocess.run([sys.executable, "-m", "harness", *args, "--record", str(ROOT / "record")], cwd=ROOT,
-                          env=plain_env(BUGMATRIX_DB=str(store)), capture_output=True, text=True, timeout=300,
-                          check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "harness", *args, "--record", str(ROOT / "record")],
+        cwd=ROOT,
+        env=plain_env(BUGMATRIX_DB=str(store)),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
-def test_the_installed_wheel_answers_from_any_folder_as_the_clone_does(venv: Path, away: Path,
-                                                                       tmp_path: Path) -> None:
+def test_the_installed_wheel_answers_from_any_folder_as_the_clone_does(venv: Path, away: Path, tmp_path: Path) -> None:
     absent = tmp_path / "absent.db"
     for args in (["audit", "torch==2.6.0", "--json"], ["report", "--format", "json"]):
         wheel, here = installed(venv, *args, cwd=away), clone(*args, store=absent)
@@ -96,8 +121,10 @@ def test_the_installed_wheel_answers_from_any_folder_as_the_clone_does(venv: Pat
     text = installed(venv, "audit", "torch==2.6.0", cwd=away)
     assert text.stdout.splitlines()[0] == f"checked torch==2.6.0 against the record in {record} on cpu"
     # OSV: the same files, byte for byte
-    wheel, here = installed(venv, "osv", "export", str(tmp_path / "w"), cwd=away), clone(
-        "osv", "export", str(tmp_path / "c"), store=absent)
+    wheel, here = (
+        installed(venv, "osv", "export", str(tmp_path / "w"), cwd=away),
+        clone("osv", "export", str(tmp_path / "c"), store=absent),
+    )
     assert (wheel.returncode, here.returncode) == (0, 0), wheel.stderr
     assert f"advisory file(s) from the record in {record}" in wheel.stderr
     files = sorted(p.name for p in (tmp_path / "c").iterdir())
@@ -141,15 +168,21 @@ def without_launching(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]
     """`bugmatrix args` in a process where none of the launch-only dependencies can be imported."""
     block = "".join(f"sys.modules[{name!r}] = None\n" for name in BLOCKED)
     probe = f"import sys\n{block}from harness.cli import main\nsys.exit(main(sys.argv[1:]))\n"
-    return subprocess.run([sys.executable, "-c", probe, *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300, check=False)
+    return subprocess.run(
+        [sys.executable, "-c", probe, *args], cwd=cwd, capture_output=True, text=True, timeout=300, check=False
+    )
 
 
 def test_reading_needs_none_of_the_launch_only_dependencies(tmp_path: Path) -> None:
     record = ["--record", str(ROOT / "record")]
-    for args, code in ((["--help"], 0), (["--version"], 0), (["list"], 0), (["audit", "torch==2.6.0", *record], 1),
-                       (["report", "--format", "json", *record], 0),
-                       (["osv", "export", str(tmp_path / "osv"), *record], 0)):
+    for args, code in (
+        (["--help"], 0),
+        (["--version"], 0),
+        (["list"], 0),
+        (["audit", "torch==2.6.0", *record], 1),
+        (["report", "--format", "json", *record], 0),
+        (["osv", "export", str(tmp_path / "osv"), *record], 0),
+    ):
         done = without_launching(*args, cwd=tmp_path)
         assert done.returncode == code, (args, done.stderr)
         assert "Traceback" not in done.stderr, args
@@ -162,12 +195,17 @@ def test_reading_needs_none_of_the_launch_only_dependencies(tmp_path: Path) -> N
 def test_launching_without_the_run_extra_says_which_extra_in_one_line(tmp_path: Path, make_case: MakeCase) -> None:
     make_case("print('FIXED')\n", case_id="torch-1-fake")  # what `run` would launch, were psutil importable
     cases = ["--cases-dir", str(tmp_path / "cases")]
-    for args in (["run", "--db", str(tmp_path / "r.db")], ["bisect", "torch-1-fake", "--package", "torch"],
-                 ["narrow"], ["compat", "--db", str(tmp_path / "c.db")]):
+    for args in (
+        ["run", "--db", str(tmp_path / "r.db")],
+        ["bisect", "torch-1-fake", "--package", "torch"],
+        ["narrow"],
+        ["compat", "--db", str(tmp_path / "c.db")],
+    ):
         done = without_launching(*cases, *args, cwd=tmp_path)
         assert done.returncode == 2, (args, done.stdout, done.stderr)
-        assert done.stderr.splitlines() == [f"bugmatrix {args[0]}: psutil is not installed; launching needs it: "
-                                            "pip install 'bugmatrix[run]'"], done.stderr
+        assert done.stderr.splitlines() == [
+            f"bugmatrix {args[0]}: psutil is not installed; launching needs it: pip install 'bugmatrix[run]'"
+        ], done.stderr
     assert not (tmp_path / "r.db").exists()
 
 
@@ -176,11 +214,16 @@ def test_the_wheels_own_copy_is_never_written(venv: Path, away: Path) -> None:
     written (a write there would change the installed package, and the next install would drop it)."""
     [data] = venv.glob("lib/python*/site-packages/harness/_data")
     before = sorted(p.relative_to(data) for p in data.rglob("*"))
-    for args, option in ((["record", "fold"], "--record"), (["expect", "--write"], "--cases-dir"),
-                         (["new", "https://github.com/pytorch/pytorch/issues/1", "--slug", "x"], "--cases-dir")):
+    for args, option in (
+        (["record", "fold"], "--record"),
+        (["expect", "--write"], "--cases-dir"),
+        (["new", "https://github.com/pytorch/pytorch/issues/1", "--slug", "x"], "--cases-dir"),
+    ):
         done = installed(venv, *args, cwd=away)
         assert done.returncode == 2, (args, done.stdout, done.stderr)
-        assert done.stderr.splitlines() == [f"bugmatrix {args[0]}: {option} {data / option[2:].replace('-dir', '')}: "
-                                            "the installed wheel's own copy, read-only: run from a clone, or name a "
-                                            f"folder of your own with {option}"], done.stderr
+        assert done.stderr.splitlines() == [
+            f"bugmatrix {args[0]}: {option} {data / option[2:].replace('-dir', '')}: "
+            "the installed wheel's own copy, read-only: run from a clone, or name a "
+            f"folder of your own with {option}"
+        ], done.stderr
     assert sorted(p.relative_to(data) for p in data.rglob("*")) == before

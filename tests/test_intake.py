@@ -13,12 +13,30 @@ from harness.output.reports import intake_markdown
 from harness.session.record import current_digests
 
 
-def _r(case: Case, torch: str, outcome: Outcome, at: float, digest: str | None = None, tallies: dict | None = None,
-       reason: str = "") -> tuple[str, str, Result]:
-    result = Result(case=case.id, variant="bug", nproc=1, device="cpu", outcome=outcome, expected=None,
-                    reason=reason, versions={"torch": torch}, python="3.11.7", started_at=at, tallies=tallies or {},
-                    duration_s=60.0 if at == 4600.0 else 0.0,
-                    digest=run_digest(case, "bug") if digest is None else digest)
+def _r(
+    case: Case,
+    torch: str,
+    outcome: Outcome,
+    at: float,
+    digest: str | None = None,
+    tallies: dict | None = None,
+    reason: str = "",
+) -> tuple[str, str, Result]:
+    result = Result(
+        case=case.id,
+        variant="bug",
+        nproc=1,
+        device="cpu",
+        outcome=outcome,
+        expected=None,
+        reason=reason,
+        versions={"torch": torch},
+        python="3.11.7",
+        started_at=at,
+        tallies=tallies or {},
+        duration_s=60.0 if at == 4600.0 else 0.0,
+        digest=run_digest(case, "bug") if digest is None else digest,
+    )
     return (f"run-{at:.0f}", f"torch-{torch}", result)
 
 
@@ -28,12 +46,17 @@ def _between(releases: list[str]):  # noqa: ANN202 - a transitions.Between over 
     def between(case: str, package: str, device: str, before: str, after: str) -> tuple[str, ...]:
         lo, hi = sorted((Version(before), Version(after)))
         return tuple(v for v in releases if lo < Version(v) < hi)
+
     return between
 
 
 def test_intake_runs_from_the_draft_to_the_first_adjacent_boundary(make_case) -> None:  # noqa: ANN001
-    case = make_case("print('x')\n", case_id="torch-1-intake", packages=["torch"],
-                     variants={"bug": {"expect": [{"outcome": "fixed"}]}})
+    case = make_case(
+        "print('x')\n",
+        case_id="torch-1-intake",
+        packages=["torch"],
+        variants={"bug": {"expect": [{"outcome": "fixed"}]}},
+    )
     draft = _r(case, "2.3.0", Outcome.SKIP, 1000.0, digest="the-draft", reason=f"SKIP: {NOT_WRITTEN}")
     entries = [
         _r(case, "2.0.0", Outcome.REPRODUCED, 500.0),  # before the draft: not part of this intake
@@ -56,10 +79,10 @@ def test_intake_runs_from_the_draft_to_the_first_adjacent_boundary(make_case) ->
     assert unknown.drafted == 1000.0 and unknown.reached is None and unknown.wall_s is None
 
 
-def test_a_case_without_a_recorded_draft_has_no_intake_and_the_median_counts_only_measured_ones(
-        make_case) -> None:  # noqa: ANN001
-    case = make_case("print('x')\n", case_id="torch-2-old", packages=["torch"],
-                     variants={"bug": {"expect": [{"outcome": "fixed"}]}})
+def test_a_case_without_a_recorded_draft_has_no_intake_and_the_median_counts_only_measured_ones(make_case) -> None:  # noqa: ANN001
+    case = make_case(
+        "print('x')\n", case_id="torch-2-old", packages=["torch"], variants={"bug": {"expect": [{"outcome": "fixed"}]}}
+    )
     entries = [_r(case, "2.0.0", Outcome.REPRODUCED, 100.0), _r(case, "2.1.0", Outcome.FIXED, 200.0)]
     rows = intakes(entries, [case], current_digests([case]), _between(["2.0.0", "2.1.0"]))
     assert rows[0].drafted is None and median_wall(rows) is None

@@ -34,28 +34,54 @@ if fakelib.BUGGY:
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     releases = [fake_torch("2.5.0", "2024-01-01T00:00:00Z")]
-    releases += [FakeRelease("fakelib", v, f"2024-02-0{i + 1}T00:00:00Z", module=f"BUGGY = {v < '1.2'}\n")
-                 for i, v in enumerate(VERSIONS)]
+    releases += [
+        FakeRelease("fakelib", v, f"2024-02-0{i + 1}T00:00:00Z", module=f"BUGGY = {v < '1.2'}\n")
+        for i, v in enumerate(VERSIONS)
+    ]
     index = build_index(tmp_path / "index", releases)
-    (tmp_path / "matrix.yaml").write_text(yaml.safe_dump({
-        "indexes": {"local": index}, "defaults": {"index": "local"},
-        "groups": [{"name": "fakelib-{fakelib}", "axes": {"fakelib": VERSIONS}, "pins": {"torch": "2.5.0"}}],
-    }))
+    (tmp_path / "matrix.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "indexes": {"local": index},
+                "defaults": {"index": "local"},
+                "groups": [{"name": "fakelib-{fakelib}", "axes": {"fakelib": VERSIONS}, "pins": {"torch": "2.5.0"}}],
+            }
+        )
+    )
     case = tmp_path / "cases" / "fakelib-1-slow"
     case.mkdir(parents=True)
     (case / "repro.py").write_text(SCRIPT)
-    (case / "case.yaml").write_text(yaml.safe_dump({
-        "title": "slow fake bug", "upstream": ["https://example.invalid/1"], "packages": ["torch", "fakelib"],
-        "nproc": [1, 2], "timeout": 60, "signature": "FAKE-SIG",
-        "variants": {"bug": {"expect": [{"when": {"fakelib": "<1.2"}, "outcome": "reproduced"},
-                                        {"outcome": "fixed"}]}},
-    }))
+    (case / "case.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "title": "slow fake bug",
+                "upstream": ["https://example.invalid/1"],
+                "packages": ["torch", "fakelib"],
+                "nproc": [1, 2],
+                "timeout": 60,
+                "signature": "FAKE-SIG",
+                "variants": {
+                    "bug": {"expect": [{"when": {"fakelib": "<1.2"}, "outcome": "reproduced"}, {"outcome": "fixed"}]}
+                },
+            }
+        )
+    )
     return tmp_path
 
 
 def bugmatrix(project: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "harness", "--cases-dir", str(project / "cases"), *args,
-            "--matrix", str(project / "matrix.yaml"), "--envs", str(project / "envs")]
+    return [
+        sys.executable,
+        "-m",
+        "harness",
+        "--cases-dir",
+        str(project / "cases"),
+        *args,
+        "--matrix",
+        str(project / "matrix.yaml"),
+        "--envs",
+        str(project / "envs"),
+    ]
 
 
 def saved(db: Path) -> int:
@@ -69,8 +95,12 @@ def saved(db: Path) -> int:
 def test_interrupted_matrix_run_keeps_what_finished_and_resumes(project: Path, signum: signal.Signals) -> None:
     db = project / "results.db"
     subprocess.run(bugmatrix(project, "env", "build"), check=True, capture_output=True)
-    run = subprocess.Popen([*bugmatrix(project, "run", "--all-cells", "--db", str(db), "-j", "2")],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    run = subprocess.Popen(
+        [*bugmatrix(project, "run", "--all-cells", "--db", str(db), "-j", "2")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 120
     while saved(db) < 2 and time.monotonic() < deadline and run.poll() is None:
         time.sleep(0.2)
@@ -89,8 +119,12 @@ def test_interrupted_matrix_run_keeps_what_finished_and_resumes(project: Path, s
         assert result.outcome in (Outcome.REPRODUCED, Outcome.FIXED) and result.ok, (cell, result.reason)
         assert result.fingerprint and len(result.ranks) == result.nproc
 
-    again = subprocess.run([*bugmatrix(project, "run", "--all-cells", "--db", str(db), "--json")],
-                           capture_output=True, text=True, timeout=300)
+    again = subprocess.run(
+        [*bugmatrix(project, "run", "--all-cells", "--db", str(db), "--json")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert again.returncode == 0, again.stderr
     payload = json.loads(again.stdout)
     assert len(payload["results"]) == 8 and all(r["outcome"] == r["expected"] for r in payload["results"])
@@ -98,8 +132,12 @@ def test_interrupted_matrix_run_keeps_what_finished_and_resumes(project: Path, s
     second = store.runs()[-1]
     assert second.status == "complete" and len(store.results(second.run_id)) == 8 - len(kept)
 
-    redo = subprocess.run([*bugmatrix(project, "run", "--all-cells", "--db", str(db), "--json", "--redo",
-                                      "--nproc", "1")], capture_output=True, text=True, timeout=300)
+    redo = subprocess.run(
+        [*bugmatrix(project, "run", "--all-cells", "--db", str(db), "--json", "--redo", "--nproc", "1")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert json.loads(redo.stdout)["reused"] == [] and len(store.results(store.runs()[-1].run_id)) == 4
 
 
@@ -111,9 +149,13 @@ def test_interrupting_a_run_while_it_builds_an_environment_stops_at_once(project
     slow_uv.chmod(0o755)
     marker = str(slow_uv)  # in the hanging process's command line
     db = project / "results.db"
-    run = subprocess.Popen([*bugmatrix(project, "run", "--all-cells", "--db", str(db))],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                           env={**os.environ, "BUGMATRIX_UV": str(slow_uv)})
+    run = subprocess.Popen(
+        [*bugmatrix(project, "run", "--all-cells", "--db", str(db))],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        env={**os.environ, "BUGMATRIX_UV": str(slow_uv)},
+    )
     deadline = time.monotonic() + 60
     while not leftovers(marker) and time.monotonic() < deadline and run.poll() is None:
         time.sleep(0.2)
@@ -137,18 +179,22 @@ def test_sigterm_with_a_launch_in_flight_exits_at_once_and_begins_no_waiting_job
     launch are not aborted: here its cell's interpreter takes 10 s to start (as a torch stack's can on a loaded
     machine), and the interrupted run waited for them (issue 33: 16-20 s under load 15)."""
     subprocess.run(bugmatrix(project, "env", "build"), check=True, capture_output=True)
-    [second] = [m.parent for m in (project / "envs").glob(f"*/{MARKER}")
-                if json.loads(m.read_text())["cell"] == "fakelib-1.1"]
+    [second] = [
+        m.parent for m in (project / "envs").glob(f"*/{MARKER}") if json.loads(m.read_text())["cell"] == "fakelib-1.1"
+    ]
     [site] = second.glob("lib/python*/site-packages")
     (site / "slow_start.pth").write_text("import time; time.sleep(10)\n")
     uv_cache = tmp_path / "uv-cache"  # the budget below measures this cache, never the user's (nor cleans it)
     uv_cache.mkdir()
     db = project / "results.db"
     # --disk-budget 1: over budget from the start, so no cell is prepared ahead: the waiting job would make its own
-    run = subprocess.Popen([*bugmatrix(project, "run", "--all-cells", "--nproc", "2", "-j", "2", "--disk-budget",
-                                       "1", "--db", str(db))],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                           env={**os.environ, "FAKE_CASE_SLEEP_S": "60", "UV_CACHE_DIR": str(uv_cache)})
+    run = subprocess.Popen(
+        [*bugmatrix(project, "run", "--all-cells", "--nproc", "2", "-j", "2", "--disk-budget", "1", "--db", str(db))],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        env={**os.environ, "FAKE_CASE_SLEEP_S": "60", "UV_CACHE_DIR": str(uv_cache)},
+    )
     script = str(project / "cases" / "fakelib-1-slow" / "repro.py")
     deadline = time.monotonic() + 120
     while len(leftovers(script)) < 2 and time.monotonic() < deadline and run.poll() is None:

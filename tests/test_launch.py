@@ -48,8 +48,9 @@ def run_one(make_case: MakeCase, env: Environment, script: str, **fields: object
     return execute(job, env)
 
 
-def test_hung_rank_is_killed_with_stacks_and_nothing_left(make_case: MakeCase, env: Environment, tmp_path: Path,
-                                                          launches: list[LaunchResult]):
+def test_hung_rank_is_killed_with_stacks_and_nothing_left(
+    make_case: MakeCase, env: Environment, tmp_path: Path, launches: list[LaunchResult]
+):
     script = """
     import time, torch.distributed as dist
     dist.init_process_group("gloo")
@@ -67,7 +68,7 @@ def test_hung_rank_is_killed_with_stacks_and_nothing_left(make_case: MakeCase, e
     assert elapsed - launched.startup_s < timeout + 10, (elapsed, launched.startup_s)
     assert "--- rank 0 ---" in result.stacks and "--- rank 1 ---" in result.stacks
     assert "in barrier" in result.stacks  # rank 0's stack shows the collective it hangs in
-    assert "repro.py\", line 5" in result.stacks  # rank 1's stack shows its sleep
+    assert 'repro.py", line 5' in result.stacks  # rank 1's stack shows its sleep
     assert leftovers(str(tmp_path)) == []
 
 
@@ -86,11 +87,26 @@ def test_hung_rank_is_killed_with_stacks_and_nothing_left(make_case: MakeCase, e
         # the machine, not the case: a full disk, and the truncated bytecode it leaves behind, are never measurements
         ("raise OSError(28, 'No space left on device')\n", Outcome.INFRA, "the machine failed the launch"),
         ("raise EOFError('marshal data too short')\n", Outcome.INFRA, "marshal data too short"),
-        ("print('RuntimeError: FAKE-BUG-SIGNATURE import: EOFError: marshal data too short'); raise SystemExit(1)\n",
-         Outcome.INFRA, "nothing was measured (reproduced)"),
+        (
+            "print('RuntimeError: FAKE-BUG-SIGNATURE import: EOFError: marshal data too short'); raise SystemExit(1)\n",
+            Outcome.INFRA,
+            "nothing was measured (reproduced)",
+        ),
     ],
-    ids=["import-error", "uncaught", "signature-exit0", "exit1-no-signature", "exit3", "sigabrt", "skip",
-         "reproduced", "fixed", "disk-full", "truncated-bytecode", "probe-signature-disk-full"],
+    ids=[
+        "import-error",
+        "uncaught",
+        "signature-exit0",
+        "exit1-no-signature",
+        "exit3",
+        "sigabrt",
+        "skip",
+        "reproduced",
+        "fixed",
+        "disk-full",
+        "truncated-bytecode",
+        "probe-signature-disk-full",
+    ],
 )
 def test_single_rank_outcomes(make_case: MakeCase, env: Environment, script: str, outcome: Outcome, reason: str):
     result = run_one(make_case, env, script)
@@ -147,11 +163,15 @@ def test_the_harnesss_own_interpreter_is_listed_in_process_as_a_subprocess_would
     from harness.launch.interpreter import _INSPECT, _environment, inspect_interpreter
 
     here = inspect_interpreter(sys.executable)
-    there = _environment(sys.executable, json.loads(subprocess.run([sys.executable, "-c", _INSPECT], check=True,
-                                                                   capture_output=True, text=True).stdout))
-    differ = {name: (here.packages.get(name), there.packages.get(name))
-              for name in set(here.packages) | set(there.packages)
-              if here.packages.get(name) != there.packages.get(name)}
+    there = _environment(
+        sys.executable,
+        json.loads(subprocess.run([sys.executable, "-c", _INSPECT], check=True, capture_output=True, text=True).stdout),
+    )
+    differ = {
+        name: (here.packages.get(name), there.packages.get(name))
+        for name in set(here.packages) | set(there.packages)
+        if here.packages.get(name) != there.packages.get(name)
+    }
     assert not differ, (differ, sys.path)
     assert here == there and here.get("pydantic") is not None
 
@@ -165,8 +185,14 @@ def test_the_in_process_listing_ignores_what_imports_add_to_sys_path(monkeypatch
     from harness.launch.interpreter import inspect_interpreter
 
     before = inspect_interpreter(sys.executable)
-    vendor = next((os.path.join(p, "setuptools", "_vendor") for p in site.getsitepackages()
-                   if os.path.isdir(os.path.join(p, "setuptools", "_vendor"))), None)
+    vendor = next(
+        (
+            os.path.join(p, "setuptools", "_vendor")
+            for p in site.getsitepackages()
+            if os.path.isdir(os.path.join(p, "setuptools", "_vendor"))
+        ),
+        None,
+    )
     if vendor is None:
         pytest.skip("no setuptools/_vendor in this environment")
     monkeypatch.setattr(sys, "path", [*sys.path, vendor, os.getcwd()])
@@ -178,12 +204,19 @@ def test_the_listing_reads_names_and_versions_as_importlib_metadata_parses_them(
     give what `importlib.metadata` gives for every installed distribution. Both are read in a fresh interpreter, as
     an inspection runs: in this test process another test may have imported something that puts more folders on
     sys.path (pkg_resources adds setuptools' _vendor, whose own platformdirs and tomli then shadow the installed)."""
-    code = ("import json; from importlib import metadata; from harness.launch.interpreter import _inspect; "
-            "listed = {n: i['version'] for n, i in _inspect()['packages'].items()}; "
-            "parsed = {d.metadata['Name']: d.version for d in metadata.distributions() if d.metadata['Name']}; "
-            "print(json.dumps([listed, parsed]))")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                          cwd=Path(__file__).resolve().parent.parent)
+    code = (
+        "import json; from importlib import metadata; from harness.launch.interpreter import _inspect; "
+        "listed = {n: i['version'] for n, i in _inspect()['packages'].items()}; "
+        "parsed = {d.metadata['Name']: d.version for d in metadata.distributions() if d.metadata['Name']}; "
+        "print(json.dumps([listed, parsed]))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
     listed, parsed = json.loads(proc.stdout)
     assert listed == parsed and len(parsed) > 20
 
@@ -197,9 +230,15 @@ def test_python3_naming_the_harnesss_own_interpreter_is_listed_in_process(monkey
     from harness.launch import interpreter
 
     folder = os.path.dirname(sys.executable)
-    other_name = next((os.path.join(folder, name) for name in ("python3", "python")
-                       if os.path.join(folder, name) != sys.executable
-                       and os.path.realpath(os.path.join(folder, name)) == os.path.realpath(sys.executable)), None)
+    other_name = next(
+        (
+            os.path.join(folder, name)
+            for name in ("python3", "python")
+            if os.path.join(folder, name) != sys.executable
+            and os.path.realpath(os.path.join(folder, name)) == os.path.realpath(sys.executable)
+        ),
+        None,
+    )
     if other_name is None:
         pytest.skip("this interpreter has no second name in its folder")
 
@@ -214,8 +253,9 @@ def test_python3_naming_the_harnesss_own_interpreter_is_listed_in_process(monkey
         assert not interpreter._same_interpreter(base, sys.executable)
 
 
-def test_gpus_are_read_from_the_drivers_proc_files_without_nvidia_smi(tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_gpus_are_read_from_the_drivers_proc_files_without_nvidia_smi(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Where /proc/driver/nvidia lists GPUs, no nvidia-smi runs (it costs 0.3-1 s on a GPU machine); a GPU whose
     /dev/nvidiaN is absent (not given to this container) is not counted; no GPU listed there: nvidia-smi decides."""
     from harness.launch import interpreter
@@ -228,12 +268,15 @@ def test_gpus_are_read_from_the_drivers_proc_files_without_nvidia_smi(tmp_path: 
     for minor, bus in enumerate(["0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0"]):
         (proc / bus).mkdir(parents=True)
         (proc / bus / "information").write_text(
-            f"Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 16\nBus Location: \t {bus}\nDevice Minor: \t {minor}\n")
+            f"Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 16\nBus Location: \t {bus}\nDevice Minor: \t {minor}\n"
+        )
         if minor < 2:
             (dev / f"nvidia{minor}").touch()
     version = tmp_path / "version"
-    version.write_text("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build  "
-                       "(dvs-builder@U16-I3-B03-4-3)  Thu Sep 25 00:00:00 UTC 2025\nGCC version:  gcc 12\n")
+    version.write_text(
+        "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build  "
+        "(dvs-builder@U16-I3-B03-4-3)  Thu Sep 25 00:00:00 UTC 2025\nGCC version:  gcc 12\n"
+    )
     monkeypatch.setattr(interpreter, "PROC_GPUS", proc)
     monkeypatch.setattr(interpreter, "PROC_VERSION", version)
     monkeypatch.setattr(interpreter, "DEV_NODE", str(dev / "nvidia{minor}"))
@@ -265,8 +308,9 @@ def test_nvidia_smi_is_asked_once_whoever_asks(one_gpu: Path) -> None:
     assert (one_gpu / "calls").read_text() == "--query-gpu=name,driver_version --format=csv,noheader\n"
 
 
-def test_nvidia_smi_starts_before_the_imports_for_a_launching_command_only(tmp_path: Path,
-                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_nvidia_smi_starts_before_the_imports_for_a_launching_command_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Where /proc lists no GPU, `bugmatrix run` starts nvidia-smi as its first import (harness/launch/early_smi.py),
     and the GPU probe takes that call's answer instead of making another; `report` starts none, nor does a machine
     whose /proc files list the GPUs."""
@@ -289,8 +333,9 @@ def test_nvidia_smi_starts_before_the_imports_for_a_launching_command_only(tmp_p
     interpreter.forget_gpus()
 
 
-def test_nothing_a_launch_puts_in_the_temporary_directory_outlives_it(make_case: MakeCase, env: Environment,
-                                                                      tmp_path: Path) -> None:
+def test_nothing_a_launch_puts_in_the_temporary_directory_outlives_it(
+    make_case: MakeCase, env: Environment, tmp_path: Path
+) -> None:
     told = tmp_path / "made.txt"
     script = f"""
     import os, tempfile

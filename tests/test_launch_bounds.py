@@ -125,8 +125,14 @@ def test_a_rank_printing_300_mb_leaves_the_harness_under_200_mb(make_case: MakeC
     case = make_case(CHATTY, variants={"bug": {"args": ["300"], "expect": [{"outcome": "reproduced"}]}})
 
     def measure() -> dict:
-        proc = subprocess.run([sys.executable, "-c", DRIVER, str(case.folder / "case.yaml")], cwd=ROOT,
-                              capture_output=True, text=True, timeout=300, check=False)
+        proc = subprocess.run(
+            [sys.executable, "-c", DRIVER, str(case.folder / "case.yaml")],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         return json.loads(proc.stdout.splitlines()[-1])
 
@@ -190,10 +196,12 @@ def test_parallel_launches_each_kill_only_their_own_strays(
 ) -> None:
     from harness.launch.execute import execute
 
-    slow = make_case(DAEMON, case_id="fake-1-slow", nproc=[2],
-                     variants={"bug": {"args": ["8"], "expect": [{"outcome": "fixed"}]}})
-    quick = make_case(DAEMON, case_id="fake-2-quick", nproc=[1],
-                      variants={"bug": {"args": ["0"], "expect": [{"outcome": "fixed"}]}})
+    slow = make_case(
+        DAEMON, case_id="fake-1-slow", nproc=[2], variants={"bug": {"args": ["8"], "expect": [{"outcome": "fixed"}]}}
+    )
+    quick = make_case(
+        DAEMON, case_id="fake-2-quick", nproc=[1], variants={"bug": {"args": ["0"], "expect": [{"outcome": "fixed"}]}}
+    )
     results = {}
 
     def run(case) -> None:
@@ -283,17 +291,26 @@ def test_stacks_fall_back_to_faulthandler_without_py_spy(
     assert "py-spy is not installed" in result.stacks
 
 
-NO_SUBREAPER = DRIVER.replace("result = execute(", """
+NO_SUBREAPER = DRIVER.replace(
+    "result = execute(",
+    """
 from harness.launch import torchrun
 torchrun.become_subreaper = lambda: False          # as where prctl is unavailable
-result = execute(""")
+result = execute(""",
+)
 
 
 def test_the_harness_still_kills_strays_where_it_cannot_be_a_subreaper(make_case: MakeCase, tmp_path: Path) -> None:
     """Without prctl the daemon is re-parented elsewhere; the launch's marker still finds and kills it."""
     case = make_case(DAEMON, nproc=[1], variants={"bug": {"args": ["0"], "expect": [{"outcome": "fixed"}]}})
-    proc = subprocess.run([sys.executable, "-c", NO_SUBREAPER, str(case.folder / "case.yaml")], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", NO_SUBREAPER, str(case.folder / "case.yaml")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.splitlines()[-1])
     assert out["outcome"] == "fixed", out["reason"]

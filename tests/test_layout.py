@@ -21,8 +21,14 @@ ENTRY_POINTS = {"cli.py", "pytest_plugin.py", "__main__.py", "__init__.py"}
 # What launches a job: the launcher itself, the session pipeline and its scheduler, and every workflow. Not
 # launch/interpreter.py (it asks an interpreter what it has installed; audit in analysis/ reads that) nor
 # launch/processes.py (the tree kill and time bound both it and torchrun.py use).
-LAUNCHING = ("harness.launch.execute", "harness.launch.torchrun", "harness.launch.rank_wrapper",
-             "harness.session.pipeline", "harness.session.scheduler", "harness.workflows")
+LAUNCHING = (
+    "harness.launch.execute",
+    "harness.launch.torchrun",
+    "harness.launch.rank_wrapper",
+    "harness.session.pipeline",
+    "harness.session.scheduler",
+    "harness.workflows",
+)
 READING_ONLY = ("analysis", "output")
 
 
@@ -126,8 +132,10 @@ def test_a_planted_launching_import_in_output_is_caught(tmp_path: Path) -> None:
     copy = tmp_path / "harness"
     shutil.copytree(HARNESS, copy, ignore=shutil.ignore_patterns("__pycache__"))
     planted = copy / "output" / "tables.py"
-    planted.write_text(planted.read_text() + "\n\ndef _planted() -> None:\n"
-                       "    from harness.workflows.bisect import bisect  # noqa: F401\n")
+    planted.write_text(
+        planted.read_text() + "\n\ndef _planted() -> None:\n"
+        "    from harness.workflows.bisect import bisect  # noqa: F401\n"
+    )
     graph = import_graph(copy)
     assert "harness.workflows.bisect" in launching_reached(graph, "harness.output.tables")
     assert launching_reached(graph, "harness.output.reports")  # and whatever imports it, indirectly
@@ -144,8 +152,12 @@ def test_the_interpreter_listing_analysis_reads_kills_its_tree_without_the_launc
     copy = tmp_path / "harness"
     shutil.copytree(HARNESS, copy, ignore=shutil.ignore_patterns("__pycache__"))
     planted = copy / "launch" / "interpreter.py"
-    planted.write_text(planted.read_text().replace("from harness.launch.processes import run_bounded",
-                                                   "from harness.launch.torchrun import run_abortable as run_bounded"))
+    planted.write_text(
+        planted.read_text().replace(
+            "from harness.launch.processes import run_bounded",
+            "from harness.launch.torchrun import run_abortable as run_bounded",
+        )
+    )
     assert launching_reached(import_graph(copy), "harness.analysis.audit") == ["harness.launch.torchrun"]
 
 
@@ -165,7 +177,8 @@ def test_every_layer_is_a_package_the_layout_page_describes() -> None:
         doc = ast.get_docstring(ast.parse(init.read_text())) or ""
         assert len(doc.split()) >= 12 and doc.strip(". ") != layer, (
             f"harness/{layer}/__init__.py: the package docstring must say what the layer holds and promises, "
-            f"not just its name: {doc!r}")
+            f"not just its name: {doc!r}"
+        )
         assert f"### `harness/{layer}/`" in layout, f"docs/layout.md does not describe harness/{layer}/"
     flat = {p.name for p in HARNESS.glob("*.py")}
     assert flat <= ENTRY_POINTS, f"modules outside a layer: {sorted(flat - ENTRY_POINTS)}"
@@ -176,7 +189,8 @@ def test_every_module_and_public_function_says_what_it_promises(path: Path) -> N
     tree = ast.parse(path.read_text())
     assert ast.get_docstring(tree), f"{path.relative_to(HARNESS)}: no module docstring"
     missing = [
-        node.name for node in tree.body
+        node.name
+        for node in tree.body
         if isinstance(node, ast.FunctionDef | ast.ClassDef)
         and not node.name.startswith(("_", "pytest_"))  # pytest's hooks are documented by pytest
         and not ast.get_docstring(node)
@@ -198,10 +212,11 @@ def test_the_dispatcher_imports_only_the_command_it_is_given() -> None:
     from harness.cli import build_parser
     from harness.commands import COMMANDS
 
-    probe = ("import sys\nfrom harness.cli import main\nmain(['list', '--json'])\n"
-             "print(sorted(m for m in sys.modules if m.startswith('harness.commands.')), file=sys.stderr)\n")
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=HARNESS.parent,
-                          check=True)
+    probe = (
+        "import sys\nfrom harness.cli import main\nmain(['list', '--json'])\n"
+        "print(sorted(m for m in sys.modules if m.startswith('harness.commands.')), file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=HARNESS.parent, check=True)
     assert done.stderr.strip().splitlines()[-1] == "['harness.commands.context', 'harness.commands.list']"
     [sub] = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
     assert tuple(sub.choices) == COMMANDS

@@ -233,15 +233,24 @@ def test_a_lock_is_read_for_the_target_platform_fork_git_extras_and_groups(locks
     assert here.get("torch") == {"linux": "2.6.0", "darwin": "2.5.1"}.get(sys.platform)
     _, loose = read_pins(lock, marker_environment("linux"))
     assert [(item.name, item.why) for item in loose] == [
-        ("app", "a local project (virtual): no release to look up" if kind == "uv.lock"
-         else "a local project (directory): no release to look up")]
+        (
+            "app",
+            "a local project (virtual): no release to look up"
+            if kind == "uv.lock"
+            else "a local project (directory): no release to look up",
+        )
+    ]
     with pytest.raises(RequirementsError, match=r"requires-python: >=3.10 excludes Python 3.9.0"):
         read_pins(lock, marker_environment("linux", "3.9"))
 
 
 def test_a_lock_is_told_apart_by_its_name_else_by_its_content(locks: dict[str, Path], tmp_path: Path) -> None:
-    for name, text, kind in [("pylock.dev.toml", PYLOCK, "pylock.toml"), ("deps.lock", UV_LOCK, "uv.lock"),
-                             ("frozen.toml", PYLOCK, "pylock.toml"), ("requirements.txt", "torch==2.6.0\n", None)]:
+    for name, text, kind in [
+        ("pylock.dev.toml", PYLOCK, "pylock.toml"),
+        ("deps.lock", UV_LOCK, "uv.lock"),
+        ("frozen.toml", PYLOCK, "pylock.toml"),
+        ("requirements.txt", "torch==2.6.0\n", None),
+    ]:
         (tmp_path / name).write_text(text)
         assert open_pins(tmp_path / name).kind == kind, name
     assert _pins(tmp_path / "pylock.dev.toml", "macos")["torch"] == "2.5.1"
@@ -251,8 +260,10 @@ def test_conflicting_extras_leave_two_releases_loose_and_one_release_pinned(tmp_
     """uv's conflicting extras (`conflicts = [[{ extra = "cpu" }, { extra = "old" }]]`) fork on `extra == 'extra-3-
     app-cpu'`: with every extra counted both forks hold, so two releases are loose, never a guess; two builds of one
     release (`+cpu`, `+cu124`) are one pin."""
+
     def lock(cpu: str, other: str) -> Path:
-        entries = "".join(f'''
+        entries = "".join(
+            f'''
 [[package]]
 name = "torch"
 version = "{version}"
@@ -260,7 +271,9 @@ source = {{ registry = "https://download.pytorch.org/whl/{extra}" }}
 resolution-markers = [
     "extra == 'extra-3-app-{extra}'",
 ]
-''' for version, extra in ((cpu, "cpu"), (other, "old")))
+'''
+            for version, extra in ((cpu, "cpu"), (other, "old"))
+        )
         path = tmp_path / "uv.lock"
         path.write_text(f'''version = 1
 revision = 3
@@ -283,7 +296,8 @@ old = [
 
     pins, loose = read_pins(lock("2.6.0+cpu", "2.5.1"), marker_environment("linux"))
     assert not pins and [(item.name, item.text) for item in loose if item.name == "torch"] == [
-        ("torch", "2.5.1 or 2.6.0+cpu")]
+        ("torch", "2.5.1 or 2.6.0+cpu")
+    ]
     pins, loose = read_pins(lock("2.6.0+cpu", "2.6.0+cu124"), marker_environment("linux"))
     assert [p.distribution for p in pins] == ["torch"] and pins[0].text in ("2.6.0+cpu", "2.6.0+cu124")
 
@@ -298,7 +312,8 @@ def test_the_target_is_named_and_a_platform_or_version_not_understood_is_refused
     assert (win["sys_platform"], win["os_name"], win["platform_machine"]) == ("win32", "nt", "AMD64")
     assert marker_environment("aarch64-unknown-linux-musl").values["platform_machine"] == "aarch64"
     (tmp := tmp_path / "requirements.txt").write_text(
-        "torch==2.5.1 ; sys_platform == 'darwin'\ntorch==2.6.0 ; sys_platform == 'linux' and python_version >= '3.12'\n")
+        "torch==2.5.1 ; sys_platform == 'darwin'\ntorch==2.6.0 ; sys_platform == 'linux' and python_version >= '3.12'\n"
+    )
     assert _pins(tmp, "macos") == {"torch": "2.5.1"} and _pins(tmp, "linux", "3.11") == {}
     assert _pins(tmp, "linux", "3.12") == {"torch": "2.6.0"}  # a requirements file's markers take the target too
     for bad in (("beos", None), (None, "3"), (None, "python3.11"), ("x86_64; rm -rf", None)):
@@ -311,8 +326,11 @@ def test_this_repositorys_own_uv_lock_is_what_uv_sync_installed_here() -> None:
     numpy...), read for this interpreter, is exactly what `uv sync` installed in it: every pin, at its version."""
     pins, loose = read_pins(ROOT / "uv.lock")
     assert [item.name for item in loose] == ["bugmatrix"]
-    differ = {p.distribution: (p.version, importlib.metadata.version(p.distribution)) for p in pins
-              if importlib.metadata.version(p.distribution) != p.version}
+    differ = {
+        p.distribution: (p.version, importlib.metadata.version(p.distribution))
+        for p in pins
+        if importlib.metadata.version(p.distribution) != p.version
+    }
     assert len(pins) > 100 and not differ
     assert {p.distribution for p in pins} >= {"torch", "lightning", "litgpt", "torchrec", "fbgemm-gpu-cpu"}
 
@@ -323,8 +341,9 @@ def test_this_repositorys_own_uv_lock_is_what_uv_sync_installed_here() -> None:
 def test_pip_freeze_and_uv_pip_freeze_output_reads_as_it_is(tmp_path: Path) -> None:
     """`uv pip freeze` of this interpreter (an editable `-e file:///...` line for the project) and the lines `pip
     freeze` writes for direct and editable installs: pins or loose, never an error."""
-    frozen = subprocess.run(["uv", "pip", "freeze", "--python", sys.executable], capture_output=True, text=True,
-                            check=True).stdout
+    frozen = subprocess.run(
+        ["uv", "pip", "freeze", "--python", sys.executable], capture_output=True, text=True, check=True
+    ).stdout
     assert "-e file://" in frozen
     (tmp_path / "uv-freeze.txt").write_text(frozen)
     pins, loose = read_pins(tmp_path / "uv-freeze.txt")
@@ -337,12 +356,19 @@ def test_pip_freeze_and_uv_pip_freeze_output_reads_as_it_is(tmp_path: Path) -> N
         "wheel-built @ file:///tmp/wheels/wheel_built-1.2.0-py3-none-any.whl\n"
         "tree-built @ file:///home/me/tree-built\n"
         f"torchrec @ git+https://github.com/meta-pytorch/torchrec@{SHA}\n"
-        "torch==2.6.0+cpu\n")
+        "torch==2.6.0+cpu\n"
+    )
     pins, loose = read_pins(tmp_path / "pip-freeze.txt")
-    assert {p.distribution: p.text for p in pins} == {"wheel-built": "1.2.0", "torchrec": f"git {SHA}",
-                                                      "torch": "2.6.0+cpu"}
-    assert [item.name for item in loose] == ["/home/me/app", f"git+https://example.invalid/tinylib@{SHA}#egg=tinylib",
-                                             "tree-built"]
+    assert {p.distribution: p.text for p in pins} == {
+        "wheel-built": "1.2.0",
+        "torchrec": f"git {SHA}",
+        "torch": "2.6.0+cpu",
+    }
+    assert [item.name for item in loose] == [
+        "/home/me/app",
+        f"git+https://example.invalid/tinylib@{SHA}#egg=tinylib",
+        "tree-built",
+    ]
 
 
 # ------------------------------------------------------------------------------------- the same answer (the CLI)
@@ -352,8 +378,24 @@ def _audit(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     """`python -m harness audit ARGS --record <this clone's record>` as a user runs it: no store, the real record."""
     env = {k: v for k, v in os.environ.items() if k not in ("BUGMATRIX_RECORD", "BUGMATRIX_DB")}
     env["BUGMATRIX_DB"] = "/nonexistent/bugmatrix-test.db"
-    return subprocess.run([sys.executable, "-m", "harness", "--cases-dir", str(ROOT / "cases"), "audit", "--record",
-                           str(ROOT / "record"), *args], cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "--cases-dir",
+            str(ROOT / "cases"),
+            "audit",
+            "--record",
+            str(ROOT / "record"),
+            *args,
+        ],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
 
 
 def test_a_uv_lock_and_a_pylock_give_the_same_answer_as_the_same_pins(locks: dict[str, Path]) -> None:
@@ -374,49 +416,70 @@ def test_a_uv_lock_and_a_pylock_give_the_same_answer_as_the_same_pins(locks: dic
             assert len(local) == 1 and "local project" in local[0]["why"], kind
             got["not_covered"] = [u for u in got["not_covered"] if u["package"] != "app"]
             for answer in (got, expected):  # in the lock's order there; a lock names the git package's version
-                answer["not_covered"] = sorted(({**u, "version": u["version"].replace("1.0.0 @ ", "git ")}
-                                                for u in answer["not_covered"]), key=lambda u: u["package"])
+                answer["not_covered"] = sorted(
+                    ({**u, "version": u["version"].replace("1.0.0 @ ", "git ")} for u in answer["not_covered"]),
+                    key=lambda u: u["package"],
+                )
             assert got == expected, (kind, platform)
     text = _audit("-r", str(locks["uv.lock"]), "--python-platform", "macos").stdout
     assert text.startswith(f"checked torch==2.5.1 in {locks['uv.lock']} for darwin arm64, Python ")
     assert "(--python-platform macos) against the record in" in text.splitlines()[0]
     assert json.loads(_audit("-r", str(locks["uv.lock"]), "--json").stdout) == json.loads(
-        _audit("-r", str(locks["uv.lock"]), "--python-platform", sys.platform.replace("darwin", "macos"),
-               "--json").stdout)  # this machine is the default target
+        _audit(
+            "-r", str(locks["uv.lock"]), "--python-platform", sys.platform.replace("darwin", "macos"), "--json"
+        ).stdout
+    )  # this machine is the default target
 
 
 # ------------------------------------------------------------------------------------------- what cannot be read
 
 BROKEN = {  # (file name, text) -> what the one line says
-    ("uv.lock", UV_LOCK.replace('name = "torch"\nversion = "2.6.0"\n', 'name = "torch"\n')):
-        r"uv\.lock: package 8 \(torch\): version: missing$",
+    (
+        "uv.lock",
+        UV_LOCK.replace('name = "torch"\nversion = "2.6.0"\n', 'name = "torch"\n'),
+    ): r"uv\.lock: package 8 \(torch\): version: missing$",
     ("uv.lock", UV_LOCK.replace(f"#{SHA}", "")): r"uv\.lock: package 6 \(tinylib\): source: git .* names no commit",
     ("uv.lock", UV_LOCK.replace("version = 1\n", "version = 2\n", 1)): r"uv\.lock: version: 2: not a uv\.lock version",
     ("uv.lock", UV_LOCK.replace("version = 1\n", "", 1)): r"uv\.lock: version: missing$",
     ("uv.lock", UV_LOCK.replace('name = "idna"', "name = 3")): r"uv\.lock: package 3: name: 3 is not a str$",
-    ("uv.lock", UV_LOCK.replace('version = "24.0"', 'version = "twenty"')):
-        r"uv\.lock: package 4 \(packaging\): version: 'twenty' is not a version$",
-    ("uv.lock", UV_LOCK.replace("sys_platform == 'linux'\"", "sys_platform === \"")):
-        r"uv\.lock: package 8 \(torch\): resolution-markers: .* is not a marker",
-    ("uv.lock", UV_LOCK.replace('name = "colorama"\nversion', 'name = "colour"\nversion')):
-        r"uv\.lock: package 1 \(app\): dependencies: colorama: not a package in the lock$",
+    (
+        "uv.lock",
+        UV_LOCK.replace('version = "24.0"', 'version = "twenty"'),
+    ): r"uv\.lock: package 4 \(packaging\): version: 'twenty' is not a version$",
+    (
+        "uv.lock",
+        UV_LOCK.replace("sys_platform == 'linux'\"", 'sys_platform === "'),
+    ): r"uv\.lock: package 8 \(torch\): resolution-markers: .* is not a marker",
+    (
+        "uv.lock",
+        UV_LOCK.replace('name = "colorama"\nversion', 'name = "colour"\nversion'),
+    ): r"uv\.lock: package 1 \(app\): dependencies: colorama: not a package in the lock$",
     ("uv.lock", "version = 1\npackage = [1, 2]\n"): r"uv\.lock: package: not an array of tables$",
     ("uv.lock", "version = 1\n[[package]\n"): r"uv\.lock: not a uv\.lock \(TOML: .*line 2",
     ("uv.lock", "x = " + "[" * 50_000): r"uv\.lock: not a uv\.lock \(TOML",
     ("pylock.toml", PYLOCK.replace('lock-version = "1.0"\n', "")): r"pylock\.toml: lock-version: missing$",
-    ("pylock.toml", PYLOCK.replace('lock-version = "1.0"', 'lock-version = "2.0"')):
-        r"pylock\.toml: lock-version: '2\.0': not a PEP 751 version",
-    ("pylock.toml", PYLOCK.replace(f'commit-id = "{SHA}"', 'commit-id = "main"')):
-        r"pylock\.toml: packages 6 \(tinylib\): vcs: commit-id: 'main' is not a commit$",
-    ("pylock.toml", PYLOCK.replace('name = "torch"\nversion = "2.6.0"\n', 'name = "torch"\n')):
-        r"pylock\.toml: packages 8 \(torch\): version: missing$",
-    ("pylock.dev.toml", PYLOCK.replace("'dev' in dependency_groups", "'dev' in nowhere")):
-        r"pylock\.dev\.toml: packages 3 \(idna\): marker: .* is not a marker",
+    (
+        "pylock.toml",
+        PYLOCK.replace('lock-version = "1.0"', 'lock-version = "2.0"'),
+    ): r"pylock\.toml: lock-version: '2\.0': not a PEP 751 version",
+    (
+        "pylock.toml",
+        PYLOCK.replace(f'commit-id = "{SHA}"', 'commit-id = "main"'),
+    ): r"pylock\.toml: packages 6 \(tinylib\): vcs: commit-id: 'main' is not a commit$",
+    (
+        "pylock.toml",
+        PYLOCK.replace('name = "torch"\nversion = "2.6.0"\n', 'name = "torch"\n'),
+    ): r"pylock\.toml: packages 8 \(torch\): version: missing$",
+    (
+        "pylock.dev.toml",
+        PYLOCK.replace("'dev' in dependency_groups", "'dev' in nowhere"),
+    ): r"pylock\.dev\.toml: packages 3 \(idna\): marker: .* is not a marker",
 }
 
 
 def test_a_lock_that_cannot_be_read_is_one_line_naming_the_file_and_field_exit_2(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Every fault of a lockfile's shape (and a lockfile that is not a regular file) is one line, exit 2, nothing on
     stdout: never a traceback, never a silent 'not covered'."""
     cases = tmp_path / "cases"
@@ -433,12 +496,19 @@ def test_a_lock_that_cannot_be_read_is_one_line_naming_the_file_and_field_exit_2
     fifo = tmp_path / "fifo" / "uv.lock"
     fifo.parent.mkdir()
     os.mkfifo(fifo)
-    for args in (["-r", str(fifo)], ["-r", str(tmp_path)], ["--from", str(fifo), "--to", "torch==2.6.0"],
-                 ["-r", str(fifo.parent / "missing" / "pylock.toml")]):
+    for args in (
+        ["-r", str(fifo)],
+        ["-r", str(tmp_path)],
+        ["--from", str(fifo), "--to", "torch==2.6.0"],
+        ["-r", str(fifo.parent / "missing" / "pylock.toml")],
+    ):
         assert main(["--cases-dir", str(cases), "audit", *args]) == 2, args
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and "cannot be read" in err, err
-    for args in (["--python-platform", "beos", "torch==2.6.0"], ["--python-version", "three", "torch==2.6.0"],
-                 ["--python-platform", "linux", "--python", sys.executable]):
+    for args in (
+        ["--python-platform", "beos", "torch==2.6.0"],
+        ["--python-version", "three", "torch==2.6.0"],
+        ["--python-platform", "linux", "--python", sys.executable],
+    ):
         assert main(["--cases-dir", str(cases), "audit", *args]) == 2, args
         assert len(capsys.readouterr().err.strip().splitlines()) == 1, args

@@ -24,23 +24,26 @@ BROKEN = "raise ImportError('undefined symbol: _ZN3c10fake (a fake ABI break)')\
 @pytest.fixture(scope="module")
 def index(tmp_path_factory: pytest.TempPathFactory) -> str:
     root = tmp_path_factory.mktemp("index")
-    return build_index(root, [
-        # a coupled stack: fakerec 1.N <-> fakegemm-cpu 1.N <-> faketorch 2.(N+5)
-        FakeRelease("faketorch", "2.5.0", "2024-01-10T00:00:00Z"),
-        FakeRelease("faketorch", "2.5.1", "2024-01-20T00:00:00Z"),
-        FakeRelease("faketorch", "2.6.0", "2024-03-01T00:00:00Z"),
-        FakeRelease("fakegemm-cpu", "1.0.0", "2024-01-15T00:00:00Z", package="fakegemm"),
-        FakeRelease("fakegemm-cpu", "1.1.0", "2024-03-02T00:00:00Z", package="fakegemm"),
-        FakeRelease("fakerec", "1.0.0", "2024-01-16T00:00:00Z", requires=["fakegemm", "fakedep"]),
-        FakeRelease("fakerec", "1.1.0", "2024-03-03T00:00:00Z", requires=["fakegemm", "fakedep"]),
-        # an unpinned dependency with releases before and after: time travel must pick the one of the day
-        FakeRelease("fakedep", "1.0", "2024-01-01T00:00:00Z"),
-        FakeRelease("fakedep", "9.0", "2025-01-01T00:00:00Z"),
-        FakeRelease("fakebroken", "1.0", "2024-01-01T00:00:00Z", module=BROKEN),
-        # what an old release needs but does not declare (lightning 2.1.0-2.1.2 and setuptools' pkg_resources)
-        FakeRelease("fakeshim", "1.0", "2023-06-01T00:00:00Z"),
-        FakeRelease("fakeshim", "2.0", "2025-06-01T00:00:00Z"),
-    ])
+    return build_index(
+        root,
+        [
+            # a coupled stack: fakerec 1.N <-> fakegemm-cpu 1.N <-> faketorch 2.(N+5)
+            FakeRelease("faketorch", "2.5.0", "2024-01-10T00:00:00Z"),
+            FakeRelease("faketorch", "2.5.1", "2024-01-20T00:00:00Z"),
+            FakeRelease("faketorch", "2.6.0", "2024-03-01T00:00:00Z"),
+            FakeRelease("fakegemm-cpu", "1.0.0", "2024-01-15T00:00:00Z", package="fakegemm"),
+            FakeRelease("fakegemm-cpu", "1.1.0", "2024-03-02T00:00:00Z", package="fakegemm"),
+            FakeRelease("fakerec", "1.0.0", "2024-01-16T00:00:00Z", requires=["fakegemm", "fakedep"]),
+            FakeRelease("fakerec", "1.1.0", "2024-03-03T00:00:00Z", requires=["fakegemm", "fakedep"]),
+            # an unpinned dependency with releases before and after: time travel must pick the one of the day
+            FakeRelease("fakedep", "1.0", "2024-01-01T00:00:00Z"),
+            FakeRelease("fakedep", "9.0", "2025-01-01T00:00:00Z"),
+            FakeRelease("fakebroken", "1.0", "2024-01-01T00:00:00Z", module=BROKEN),
+            # what an old release needs but does not declare (lightning 2.1.0-2.1.2 and setuptools' pkg_resources)
+            FakeRelease("fakeshim", "1.0", "2023-06-01T00:00:00Z"),
+            FakeRelease("fakeshim", "2.0", "2025-06-01T00:00:00Z"),
+        ],
+    )
 
 
 def write_matrix(tmp_path: Path, index: str, **extra: object) -> Path:
@@ -48,13 +51,25 @@ def write_matrix(tmp_path: Path, index: str, **extra: object) -> Path:
         "indexes": {"local": index},
         "defaults": {"index": "local", "python": "3.11", "device": "cpu"},
         "device_packages": {"fakegemm": {"cpu": "fakegemm-cpu", "cuda": "fakegemm"}},
-        "couplings": [{"name": "fakerec-stack", "lead": "fakerec", "rows": [
-            {"fakerec": "==1.0.*", "fakegemm": "==1.0.*", "faketorch": "==2.5.*"},
-            {"fakerec": "==1.1.*", "fakegemm": "==1.1.*", "faketorch": "==2.6.*"},
-        ]}],
+        "couplings": [
+            {
+                "name": "fakerec-stack",
+                "lead": "fakerec",
+                "rows": [
+                    {"fakerec": "==1.0.*", "fakegemm": "==1.0.*", "faketorch": "==2.5.*"},
+                    {"fakerec": "==1.1.*", "fakegemm": "==1.1.*", "faketorch": "==2.6.*"},
+                ],
+            }
+        ],
         "cells": [{"name": "default", "pins": {"fakerec": "1.1.0"}}],
-        "groups": [{"name": "fakerec-{fakerec}-{device}", "axes": {"fakerec": ["1.0.0", "1.1.0"]},
-                    "devices": ["cpu", "cuda"], "exclude": [{"fakerec": "1.0.0", "device": "cuda"}]}],
+        "groups": [
+            {
+                "name": "fakerec-{fakerec}-{device}",
+                "axes": {"fakerec": ["1.0.0", "1.1.0"]},
+                "devices": ["cpu", "cuda"],
+                "exclude": [{"fakerec": "1.0.0", "device": "cuda"}],
+            }
+        ],
     }
     doc.update(extra)
     path = tmp_path / "matrix.yaml"
@@ -89,10 +104,16 @@ def test_a_cell_that_breaks_a_pairing_is_rejected(tmp_path: Path, index: str) ->
 def test_an_unpaired_cell_keeps_its_written_pins(tmp_path: Path, index: str) -> None:
     """`unpaired: true` (a coupling case's mismatched releases): the pins that break a pairing are kept as written,
     nothing is filled in; the same pins without it are still refused."""
-    cells = [{"name": "mismatch", "unpaired": True, "pins": {"fakerec": "1.0.0", "fakegemm": "1.1.0",
-                                                             "faketorch": "2.6.0"}}]
-    groups = [{"name": "rec-{fakerec}-gemm-{fakegemm}", "unpaired": True,
-               "axes": {"fakerec": ["1.0.0"], "fakegemm": ["1.1.0"]}}]
+    cells = [
+        {"name": "mismatch", "unpaired": True, "pins": {"fakerec": "1.0.0", "fakegemm": "1.1.0", "faketorch": "2.6.0"}}
+    ]
+    groups = [
+        {
+            "name": "rec-{fakerec}-gemm-{fakegemm}",
+            "unpaired": True,
+            "axes": {"fakerec": ["1.0.0"], "fakegemm": ["1.1.0"]},
+        }
+    ]
     matrix = load_matrix(write_matrix(tmp_path, index, cells=cells, groups=groups))
     assert matrix.cell("mismatch").pins == {"fakerec": "1.0.0", "fakegemm": "1.1.0", "faketorch": "2.6.0"}
     assert matrix.cell("rec-1.0.0-gemm-1.1.0").pins == {"fakerec": "1.0.0", "fakegemm": "1.1.0"}  # nothing filled
@@ -151,8 +172,9 @@ def test_time_travel_builds_the_environment_of_the_day(tmp_path: Path, index: st
 
 
 def test_a_companion_joins_only_the_cells_it_names_and_resolves_as_of_their_day(tmp_path: Path, index: str) -> None:
-    path = write_matrix(tmp_path, index, companions=[{"when": {"fakerec": "<1.1", "faketorch": ">=2.5"},
-                                                      "add": ["fakeshim"]}])
+    path = write_matrix(
+        tmp_path, index, companions=[{"when": {"fakerec": "<1.1", "faketorch": ">=2.5"}, "add": ["fakeshim"]}]
+    )
     matrix = load_matrix(path)
     old, new = (resolve_cell(matrix, matrix.cell(n)) for n in ("fakerec-1.0.0-cpu", "fakerec-1.1.0-cpu"))
     assert old.requirements[-1] == "fakeshim" and "fakeshim" not in new.requirements
@@ -168,11 +190,19 @@ def test_a_companion_joins_only_the_cells_it_names_and_resolves_as_of_their_day(
 
 
 def test_a_cell_that_cannot_import_or_resolve_is_infra_not_fatal(tmp_path: Path, index: str) -> None:
-    path = write_matrix(tmp_path, index, groups=[], cells=[
-        {"name": "broken", "pins": {"fakebroken": "1.0"}},
-        {"name": "unresolvable", "pins": {"fakedep": "1.0", "fakerec": "1.1.0", "faketorch": "2.6.0"},
-         "as_of": "2024-02-01T00:00:00Z"},  # fakerec 1.1.0 was not out yet
-    ])
+    path = write_matrix(
+        tmp_path,
+        index,
+        groups=[],
+        cells=[
+            {"name": "broken", "pins": {"fakebroken": "1.0"}},
+            {
+                "name": "unresolvable",
+                "pins": {"fakedep": "1.0", "fakerec": "1.1.0", "faketorch": "2.6.0"},
+                "as_of": "2024-02-01T00:00:00Z",
+            },  # fakerec 1.1.0 was not out yet
+        ],
+    )
     matrix = load_matrix(path)
     cache = EnvCache(tmp_path / "envs")
     broken = cache.build(resolve_cell(matrix, matrix.cell("broken")))
@@ -183,8 +213,9 @@ def test_a_cell_that_cannot_import_or_resolve_is_infra_not_fatal(tmp_path: Path,
     assert [p.name for p in (tmp_path / "envs").iterdir() if not p.name.startswith(".")] == []
 
 
-def test_a_relative_environments_folder_still_launches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_relative_environments_folder_still_launches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """`--envs envs` (relative) builds there and launches from there, although a launch runs in the case's folder:
     the case's verdict comes back, as expected."""
     index = build_index(tmp_path / "index", [fake_torch("2.5.0", "2024-01-01T00:00:00Z")])
@@ -193,11 +224,33 @@ def test_a_relative_environments_folder_still_launches(tmp_path: Path, monkeypat
     case = tmp_path / "cases" / "fake-1-relative"
     case.mkdir(parents=True)
     (case / "repro.py").write_text("print('RuntimeError: FAKE-SIG')\nraise SystemExit(1)\n")
-    (case / "case.yaml").write_text(yaml.safe_dump({
-        "title": "t", "upstream": ["https://example.invalid/1"], "packages": ["torch"], "nproc": [1],
-        "signature": "FAKE-SIG", "variants": {"bug": {"expect": [{"outcome": "reproduced"}]}}}))
-    code = main(["--cases-dir", "cases", "run", "--cell", "c", "--matrix", "matrix.yaml", "--envs", "envs",
-                 "--no-store", "--json"])
+    (case / "case.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "title": "t",
+                "upstream": ["https://example.invalid/1"],
+                "packages": ["torch"],
+                "nproc": [1],
+                "signature": "FAKE-SIG",
+                "variants": {"bug": {"expect": [{"outcome": "reproduced"}]}},
+            }
+        )
+    )
+    code = main(
+        [
+            "--cases-dir",
+            "cases",
+            "run",
+            "--cell",
+            "c",
+            "--matrix",
+            "matrix.yaml",
+            "--envs",
+            "envs",
+            "--no-store",
+            "--json",
+        ]
+    )
     [result] = json.loads(capsys.readouterr().out)["results"]
     assert code == 0 and (result["outcome"], result["launched"]) == ("reproduced", True), result
     assert [p.name for p in (tmp_path / "envs").iterdir() if not p.name.startswith(".")]  # built under ./envs
@@ -205,11 +258,14 @@ def test_a_relative_environments_folder_still_launches(tmp_path: Path, monkeypat
 
 def test_a_rebuilt_environment_gets_the_versions_of_its_first_build(tmp_path: Path) -> None:
     """An evicted environment comes back with the versions its key first resolved to, whatever the cache holds."""
-    releases = [FakeRelease("fakelib", "1.0", "2024-02-01T00:00:00Z", requires=["fakedep"]),
-                FakeRelease("fakedep", "1.0", "2024-01-01T00:00:00Z")]
+    releases = [
+        FakeRelease("fakelib", "1.0", "2024-02-01T00:00:00Z", requires=["fakedep"]),
+        FakeRelease("fakedep", "1.0", "2024-01-01T00:00:00Z"),
+    ]
     index = build_index(tmp_path / "index", releases)
-    matrix = load_matrix(write_matrix(tmp_path, index, couplings=[], groups=[],
-                                      cells=[{"name": "c", "pins": {"fakelib": "1.0"}}]))
+    matrix = load_matrix(
+        write_matrix(tmp_path, index, couplings=[], groups=[], cells=[{"name": "c", "pins": {"fakelib": "1.0"}}])
+    )
     cache = EnvCache(tmp_path / "envs")
     resolved = resolve_cell(matrix, matrix.cell("c"))
     assert cache.build(resolved).ok
@@ -227,8 +283,9 @@ def test_a_rebuilt_environment_gets_the_versions_of_its_first_build(tmp_path: Pa
     assert cache.environment(resolved.key).get("fakedep").version == "1.5"
 
 
-def test_a_cache_clean_waits_for_installs_in_progress(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_cache_clean_waits_for_installs_in_progress(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv("BUGMATRIX_LOCKS", str(tmp_path))
     order: list[str] = []
     installing = threading.Event()
@@ -254,22 +311,43 @@ def test_a_cache_clean_waits_for_installs_in_progress(tmp_path: Path, monkeypatc
     assert "waiting for installs in progress in another bugmatrix process" in capsys.readouterr().err
 
 
-def test_a_cuda_cell_built_from_the_repository_root_keeps_fbgemm_gpu(tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_cuda_cell_built_from_the_repository_root_keeps_fbgemm_gpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The project's own `[tool.uv] override-dependencies` (which keeps the CUDA fbgemm-gpu out of the default CPU
     environment) must not leak into the cells: a cell's build depends on the cell alone, whatever the folder."""
     root = Path(__file__).resolve().parent.parent
     assert "fbgemm-gpu; sys_platform == 'never'" in (root / "pyproject.toml").read_text()  # the override is there
-    index = build_index(tmp_path / "index", [
-        FakeRelease("torch", "2.5.0", "2024-01-01T00:00:00Z"),
-        FakeRelease("fbgemm-gpu", "1.0.0", "2024-01-02T00:00:00Z", requires=["torch"]),
-        FakeRelease("fbgemm-gpu-cpu", "1.0.0", "2024-01-02T00:00:00Z", package="fbgemm_gpu"),
-        FakeRelease("torchrec", "1.0.0", "2024-01-03T00:00:00Z", requires=["fbgemm-gpu"]),
-    ])
-    matrix = load_matrix(write_matrix(tmp_path, index, couplings=[], groups=[], device_packages={}, cells=[
-        {"name": "rec-cuda", "device": "cuda", "pins": {"torch": "2.5.0", "torchrec": "1.0.0", "fbgemm-gpu": "1.0.0"}},
-        {"name": "rec-cpu", "device": "cpu", "pins": {"torch": "2.5.0", "torchrec": "1.0.0", "fbgemm-gpu": "1.0.0"}},
-    ]))
+    index = build_index(
+        tmp_path / "index",
+        [
+            FakeRelease("torch", "2.5.0", "2024-01-01T00:00:00Z"),
+            FakeRelease("fbgemm-gpu", "1.0.0", "2024-01-02T00:00:00Z", requires=["torch"]),
+            FakeRelease("fbgemm-gpu-cpu", "1.0.0", "2024-01-02T00:00:00Z", package="fbgemm_gpu"),
+            FakeRelease("torchrec", "1.0.0", "2024-01-03T00:00:00Z", requires=["fbgemm-gpu"]),
+        ],
+    )
+    matrix = load_matrix(
+        write_matrix(
+            tmp_path,
+            index,
+            couplings=[],
+            groups=[],
+            device_packages={},
+            cells=[
+                {
+                    "name": "rec-cuda",
+                    "device": "cuda",
+                    "pins": {"torch": "2.5.0", "torchrec": "1.0.0", "fbgemm-gpu": "1.0.0"},
+                },
+                {
+                    "name": "rec-cpu",
+                    "device": "cpu",
+                    "pins": {"torch": "2.5.0", "torchrec": "1.0.0", "fbgemm-gpu": "1.0.0"},
+                },
+            ],
+        )
+    )
     monkeypatch.chdir(root)  # where a GPU runner's job runs: the checkout
     cache = EnvCache(tmp_path / "envs")
     cuda = resolve_cell(matrix, matrix.cell("rec-cuda"))
@@ -283,8 +361,9 @@ def test_a_cuda_cell_built_from_the_repository_root_keeps_fbgemm_gpu(tmp_path: P
     assert installed.get("fbgemm-gpu").name == "fbgemm-gpu-cpu" and "fbgemm-gpu" not in installed.packages
 
 
-def test_a_cache_clean_removes_the_cuda_libraries_by_their_uv_names(tmp_path: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_cache_clean_removes_the_cuda_libraries_by_their_uv_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """uv keeps `nvidia-cublas-cu12` under that hyphenated name, and a non-PyPI index's wheels under their own
     folder: `nvidia-*` must match it there too (the clean once looked only for `nvidia_*` under PyPI's folder, left
     every CUDA library in the cache and freed a fraction of what a torch stack takes), and the unpacked wheels that
@@ -297,8 +376,19 @@ def test_a_cache_clean_removes_the_cuda_libraries_by_their_uv_names(tmp_path: Pa
     monkeypatch.setenv("BUGMATRIX_LOCKS", str(tmp_path / "locks"))
     url = build_index(tmp_path / "index", [FakeRelease("nvidia-fakeblas-cu12", "1.0"), FakeRelease("keepme", "1.0")])
     subprocess.run(uv_command("venv", "--quiet", str(tmp_path / "venv")), check=True)
-    subprocess.run([*uv_command("pip", "install"), "--quiet", "--python", str(tmp_path / "venv"), "--index-url", url,
-                    "nvidia-fakeblas-cu12", "keepme"], check=True)
+    subprocess.run(
+        [
+            *uv_command("pip", "install"),
+            "--quiet",
+            "--python",
+            str(tmp_path / "venv"),
+            "--index-url",
+            url,
+            "nvidia-fakeblas-cu12",
+            "keepme",
+        ],
+        check=True,
+    )
     cache = uv_cache_dir()
     assert cache is not None and list(cache.glob("wheels-*/index/*/nvidia-fakeblas-cu12"))
     subprocess.run(uv_command("venv", "--quiet", "--clear", str(tmp_path / "venv")), check=True)  # no links left
@@ -326,8 +416,9 @@ def test_an_environment_another_process_uses_is_never_evicted_or_pruned(tmp_path
     from harness.matrix.cellenvs import CellEnvironments
 
     index = build_index(tmp_path / "index", [FakeRelease("fakelib", "1.0", "2024-02-01T00:00:00Z")])
-    matrix = load_matrix(write_matrix(tmp_path, index, couplings=[], groups=[],
-                                      cells=[{"name": "c", "pins": {"fakelib": "1.0"}}]))
+    matrix = load_matrix(
+        write_matrix(tmp_path, index, couplings=[], groups=[], cells=[{"name": "c", "pins": {"fakelib": "1.0"}}])
+    )
     running = CellEnvironments(matrix, EnvCache(tmp_path / "envs"))  # the other run: it uses the environment
     resolved, env, problem = running.get(matrix.cell("c"))
     assert env is not None and resolved is not None, problem
@@ -338,8 +429,9 @@ def test_an_environment_another_process_uses_is_never_evicted_or_pruned(tmp_path
     assert other.prune(set()) == [resolved.key] and not other.exists(resolved.key)
 
 
-def test_a_budget_cleans_uv_cache_only_when_that_frees_something(tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_budget_cleans_uv_cache_only_when_that_frees_something(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Over the budget, uv's cache is cleaned only when it holds enough that no environment links: wheels that
     environments (another run's, in a shared folder) were installed from free nothing and would be downloaded again."""
     import os

@@ -26,9 +26,19 @@ ESCAPE = "../../../../../escaped/X"
 
 
 def _result(case: str, variant: str = "bug") -> Result:
-    return Result(case=case, variant=variant, nproc=1, device="cpu", outcome=Outcome.FIXED, expected=Outcome.FIXED,
-                  reason="every rank exited 0", versions={"torch": "2.5.0"}, started_at=1000.0, fingerprint="fp",
-                  digest="d")
+    return Result(
+        case=case,
+        variant=variant,
+        nproc=1,
+        device="cpu",
+        outcome=Outcome.FIXED,
+        expected=Outcome.FIXED,
+        reason="every rank exited 0",
+        versions={"torch": "2.5.0"},
+        started_at=1000.0,
+        fingerprint="fp",
+        digest="d",
+    )
 
 
 def _files(root: Path) -> dict[Path, bytes]:
@@ -66,9 +76,9 @@ def test_a_case_folder_whose_name_breaks_the_grammar_is_refused(make_case: MakeC
 
 
 @pytest.mark.parametrize("script", ["../other/repro.py", "ABSOLUTE", "link.py"])
-def test_a_script_outside_its_case_folder_is_refused_by_every_command(make_case: MakeCase, tmp_path: Path,
-                                                                      script: str, capsys: pytest.CaptureFixture
-                                                                      ) -> None:
+def test_a_script_outside_its_case_folder_is_refused_by_every_command(
+    make_case: MakeCase, tmp_path: Path, script: str, capsys: pytest.CaptureFixture
+) -> None:
     """7ca3bef ran a case whose `script:` was `../`, absolute or a link out of its folder without a word."""
     outside = tmp_path / "other" / "repro.py"
     outside.parent.mkdir()
@@ -77,8 +87,7 @@ def test_a_script_outside_its_case_folder_is_refused_by_every_command(make_case:
     if script == "link.py":
         (case.folder / "link.py").symlink_to(outside)
     text = (case.folder / "case.yaml").read_text()
-    (case.folder / "case.yaml").write_text(
-        text + f"script: {outside if script == 'ABSOLUTE' else script}\n")
+    (case.folder / "case.yaml").write_text(text + f"script: {outside if script == 'ABSOLUTE' else script}\n")
     with pytest.raises(CaseError, match=r"case.yaml: script: .* lies outside the case folder"):
         load_case(case.folder / "case.yaml")
     # list and check-case report an invalid folder (1, the README's table); run launches nothing (5)
@@ -96,21 +105,46 @@ def _store_with(path: Path, case: str, cell: str = "torch-2.5.0", variant: str =
     return store
 
 
-@pytest.mark.parametrize(("case", "cell", "variant"), [(ESCAPE, "torch-2.5.0", "bug"), ("fine", "../../c", "bug"),
-                                                        ("fine", "torch-2.5.0", "../v")])
-def test_fold_of_a_store_naming_a_path_writes_nothing_anywhere(make_case: MakeCase, tmp_path: Path, case: str,
-                                                               cell: str, variant: str,
-                                                               capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("case", "cell", "variant"),
+    [(ESCAPE, "torch-2.5.0", "bug"), ("fine", "../../c", "bug"), ("fine", "torch-2.5.0", "../v")],
+)
+def test_fold_of_a_store_naming_a_path_writes_nothing_anywhere(
+    make_case: MakeCase, tmp_path: Path, case: str, cell: str, variant: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     """7ca3bef: `3 file(s) written (..., results/../../../../../<somewhere>/X.jsonl, ...)`, exit 0."""
     real = make_case("print('x')\n", case_id="fine")
     record = tmp_path / "repo" / "record"
-    assert main(["--cases-dir", str(real.folder.parent), "record", "fold", "--record", str(record), "--offline",
-                 str(_store_with(tmp_path / "good.db", "fine").path)]) == 0
+    assert (
+        main(
+            [
+                "--cases-dir",
+                str(real.folder.parent),
+                "record",
+                "fold",
+                "--record",
+                str(record),
+                "--offline",
+                str(_store_with(tmp_path / "good.db", "fine").path),
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     shard = _store_with(tmp_path / "shard.db", case, cell, variant)
     before = _files(tmp_path)
-    code = main(["--cases-dir", str(real.folder.parent), "record", "fold", "--record", str(record), "--offline",
-                 str(shard.path)])
+    code = main(
+        [
+            "--cases-dir",
+            str(real.folder.parent),
+            "record",
+            "fold",
+            "--record",
+            str(record),
+            "--offline",
+            str(shard.path),
+        ]
+    )
     assert code == 2
     err = capsys.readouterr().err.strip()
     assert "is not a valid" in err and "shard.db" in err and "\n" not in err
@@ -118,15 +152,33 @@ def test_fold_of_a_store_naming_a_path_writes_nothing_anywhere(make_case: MakeCa
     assert not any("escaped" in str(p) for p in tmp_path.parent.rglob("*"))
 
 
-def test_fold_of_a_run_json_payload_naming_a_path_writes_nothing(make_case: MakeCase, tmp_path: Path,
-                                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_fold_of_a_run_json_payload_naming_a_path_writes_nothing(
+    make_case: MakeCase, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     real = make_case("print('x')\n", case_id="fine")
-    payload = {"run_id": "20261125T000000-h-aaaaaa", "ok": True,
-               "results": [{**_result(ESCAPE).model_dump(mode="json"), "cell": "local"}]}
+    payload = {
+        "run_id": "20261125T000000-h-aaaaaa",
+        "ok": True,
+        "results": [{**_result(ESCAPE).model_dump(mode="json"), "cell": "local"}],
+    }
     (tmp_path / "run.json").write_text(json.dumps(payload))
     record = tmp_path / "record"
-    code = main(["--cases-dir", str(real.folder.parent), "record", "fold", "--record", str(record), "--offline",
-                 "--cell", "torch-2.5.0", "--machine", "cpu=Test CPU", str(tmp_path / "run.json")])
+    code = main(
+        [
+            "--cases-dir",
+            str(real.folder.parent),
+            "record",
+            "fold",
+            "--record",
+            str(record),
+            "--offline",
+            "--cell",
+            "torch-2.5.0",
+            "--machine",
+            "cpu=Test CPU",
+            str(tmp_path / "run.json"),
+        ]
+    )
     assert code == 2 and "is not a valid case id" in capsys.readouterr().err
     assert not record.exists() or not any(record.rglob("*.jsonl"))
     assert not (tmp_path.parent / "escaped").exists()
@@ -143,8 +195,21 @@ def test_merge_refuses_a_shard_naming_a_path_and_merges_nothing(tmp_path: Path) 
 def test_a_record_line_naming_a_path_is_refused_with_file_and_line(make_case: MakeCase, tmp_path: Path) -> None:
     case: Case = make_case("print('x')\n", case_id="fine")
     record = tmp_path / "record"
-    assert main(["--cases-dir", str(case.folder.parent), "record", "fold", "--record", str(record), "--offline",
-                 str(_store_with(tmp_path / "good.db", "fine").path)]) == 0
+    assert (
+        main(
+            [
+                "--cases-dir",
+                str(case.folder.parent),
+                "record",
+                "fold",
+                "--record",
+                str(record),
+                "--offline",
+                str(_store_with(tmp_path / "good.db", "fine").path),
+            ]
+        )
+        == 0
+    )
     path = record / "results" / "fine.jsonl"
     path.write_text(path.read_text().replace('"case":"fine"', json.dumps({"case": ESCAPE})[1:-1].replace(" ", "")))
     with pytest.raises(RecordError, match=rf"{path.name}:1: case id .* is not a valid case id"):

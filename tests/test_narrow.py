@@ -28,27 +28,59 @@ if fakelib.BUGGY:
 def project(tmp_path: Path) -> Path:
     releases = [fake_torch("2.5.0", "2024-01-01T00:00:00Z")]
     for i, version in enumerate(VERSIONS):
-        releases.append(FakeRelease("fakelib", version, f"2024-02-{i + 1:02d}T00:00:00Z",
-                                    module=f"BUGGY = {version in ('1.0', '1.1', '1.2')}\n__version__ = {version!r}\n"))
+        releases.append(
+            FakeRelease(
+                "fakelib",
+                version,
+                f"2024-02-{i + 1:02d}T00:00:00Z",
+                module=f"BUGGY = {version in ('1.0', '1.1', '1.2')}\n__version__ = {version!r}\n",
+            )
+        )
     index = build_index(tmp_path / "index", releases)
-    (tmp_path / "matrix.yaml").write_text(yaml.safe_dump({
-        "indexes": {"local": index}, "defaults": {"index": "local"},
-        "groups": [{"name": "fakelib-{fakelib}", "axes": {"fakelib": ["1.0", "2.0"]}, "pins": {"torch": "2.5.0"}}],
-    }))
+    (tmp_path / "matrix.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "indexes": {"local": index},
+                "defaults": {"index": "local"},
+                "groups": [
+                    {"name": "fakelib-{fakelib}", "axes": {"fakelib": ["1.0", "2.0"]}, "pins": {"torch": "2.5.0"}}
+                ],
+            }
+        )
+    )
     case = tmp_path / "cases" / "fakelib-1-bug"
     case.mkdir(parents=True)
     (case / "repro.py").write_text(SCRIPT)
-    (case / "case.yaml").write_text(yaml.safe_dump({
-        "title": "fakelib bug", "upstream": ["https://example.invalid/1"], "packages": ["torch", "fakelib"],
-        "timeout": 60, "signature": "FAKE-SIG",
-        "variants": {"bug": {"expect": [{"when": {"fakelib": "<1.3"}, "outcome": "reproduced"}, {"outcome": "fixed"}]}},
-    }))
+    (case / "case.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "title": "fakelib bug",
+                "upstream": ["https://example.invalid/1"],
+                "packages": ["torch", "fakelib"],
+                "timeout": 60,
+                "signature": "FAKE-SIG",
+                "variants": {
+                    "bug": {"expect": [{"when": {"fakelib": "<1.3"}, "outcome": "reproduced"}, {"outcome": "fixed"}]}
+                },
+            }
+        )
+    )
     return tmp_path
 
 
 def cli(project: Path, *argv: str) -> int:
-    return main(["--cases-dir", str(project / "cases"), *argv, "--matrix", str(project / "matrix.yaml"),
-                 "--db", str(project / "r.db"), *(("--envs", str(project / "envs")) if argv[0] != "report" else ())])
+    return main(
+        [
+            "--cases-dir",
+            str(project / "cases"),
+            *argv,
+            "--matrix",
+            str(project / "matrix.yaml"),
+            "--db",
+            str(project / "r.db"),
+            *(("--envs", str(project / "envs")) if argv[0] != "report" else ()),
+        ]
+    )
 
 
 def launched_in(store: ResultStore, run_id: str) -> int:
@@ -56,7 +88,8 @@ def launched_in(store: ResultStore, run_id: str) -> int:
 
 
 def test_narrow_turns_an_interval_into_adjacent_releases_and_a_second_run_launches_nothing(
-        project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert cli(project, "run", "--all-cells", "-j", "1") == 0
     capsys.readouterr()
     assert cli(project, "report", "--format", "json") == 0
@@ -65,8 +98,10 @@ def test_narrow_turns_an_interval_into_adjacent_releases_and_a_second_run_launch
     assert boundary["adjacent"] is False and boundary["not_run"] == VERSIONS[1:-1]
     assert boundary["text"] == "fixed between 1.0 and 2.0 (9 releases not run)"
     # the case lives outside the default cases/: every printed command says where (`--cases-dir`, its real path)
-    assert boundary["narrow"] == f"bugmatrix --cases-dir {project / 'cases'} narrow fakelib-1-bug --package fakelib " \
-                                 "--device cpu"
+    assert (
+        boundary["narrow"] == f"bugmatrix --cases-dir {project / 'cases'} narrow fakelib-1-bug --package fakelib "
+        "--device cpu"
+    )
     assert f"narrow with `{boundary['narrow']}`" in axis["summary"]
     assert f"{project}/cases/fakelib-1-bug/repro.py --device cpu" in boundary["reproduce"]["before"]
     assert "--with fakelib==1.0" in boundary["reproduce"]["before"] and "fakelib==2.0" in boundary["reproduce"]["after"]
@@ -92,7 +127,8 @@ def test_narrow_turns_an_interval_into_adjacent_releases_and_a_second_run_launch
 
 
 def test_narrow_of_a_case_not_in_the_cases_dir_is_refused_not_called_adjacent(
-        project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The store holds an open interval for the case; run from a folder whose cases/ lacks it (the command `report`
     used to print, without --cases-dir), narrow must not say "every boundary ... is adjacent" and exit 0."""
     assert cli(project, "run", "--all-cells", "-j", "1") == 0
@@ -116,8 +152,11 @@ def test_a_boundary_that_cannot_be_narrowed_says_why(project: Path, capsys: pyte
     # every release between 1.0 and 2.0 is unbuildable on this platform (a native extension that is missing)
     releases = [fake_torch("2.5.0", "2024-01-01T00:00:00Z")]
     for i, version in enumerate(VERSIONS):
-        body = (f"BUGGY = {version == '1.0'}\n__version__ = {version!r}\n" if version in ("1.0", "2.0")
-                else "import no_such_native_ext\n")
+        body = (
+            f"BUGGY = {version == '1.0'}\n__version__ = {version!r}\n"
+            if version in ("1.0", "2.0")
+            else "import no_such_native_ext\n"
+        )
         releases.append(FakeRelease("fakelib", version, f"2024-02-{i + 1:02d}T00:00:00Z", module=body))
     build_index(index_root, releases)
     assert cli(project, "run", "--all-cells", "-j", "1") == 0
@@ -136,26 +175,48 @@ def test_narrow_by_default_follows_each_cases_own_package(tmp_path: Path) -> Non
     from harness.model.result import Result
     from harness.workflows.narrow import intervals
 
-
-    (tmp_path / "matrix.yaml").write_text(yaml.safe_dump({"groups": [
-        {"name": "lib-{lib}", "axes": {"lib": ["1.0", "2.0"]}}]}))
+    (tmp_path / "matrix.yaml").write_text(
+        yaml.safe_dump({"groups": [{"name": "lib-{lib}", "axes": {"lib": ["1.0", "2.0"]}}]})
+    )
     folder = tmp_path / "cases" / "lib-1-bug"
     folder.mkdir(parents=True)
     (folder / "repro.py").write_text("print('x')\n")
-    (folder / "case.yaml").write_text(yaml.safe_dump({
-        "title": "t", "upstream": ["https://example.invalid/1"], "packages": ["torch", "lib"], "signature": "S",
-        "variants": {"bug": {"expect": [{"outcome": "fixed"}]}}}))
+    (folder / "case.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "title": "t",
+                "upstream": ["https://example.invalid/1"],
+                "packages": ["torch", "lib"],
+                "signature": "S",
+                "variants": {"bug": {"expect": [{"outcome": "fixed"}]}},
+            }
+        )
+    )
     from harness.model.case import load_case
 
     case = load_case(folder / "case.yaml")
-    results = [(f"lib-{lib}", Result(case=case.id, variant="bug", nproc=1, device="cpu", outcome=o, expected=None,
-                                     reason="", versions={"lib": lib, "torch": torch}))
-               for lib, torch, o in (("1.0", "2.1.0", Outcome.REPRODUCED), ("2.0", "2.5.0", Outcome.FIXED))]
+    results = [
+        (
+            f"lib-{lib}",
+            Result(
+                case=case.id,
+                variant="bug",
+                nproc=1,
+                device="cpu",
+                outcome=o,
+                expected=None,
+                reason="",
+                versions={"lib": lib, "torch": torch},
+            ),
+        )
+        for lib, torch, o in (("1.0", "2.1.0", Outcome.REPRODUCED), ("2.0", "2.5.0", Outcome.FIXED))
+    ]
     between = lambda case, package, device, a, b: ("x",)  # noqa: E731  one release lies between on every axis
     matrix = load_matrix(tmp_path / "matrix.yaml")
     assert [t.axis.package for t in intervals(results, {case.id: case}, between, matrix)] == ["lib"]
     assert [t.axis.package for t in intervals(results, {case.id: case}, between, matrix, packages={"torch"})] == [
-        "torch"]
+        "torch"
+    ]
 
 
 def _git_cells(tmp_path: Path, buggy: list[bool], cells: tuple[int, ...], case_id: str) -> tuple[list[str], Path]:
@@ -163,20 +224,38 @@ def _git_cells(tmp_path: Path, buggy: list[bool], cells: tuple[int, ...], case_i
     `cells` (in that order) and a case whose rule says fixed; (the SHAs, the case's folder)."""
     shas = make_git_repo(tmp_path / "repo", buggy, tags={})
     index = build_index(tmp_path / "index", [fake_torch("2.5.0", "2024-01-01T00:00:00Z")])
-    (tmp_path / "matrix.yaml").write_text(yaml.safe_dump({
-        "indexes": {"local": index}, "defaults": {"index": "local"},
-        "sources": {"fakelib": {"git": str(tmp_path / "repo")}},
-        "groups": [{"name": "fakelib-{fakelib}", "pins": {"torch": "2.5.0"},
-                    "axes": {"fakelib": [{"git": shas[i]} for i in cells]}}],
-    }))
+    (tmp_path / "matrix.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "indexes": {"local": index},
+                "defaults": {"index": "local"},
+                "sources": {"fakelib": {"git": str(tmp_path / "repo")}},
+                "groups": [
+                    {
+                        "name": "fakelib-{fakelib}",
+                        "pins": {"torch": "2.5.0"},
+                        "axes": {"fakelib": [{"git": shas[i]} for i in cells]},
+                    }
+                ],
+            }
+        )
+    )
     case = tmp_path / "cases" / case_id
     case.mkdir(parents=True)
     (case / "repro.py").write_text(SCRIPT.replace(", fakelib.__version__", ""))
-    (case / "case.yaml").write_text(yaml.safe_dump({
-        "title": "fakelib regression", "upstream": [f"https://example.invalid/{case_id.split('-')[1]}"],
-        "packages": ["torch", "fakelib"], "nproc": [1], "timeout": 60, "signature": "FAKE-SIG",
-        "variants": {"bug": {"expect": [{"outcome": "fixed"}]}},
-    }))
+    (case / "case.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "title": "fakelib regression",
+                "upstream": [f"https://example.invalid/{case_id.split('-')[1]}"],
+                "packages": ["torch", "fakelib"],
+                "nproc": [1],
+                "timeout": 60,
+                "signature": "FAKE-SIG",
+                "variants": {"bug": {"expect": [{"outcome": "fixed"}]}},
+            }
+        )
+    )
     return shas, case
 
 
@@ -225,9 +304,21 @@ def test_the_reproduce_command_carries_the_companions_of_its_versions(project: P
     case = load_case(project / "cases" / "fakelib-1-bug" / "case.yaml")
 
     def command(version: str) -> str:
-        return repro_command(case, Result(case=case.id, variant="bug", nproc=1, device="cpu", outcome=Outcome.FIXED,
-                                          expected=None, reason="", python="3.11.7",
-                                          versions={"fakelib": version, "torch": "2.5.0"}), matrix)
+        return repro_command(
+            case,
+            Result(
+                case=case.id,
+                variant="bug",
+                nproc=1,
+                device="cpu",
+                outcome=Outcome.FIXED,
+                expected=None,
+                reason="",
+                python="3.11.7",
+                versions={"fakelib": version, "torch": "2.5.0"},
+            ),
+            matrix,
+        )
 
     assert "--with fakelib==1.2 --with torch==2.5.0 --with 'setuptools<70' python" in command("1.2")
     assert "setuptools" not in command("1.3")
@@ -245,13 +336,30 @@ def test_the_pasted_commands_of_both_sides_use_one_world_size(project: Path) -> 
     case = load_case(project / "cases" / "fakelib-1-bug" / "case.yaml")
 
     def result(version: str, nproc: int, outcome: Outcome) -> Result:
-        return Result(case=case.id, variant="bug", nproc=nproc, device="cpu", outcome=outcome, expected=None,
-                      reason="", python="3.11.7", versions={"fakelib": version, "torch": "2.5.0"})
+        return Result(
+            case=case.id,
+            variant="bug",
+            nproc=nproc,
+            device="cpu",
+            outcome=outcome,
+            expected=None,
+            reason="",
+            python="3.11.7",
+            versions={"fakelib": version, "torch": "2.5.0"},
+        )
 
-    results = [("fakelib-1.2", result("1.2", 1, Outcome.REPRODUCED)),
-               ("probe-1.3", result("1.3", 1, Outcome.FIXED)), ("probe-1.3", result("1.3", 2, Outcome.FIXED))]
-    axis = Axis(case=case.id, variant="bug", device="cpu", package="fakelib",
-                points=[Point("1.2", "reproduced", ["fakelib-1.2"]), Point("1.3", "fixed", ["probe-1.3"])])
+    results = [
+        ("fakelib-1.2", result("1.2", 1, Outcome.REPRODUCED)),
+        ("probe-1.3", result("1.3", 1, Outcome.FIXED)),
+        ("probe-1.3", result("1.3", 2, Outcome.FIXED)),
+    ]
+    axis = Axis(
+        case=case.id,
+        variant="bug",
+        device="cpu",
+        package="fakelib",
+        points=[Point("1.2", "reproduced", ["fakelib-1.2"]), Point("1.3", "fixed", ["probe-1.3"])],
+    )
     text = upstream_comment(case, axis, Boundary("fixed", "1.2", "1.3", ()), results)
     assert text.count("--nproc_per_node=1") == 2 and "--nproc_per_node=2" not in text, text
     # `report`'s commands for each side come from the same choice
@@ -270,9 +378,12 @@ def _run_11_and_13(project: Path) -> None:
     assert cli(project, "run", "--all-cells", "-j", "1") == 0
 
 
-def _save_at_12(project: Path, outcomes: list[tuple[str, str, dict[str, str]]],
-                reason: str = "NotImplementedError: Could not run 'fakelib::op' on CPU",
-                command: str = "bugmatrix run") -> None:
+def _save_at_12(
+    project: Path,
+    outcomes: list[tuple[str, str, dict[str, str]]],
+    reason: str = "NotImplementedError: Could not run 'fakelib::op' on CPU",
+    command: str = "bugmatrix run",
+) -> None:
     """Record results of fakelib 1.2 (cell, outcome, extra versions) as `command` would, at every world size (an
     `infra` one never launched)."""
     from harness.model.case import load_case
@@ -285,20 +396,37 @@ def _save_at_12(project: Path, outcomes: list[tuple[str, str, dict[str, str]]],
     run = store.begin_run(command, "host")
     for cell, outcome, extra in outcomes:
         for nproc in case.spec.nproc:
-            store.save(run, Result(case=case.id, variant="bug", nproc=nproc, device="cpu", outcome=Outcome(outcome),
-                                   expected=None, reason=reason,
-                                   versions={"fakelib": "1.2", "torch": "2.5.0", **extra},
-                                   launched=outcome != "infra", digest=run_digest(case, "bug")), cell=cell)
+            store.save(
+                run,
+                Result(
+                    case=case.id,
+                    variant="bug",
+                    nproc=nproc,
+                    device="cpu",
+                    outcome=Outcome(outcome),
+                    expected=None,
+                    reason=reason,
+                    versions={"fakelib": "1.2", "torch": "2.5.0", **extra},
+                    launched=outcome != "infra",
+                    digest=run_digest(case, "bug"),
+                ),
+                cell=cell,
+            )
     store.end_run(run)
 
 
 def test_a_version_between_whose_environment_could_not_be_made_is_probed_again(
-        project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     # 1.1 reproduced and 1.3 fixed in the matrix; 1.2 ran once but its environment could not be made (infra: the
     # disk was full): nothing was measured there, so narrow probes it again rather than call the boundary stuck
     _run_11_and_13(project)
-    _save_at_12(project, [("bisect-fakelib-1.2", "infra", {})], reason="environment: uv failed: Failed to extract "
-                "archive", command="bugmatrix narrow")
+    _save_at_12(
+        project,
+        [("bisect-fakelib-1.2", "infra", {})],
+        reason="environment: uv failed: Failed to extract archive",
+        command="bugmatrix narrow",
+    )
     capsys.readouterr()
     assert cli(project, "narrow", "--dry-run") == 1  # the interval is listed: 1.2 could not say
     assert "could not say: 1.2" in capsys.readouterr().out
@@ -308,7 +436,8 @@ def test_a_version_between_whose_environment_could_not_be_made_is_probed_again(
 
 
 def test_a_boundary_whose_versions_between_were_all_measured_as_expected_is_not_an_interval(
-        project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     # 1.1 reproduced, 1.3 fixed, and 1.2 (the only release between) errs: its kernel is missing. With a rule that
     # says so, launching 1.2 again would measure the same: narrow lists nothing to run and exits 0; without the rule
     # the error is unexplained and the interval stays (exit 1)
@@ -330,11 +459,14 @@ def test_a_boundary_whose_versions_between_were_all_measured_as_expected_is_not_
 
 
 def test_a_version_between_whose_cells_disagree_leaves_nothing_to_run(
-        project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     # at 1.2 another package decides (reproduced with other 2, fixed with other 1): mixed, not an interval to bisect
     _run_11_and_13(project)
-    _save_at_12(project, [("fakelib-1.2-other-2", "reproduced", {"other": "2"}),
-                          ("fakelib-1.2-other-1", "fixed", {"other": "1"})])
+    _save_at_12(
+        project,
+        [("fakelib-1.2-other-2", "reproduced", {"other": "2"}), ("fakelib-1.2-other-1", "fixed", {"other": "1"})],
+    )
     capsys.readouterr()
     assert cli(project, "narrow", "--dry-run") == 0
     out = capsys.readouterr().out
@@ -342,7 +474,8 @@ def test_a_version_between_whose_cells_disagree_leaves_nothing_to_run(
 
 
 def test_a_version_between_that_could_not_say_is_not_stepped_over_in_the_answer(
-        project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     # 1.0 reproduced and 1.3 fixed in the matrix; 1.2 was run and errs (no rule names it); 1.1 was never run. Narrow
     # probes 1.1 (reproduced), and the answer must keep 1.2 between the sides: "fixed in 1.3 (1.1 reproduced)" would
     # call 1.1 and 1.3 adjacent (lightning-21244 read "fixed in 2.2.0.post0 (2.1.4 reproduced)" over 2.2.0's error)
@@ -359,7 +492,8 @@ def test_a_version_between_that_could_not_say_is_not_stepped_over_in_the_answer(
 
 
 def test_a_pinned_commit_whose_environment_could_not_be_made_is_probed_again(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Two git cells with one commit between, tried once by an earlier narrow whose build failed (recorded as
     `git:<sha>`, infra). It is not "not run" (it was) but it measured nothing: narrow probes it again, as it does a
     release whose environment could not be made."""
@@ -373,10 +507,22 @@ def test_a_pinned_commit_whose_environment_could_not_be_made_is_probed_again(
     case = load_case(case_dir / "case.yaml")
     store = ResultStore(tmp_path / "r.db")
     run = store.begin_run("bugmatrix narrow", "host")
-    store.save(run, Result(case=case.id, variant="bug", nproc=1, device="cpu", outcome=Outcome.INFRA, expected=None,
-                           reason="environment: uv failed: Failed to extract archive", launched=False,
-                           versions={"fakelib": "git:" + shas[1], "torch": "2.5.0"}, digest=run_digest(case, "bug")),
-               cell=f"bisect-fakelib-{shas[1][:12]}")
+    store.save(
+        run,
+        Result(
+            case=case.id,
+            variant="bug",
+            nproc=1,
+            device="cpu",
+            outcome=Outcome.INFRA,
+            expected=None,
+            reason="environment: uv failed: Failed to extract archive",
+            launched=False,
+            versions={"fakelib": "git:" + shas[1], "torch": "2.5.0"},
+            digest=run_digest(case, "bug"),
+        ),
+        cell=f"bisect-fakelib-{shas[1][:12]}",
+    )
     store.end_run(run)
     capsys.readouterr()
     assert cli(tmp_path, "narrow", "--dry-run") == 1
@@ -397,13 +543,35 @@ def test_a_failed_commit_between_two_releases_is_left_to_commit_level_narrowing(
     from harness.workflows.search import SearchResult
 
     pin = "git:" + "d" * 40
-    axis = Axis(case="c", variant="bug", device="cpu", package="litgpt",
-                points=[Point("0.4.13", "reproduced", ["a"]), Point(pin, "unknown", ["p"]),
-                        Point("0.5.0", "unknown", ["e"]), Point("0.5.4", "fixed", ["b"])])
+    axis = Axis(
+        case="c",
+        variant="bug",
+        device="cpu",
+        package="litgpt",
+        points=[
+            Point("0.4.13", "reproduced", ["a"]),
+            Point(pin, "unknown", ["p"]),
+            Point("0.5.0", "unknown", ["e"]),
+            Point("0.5.4", "fixed", ["b"]),
+        ],
+    )
     boundary = Boundary("fixed", "0.4.13", "0.5.4", ("0.5.1",), (pin, "0.5.0"))
-    results = [(cell, Result(case="c", variant="bug", nproc=1, device="cpu", outcome=Outcome.INFRA, expected=None,
-                             reason="environment: uv failed", versions={"litgpt": version}))
-               for cell, version in (("p", pin), ("e", "0.5.0"))]
+    results = [
+        (
+            cell,
+            Result(
+                case="c",
+                variant="bug",
+                nproc=1,
+                device="cpu",
+                outcome=Outcome.INFRA,
+                expected=None,
+                reason="environment: uv failed",
+                versions={"litgpt": version},
+            ),
+        )
+        for cell, version in (("p", pin), ("e", "0.5.0"))
+    ]
     assert _nothing_measured(axis, boundary, results) == ("0.5.0",)
     found = SearchResult(old=Outcome.REPRODUCED, new=Outcome.FIXED, last_old="0.4.13", first_new="0.5.1")
     done = Narrowed(Target(axis, boundary, {}), found=found)

@@ -25,22 +25,62 @@ LIGHTNING_ISSUE = "https://github.com/Lightning-AI/pytorch-lightning/issues/1234
     ("url", "library", "number", "is_pr", "canonical"),
     [
         (ISSUE, "torch", 123456, False, ISSUE),
-        ("https://github.com/pytorch/pytorch/pull/121157", "torch", 121157, True,
-         "https://github.com/pytorch/pytorch/pull/121157"),
-        ("https://github.com/meta-pytorch/torchrec/issues/3006", "torchrec", 3006, False,
-         "https://github.com/meta-pytorch/torchrec/issues/3006"),
-        ("https://github.com/pytorch/torchrec/pull/2484", "torchrec", 2484, True,
-         "https://github.com/meta-pytorch/torchrec/pull/2484"),
-        ("https://github.com/pytorch/FBGEMM/issues/77", "fbgemm", 77, False,
-         "https://github.com/pytorch/FBGEMM/issues/77"),
-        ("https://github.com/Lightning-AI/pytorch-lightning/issues/20307", "lightning", 20307, False,
-         "https://github.com/Lightning-AI/pytorch-lightning/issues/20307"),
-        ("https://github.com/Lightning-AI/lightning/pull/19152/files", "lightning", 19152, True,
-         "https://github.com/Lightning-AI/pytorch-lightning/pull/19152"),
-        ("https://github.com/Lightning-AI/litgpt/issues/1378#issuecomment-1", "litgpt", 1378, False,
-         "https://github.com/Lightning-AI/litgpt/issues/1378"),
-        ("http://www.github.com/lightning-ai/LitGPT/pull/2225/?x=1", "litgpt", 2225, True,
-         "https://github.com/Lightning-AI/litgpt/pull/2225"),
+        (
+            "https://github.com/pytorch/pytorch/pull/121157",
+            "torch",
+            121157,
+            True,
+            "https://github.com/pytorch/pytorch/pull/121157",
+        ),
+        (
+            "https://github.com/meta-pytorch/torchrec/issues/3006",
+            "torchrec",
+            3006,
+            False,
+            "https://github.com/meta-pytorch/torchrec/issues/3006",
+        ),
+        (
+            "https://github.com/pytorch/torchrec/pull/2484",
+            "torchrec",
+            2484,
+            True,
+            "https://github.com/meta-pytorch/torchrec/pull/2484",
+        ),
+        (
+            "https://github.com/pytorch/FBGEMM/issues/77",
+            "fbgemm",
+            77,
+            False,
+            "https://github.com/pytorch/FBGEMM/issues/77",
+        ),
+        (
+            "https://github.com/Lightning-AI/pytorch-lightning/issues/20307",
+            "lightning",
+            20307,
+            False,
+            "https://github.com/Lightning-AI/pytorch-lightning/issues/20307",
+        ),
+        (
+            "https://github.com/Lightning-AI/lightning/pull/19152/files",
+            "lightning",
+            19152,
+            True,
+            "https://github.com/Lightning-AI/pytorch-lightning/pull/19152",
+        ),
+        (
+            "https://github.com/Lightning-AI/litgpt/issues/1378#issuecomment-1",
+            "litgpt",
+            1378,
+            False,
+            "https://github.com/Lightning-AI/litgpt/issues/1378",
+        ),
+        (
+            "http://www.github.com/lightning-ai/LitGPT/pull/2225/?x=1",
+            "litgpt",
+            2225,
+            True,
+            "https://github.com/Lightning-AI/litgpt/pull/2225",
+        ),
     ],
 )
 def test_parse_url(url: str, library: str, number: int, is_pr: bool, canonical: str) -> None:
@@ -76,9 +116,13 @@ def test_parse_url_refuses_other_links(url: str, why: str) -> None:
     ],
 )
 def test_default_packages_per_library(library: str, packages: list[str]) -> None:
-    urls = {"torch": ISSUE, "torchrec": "https://github.com/meta-pytorch/torchrec/issues/1",
-            "lightning": "https://github.com/Lightning-AI/pytorch-lightning/issues/1",
-            "litgpt": "https://github.com/Lightning-AI/litgpt/issues/1", "fbgemm": "https://github.com/pytorch/FBGEMM/pull/1"}
+    urls = {
+        "torch": ISSUE,
+        "torchrec": "https://github.com/meta-pytorch/torchrec/issues/1",
+        "lightning": "https://github.com/Lightning-AI/pytorch-lightning/issues/1",
+        "litgpt": "https://github.com/Lightning-AI/litgpt/issues/1",
+        "fbgemm": "https://github.com/pytorch/FBGEMM/pull/1",
+    }
     upstream = parse_url(urls[library])
     assert upstream.library.name == library
     assert parse_packages(None, upstream.library) == packages
@@ -122,8 +166,17 @@ def test_the_run_command_new_prints_finds_the_case_where_it_was_written(tmp_path
 
 
 def test_new_from_a_pr_lists_it_as_upstream_and_fix(tmp_path: Path) -> None:
-    assert new(tmp_path, "https://github.com/pytorch/pytorch/pull/121157", "--slug", "assign-requires-grad",
-               "--packages", "torch") == 0
+    assert (
+        new(
+            tmp_path,
+            "https://github.com/pytorch/pytorch/pull/121157",
+            "--slug",
+            "assign-requires-grad",
+            "--packages",
+            "torch",
+        )
+        == 0
+    )
     spec = load_case(tmp_path / "torch-121157-assign-requires-grad" / "case.yaml").spec
     assert spec.upstream == spec.fixed_by == ["https://github.com/pytorch/pytorch/pull/121157"]
 
@@ -181,8 +234,15 @@ def draft(tmp_path: Path, slug: str = "draft") -> Path:
     return cases / f"torch-123456-{slug}"
 
 
-@pytest.mark.parametrize("url", [ISSUE, "https://github.com/meta-pytorch/torchrec/pull/2484",
-                                 "https://github.com/Lightning-AI/litgpt/issues/1", LIGHTNING_ISSUE])
+@pytest.mark.parametrize(
+    "url",
+    [
+        ISSUE,
+        "https://github.com/meta-pytorch/torchrec/pull/2484",
+        "https://github.com/Lightning-AI/litgpt/issues/1",
+        LIGHTNING_ISSUE,
+    ],
+)
 def test_the_draft_script_follows_the_canonical_setup(tmp_path: Path, url: str) -> None:
     assert new(tmp_path, url, "--slug", "draft") == 0
     (script,) = tmp_path.glob("*/repro.py")
@@ -190,25 +250,43 @@ def test_the_draft_script_follows_the_canonical_setup(tmp_path: Path, url: str) 
 
 
 def run_script(script: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, script.name, "--device", "cpu", *args], cwd=script.parent,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, script.name, "--device", "cpu", *args],
+        cwd=script.parent,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_the_unfilled_script_exits_125_with_a_todo_line(tmp_path: Path) -> None:
     proc = run_script(draft(tmp_path) / "repro.py")
     assert proc.returncode == 125, proc.stdout + proc.stderr
-    assert proc.stdout.strip().splitlines()[-1].endswith(
-        f"{NOT_WRITTEN}: set SIGNATURE and write the_call_that_fails()")
+    assert (
+        proc.stdout.strip().splitlines()[-1].endswith(f"{NOT_WRITTEN}: set SIGNATURE and write the_call_that_fails()")
+    )
 
 
 def test_the_unfilled_script_skips_before_it_joins_a_process_group(tmp_path: Path) -> None:
     """Rank 1 of 2 with no rank 0 to meet: joining the group would wait (gloo's default timeout is 30 min); the
     draft exits 125 first, so no rank of a 2-rank draft leaves a group its peer is still connecting to."""
-    env = {**os.environ, "RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "MASTER_ADDR": "127.0.0.1",
-           "MASTER_PORT": str(_unused_port())}
+    env = {
+        **os.environ,
+        "RANK": "1",
+        "WORLD_SIZE": "2",
+        "LOCAL_RANK": "1",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(_unused_port()),
+    }
     script = draft(tmp_path) / "repro.py"
-    proc = subprocess.run([sys.executable, script.name, "--device", "cpu"], cwd=script.parent, env=env,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, script.name, "--device", "cpu"],
+        cwd=script.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 125, proc.stdout + proc.stderr
     assert proc.stdout.strip().splitlines()[-1].startswith(f"[rank 1] {NOT_WRITTEN}")
 
@@ -230,8 +308,9 @@ def test_a_lightning_draft_has_no_process_group_of_its_own_and_skips(tmp_path: P
     assert "nproc: [1]" in (folder / "case.yaml").read_text()
     proc = run_script(folder / "repro.py")
     assert proc.returncode == 125, proc.stdout + proc.stderr
-    assert proc.stdout.strip().splitlines()[-1].endswith(
-        f"{NOT_WRITTEN}: set SIGNATURE and write the_call_that_fails()")
+    assert (
+        proc.stdout.strip().splitlines()[-1].endswith(f"{NOT_WRITTEN}: set SIGNATURE and write the_call_that_fails()")
+    )
 
 
 def test_a_script_with_only_the_signature_written_is_an_error_not_fixed(tmp_path: Path) -> None:
@@ -245,8 +324,21 @@ def test_a_script_with_only_the_signature_written_is_an_error_not_fixed(tmp_path
 def bugmatrix_run(tmp_path: Path, capsys, *args: str) -> tuple[int, list[tuple[int, str, str]]]:
     """`bugmatrix run <the draft> --device cpu --no-store --json`: the exit code and (nproc, outcome, expected)."""
     capsys.readouterr()
-    code = main(["--cases-dir", str(tmp_path / "cases"), "run", "torch-123456", "--device", "cpu", "--no-store",
-                 "--json", "-j", "2", *args])
+    code = main(
+        [
+            "--cases-dir",
+            str(tmp_path / "cases"),
+            "run",
+            "torch-123456",
+            "--device",
+            "cpu",
+            "--no-store",
+            "--json",
+            "-j",
+            "2",
+            *args,
+        ]
+    )
     rows = json.loads(capsys.readouterr().out)["results"]
     return code, sorted((r["nproc"], r["outcome"], r["expected"]) for r in rows)
 
@@ -264,17 +356,24 @@ def test_a_draft_written_in_one_file_only_is_never_fixed_as_expected(tmp_path: P
     script, case_yaml = folder / "repro.py", folder / "case.yaml"
     unfilled_script, unfilled_yaml = script.read_text(), case_yaml.read_text()
     # The script written (it now exits 0), case.yaml left as drafted: fixed where skip is expected, a miss.
-    script.write_text(unfilled_script.replace(json.dumps(PLACEHOLDER_SIGNATURE), '"boom"')
-                      .replace('raise NotImplementedError("TODO: write the_call_that_fails()")', "pass"))
+    script.write_text(
+        unfilled_script.replace(json.dumps(PLACEHOLDER_SIGNATURE), '"boom"').replace(
+            'raise NotImplementedError("TODO: write the_call_that_fails()")', "pass"
+        )
+    )
     assert bugmatrix_run(tmp_path, capsys, "--nproc", "1") == (1, [(1, "fixed", "skip")])
     # case.yaml written (expects fixed), the script left as drafted: skip where fixed is expected, a miss.
     script.write_text(unfilled_script)
-    case_yaml.write_text(unfilled_yaml.replace("- outcome: skip", "- outcome: fixed").replace(
-        "\n        because: untestable", ""))  # only a skip rule says why it skips
+    case_yaml.write_text(
+        unfilled_yaml.replace("- outcome: skip", "- outcome: fixed").replace("\n        because: untestable", "")
+    )  # only a skip rule says why it skips
     assert bugmatrix_run(tmp_path, capsys, "--nproc", "1") == (1, [(1, "skip", "fixed")])
 
 
 def test_no_committed_case_is_still_a_draft() -> None:
-    drafts = [p.parent.name for p in sorted(CASES.glob("*/repro.py"))
-              if NOT_WRITTEN in p.read_text() or PLACEHOLDER_SIGNATURE in (p.parent / "case.yaml").read_text()]
+    drafts = [
+        p.parent.name
+        for p in sorted(CASES.glob("*/repro.py"))
+        if NOT_WRITTEN in p.read_text() or PLACEHOLDER_SIGNATURE in (p.parent / "case.yaml").read_text()
+    ]
     assert not drafts, f"cases still drafted by `bugmatrix new` (write them first): {', '.join(drafts)}"

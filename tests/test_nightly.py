@@ -45,11 +45,21 @@ GPU = ["self-hosted", "linux", "x64", "gpu"]
 R, F = Outcome.REPRODUCED, Outcome.FIXED
 
 
-def result(outcome: Outcome, expected: Outcome | None, fakelib: str = "1.2", case: str = CASE,
-           started_at: float = 100.0) -> Result:
-    return Result(case=case, variant="bug", nproc=1, device="cpu", outcome=outcome, expected=expected,
-                  reason="fake", versions={"torch": "2.5.0", "fakelib": fakelib}, python="3.11.7",
-                  started_at=started_at)
+def result(
+    outcome: Outcome, expected: Outcome | None, fakelib: str = "1.2", case: str = CASE, started_at: float = 100.0
+) -> Result:
+    return Result(
+        case=case,
+        variant="bug",
+        nproc=1,
+        device="cpu",
+        outcome=outcome,
+        expected=expected,
+        reason="fake",
+        versions={"torch": "2.5.0", "fakelib": fakelib},
+        python="3.11.7",
+        started_at=started_at,
+    )
 
 
 def store(path: Path, *cells: tuple[str, Result]) -> Path:
@@ -126,8 +136,7 @@ def test_annotations_are_escaped_like_githubs_toolkit() -> None:
 
 def test_outputs_and_summary_go_to_githubs_files_when_set(tmp_path: Path) -> None:
     out = io.StringIO()
-    actions = Actions.from_env({"GITHUB_OUTPUT": str(tmp_path / "o"), "GITHUB_STEP_SUMMARY": str(tmp_path / "s")},
-                               out)
+    actions = Actions.from_env({"GITHUB_OUTPUT": str(tmp_path / "o"), "GITHUB_STEP_SUMMARY": str(tmp_path / "s")}, out)
     actions.set_output("found", "true")
     actions.set_output("text", "two\nlines")
     actions.summary("## a")
@@ -145,8 +154,19 @@ def test_outputs_and_summary_go_to_githubs_files_when_set(tmp_path: Path) -> Non
     assert sorted(p.name for p in tmp_path.iterdir()) == ["o", "s"]
 
 
-@pytest.mark.parametrize(("value", "expected"), [("true", True), ("True", True), (" TRUE ", True), ("", False),
-                                                 (None, False), ("false", False), ("1", False), ("yes", False)])
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("true", True),
+        ("True", True),
+        (" TRUE ", True),
+        ("", False),
+        (None, False),
+        ("false", False),
+        ("1", False),
+        ("yes", False),
+    ],
+)
 def test_truthy_compares_like_a_github_expression(value: str | None, expected: bool) -> None:
     assert nightly.truthy(value) is expected
 
@@ -157,8 +177,10 @@ def test_truthy_compares_like_a_github_expression(value: str | None, expected: b
 def test_plan_leaves_the_cuda_cells_out_without_gpu_runners(tmp_path: Path, step: Step) -> None:
     matrix = load_matrix(write_matrix(tmp_path))
     assert nightly.run_plan(matrix, "", "", False, step.actions) == 0
-    include = [{"cell": "fakelib-lts", "device": "cpu", "runs-on": "ubuntu-latest", "slug": "fakelib-lts"},
-               {"cell": "fakelib-latest", "device": "cpu", "runs-on": "ubuntu-latest", "slug": "fakelib-latest"}]
+    include = [
+        {"cell": "fakelib-lts", "device": "cpu", "runs-on": "ubuntu-latest", "slug": "fakelib-lts"},
+        {"cell": "fakelib-latest", "device": "cpu", "runs-on": "ubuntu-latest", "slug": "fakelib-latest"},
+    ]
     assert json.loads(step.outputs["matrix"]) == {"include": include}
     assert step.log.splitlines() == [
         "::notice title=CUDA cells skipped::fakelib-latest-cuda (set the repository variable BUGMATRIX_CUDA_RUNNERS "
@@ -166,16 +188,26 @@ def test_plan_leaves_the_cuda_cells_out_without_gpu_runners(tmp_path: Path, step
         step.outputs["matrix"],
     ]
     assert step.summary.splitlines() == [
-        "## Planned cells", "", "| cell | device | runs on | cases |", "|---|---|---|---|",
-        "| fakelib-lts | cpu | ubuntu-latest | all |", "| fakelib-latest | cpu | ubuntu-latest | all |"]
+        "## Planned cells",
+        "",
+        "| cell | device | runs on | cases |",
+        "|---|---|---|---|",
+        "| fakelib-lts | cpu | ubuntu-latest | all |",
+        "| fakelib-latest | cpu | ubuntu-latest | all |",
+    ]
 
 
 def test_plan_keeps_the_cuda_cells_with_gpu_runners(tmp_path: Path, step: Step) -> None:
     matrix = load_matrix(write_matrix(tmp_path))
     assert nightly.run_plan(matrix, "*-cuda", "lightning,torchrec", True, step.actions) == 0
     [entry] = json.loads(step.outputs["matrix"])["include"]
-    assert entry == {"cell": "fakelib-latest-cuda", "device": "cuda", "runs-on": GPU, "slug": "fakelib-latest-cuda",
-                     "cases": "lightning torchrec"}
+    assert entry == {
+        "cell": "fakelib-latest-cuda",
+        "device": "cuda",
+        "runs-on": GPU,
+        "slug": "fakelib-latest-cuda",
+        "cases": "lightning torchrec",
+    }
     assert "::notice" not in step.log
     assert "| fakelib-latest-cuda | cuda | self-hosted, linux, x64, gpu | lightning torchrec |" in step.summary
 
@@ -188,20 +220,25 @@ def test_a_plan_with_only_cuda_cells_and_no_gpu_runner_is_an_error(tmp_path: Pat
     assert step.outputs == {} and step.summary == ""
 
 
-@pytest.mark.parametrize(("cells", "cases", "message"), [
-    ("torchrec-9.*", "", "no cell named 'torchrec-9.*'"),
-    ("", "--all-cells", "is not a case-id substring"),
-])
-def test_an_invalid_selection_fails_the_plan_with_the_reason(tmp_path: Path, step: Step, cells: str, cases: str,
-                                                             message: str) -> None:
+@pytest.mark.parametrize(
+    ("cells", "cases", "message"),
+    [
+        ("torchrec-9.*", "", "no cell named 'torchrec-9.*'"),
+        ("", "--all-cells", "is not a case-id substring"),
+    ],
+)
+def test_an_invalid_selection_fails_the_plan_with_the_reason(
+    tmp_path: Path, step: Step, cells: str, cases: str, message: str
+) -> None:
     matrix = load_matrix(write_matrix(tmp_path))
     assert nightly.run_plan(matrix, cells, cases, False, step.actions) == 2
     assert step.log.startswith("::error title=Cannot plan the cells::") and message in step.log
     assert step.outputs == {}
 
 
-def test_bugmatrix_nightly_plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_bugmatrix_nightly_plan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv("GITHUB_OUTPUT", str(tmp_path / "output"))
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     path = write_matrix(tmp_path)
@@ -255,13 +292,30 @@ def test_bugmatrix_nightly_cell_runs_bugmatrix_run(tmp_path: Path, monkeypatch: 
     monkeypatch.setattr(harness.commands.run, "execute", fake_execute)
     monkeypatch.delenv("GITHUB_OUTPUT", raising=False)
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
-    rc = main(["--cases-dir", str(tmp_path / "cases"), "nightly", "cell", "--cell", "fakelib-lts", "--cases",
-               "fakelib, other", "--results", str(tmp_path / "results"), "--matrix", str(tmp_path / "m.yaml")])
+    rc = main(
+        [
+            "--cases-dir",
+            str(tmp_path / "cases"),
+            "nightly",
+            "cell",
+            "--cell",
+            "fakelib-lts",
+            "--cases",
+            "fakelib, other",
+            "--results",
+            str(tmp_path / "results"),
+            "--matrix",
+            str(tmp_path / "m.yaml"),
+        ]
+    )
     assert rc == 1
     [args] = seen
     assert (args.cell, args.cases, args.redo) == (["fakelib-lts"], ["fakelib", "other"], True)
-    assert (args.db, args.matrix, args.cases_dir) == (tmp_path / "results" / "fakelib-lts.db", tmp_path / "m.yaml",
-                                                       tmp_path / "cases")
+    assert (args.db, args.matrix, args.cases_dir) == (
+        tmp_path / "results" / "fakelib-lts.db",
+        tmp_path / "m.yaml",
+        tmp_path / "cases",
+    )
     assert (tmp_path / "results" / "fakelib-lts.exit-code").read_text() == "1\n"
 
 
@@ -284,11 +338,22 @@ class FakeGitHub:
         if command == self.fail:
             raise nightly.GhError(f"gh {command} exited 1: HTTP 500")
         if args[:2] == ["run", "list"]:
-            assert args[2:] == ["--workflow", "nightly.yml", "--event", "schedule", "--status", "success",
-                                "--limit", "1", "--json", "databaseId,url"], args
+            assert args[2:] == [
+                "--workflow",
+                "nightly.yml",
+                "--event",
+                "schedule",
+                "--status",
+                "success",
+                "--limit",
+                "1",
+                "--json",
+                "databaseId,url",
+            ], args
             found = [r for r in reversed(self.runs) if (r["event"], r["conclusion"]) == ("schedule", "success")]
-            return json.dumps([{"databaseId": r["id"], "url": f"https://github.com/o/r/actions/runs/{r['id']}"}
-                               for r in found[:1]])
+            return json.dumps(
+                [{"databaseId": r["id"], "url": f"https://github.com/o/r/actions/runs/{r['id']}"} for r in found[:1]]
+            )
         if args[:2] == ["run", "download"]:
             run_id, name, folder = args[2], args[4], args[6]
             assert args[3::2] == ["--name", "--dir"], args
@@ -300,17 +365,27 @@ class FakeGitHub:
         if args[0] in ("pr", "auth", "workflow"):  # the record-pr step's pull request
             return self.pulls.gh(args)
         if args[:2] == ["issue", "list"]:
-            assert args[2:] == ["--label", "bugmatrix-regression", "--state", "open", "--limit", "500", "--json",
-                                "number,title"], args
-            return json.dumps([{"number": i["number"], "title": i["title"]} for i in reversed(self.issues)
-                               if i["state"] == "open"])
+            assert args[2:] == [
+                "--label",
+                "bugmatrix-regression",
+                "--state",
+                "open",
+                "--limit",
+                "500",
+                "--json",
+                "number,title",
+            ], args
+            return json.dumps(
+                [{"number": i["number"], "title": i["title"]} for i in reversed(self.issues) if i["state"] == "open"]
+            )
         if args[:2] == ["label", "create"]:
             return ""
         if args[:2] == ["issue", "create"]:
             title, label, body = args[3], args[5], args[7]
             assert args[2::2] == ["--title", "--label", "--body"] and label == "bugmatrix-regression", args
-            self.issues.append({"number": len(self.issues) + 1, "title": title, "state": "open", "body": body,
-                                "comments": []})
+            self.issues.append(
+                {"number": len(self.issues) + 1, "title": title, "state": "open", "body": body, "comments": []}
+            )
             return ""
         if args[:2] == ["issue", "comment"]:
             assert args[3] == "--body", args
@@ -330,33 +405,49 @@ def results_folder(path: Path, *cells: tuple[str, Result]) -> Path:
 def test_the_baseline_is_the_newest_successful_scheduled_nightly(tmp_path: Path, step: Step) -> None:
     good_old = results_folder(tmp_path / "a1", ("c", result(F, F)))
     good_new = results_folder(tmp_path / "a2", ("c", result(R, F)))
-    gh = FakeGitHub(runs=[
-        {"id": 1, "event": "schedule", "conclusion": "success", "artifacts": {"bugmatrix-results": good_old}},
-        {"id": 2, "event": "schedule", "conclusion": "success", "artifacts": {"bugmatrix-results": good_new}},
-        {"id": 3, "event": "schedule", "conclusion": "failure", "artifacts": {"bugmatrix-results": good_old}},
-        {"id": 4, "event": "workflow_dispatch", "conclusion": "success", "artifacts": {}},
-    ])
+    gh = FakeGitHub(
+        runs=[
+            {"id": 1, "event": "schedule", "conclusion": "success", "artifacts": {"bugmatrix-results": good_old}},
+            {"id": 2, "event": "schedule", "conclusion": "success", "artifacts": {"bugmatrix-results": good_new}},
+            {"id": 3, "event": "schedule", "conclusion": "failure", "artifacts": {"bugmatrix-results": good_old}},
+            {"id": 4, "event": "workflow_dispatch", "conclusion": "success", "artifacts": {}},
+        ]
+    )
     dest = tmp_path / "previous"
     assert nightly.fetch_baseline(dest, gh, step.actions) == 0
     assert step.outputs == {"found": "true"}
     assert json.loads((dest / "baseline.json").read_text()) == {
-        "run_id": "2", "url": "https://github.com/o/r/actions/runs/2"}
-    assert nightly.load_baseline(dest) == (dest / "nightly.db", nightly.Baseline("2",
-                                                                                 "https://github.com/o/r/actions/runs/2"))
+        "run_id": "2",
+        "url": "https://github.com/o/r/actions/runs/2",
+    }
+    assert nightly.load_baseline(dest) == (
+        dest / "nightly.db",
+        nightly.Baseline("2", "https://github.com/o/r/actions/runs/2"),
+    )
     assert [r.outcome for _, r in ResultStore(dest / "nightly.db").latest()] == [R]
     assert gh.calls[1] == ["run", "download", "2", "--name", "bugmatrix-results", "--dir", str(dest)]
 
 
-@pytest.mark.parametrize(("runs", "fail", "why"), [
-    ([], "", "no earlier successful scheduled nightly"),
-    ([{"id": 7, "event": "schedule", "conclusion": "success", "artifacts": {}}], "",
-     "nightly run 7 has no bugmatrix-results artifact"),
-    ([{"id": 7, "event": "schedule", "conclusion": "success", "artifacts": {"bugmatrix-results": "EMPTY"}}], "",
-     "nightly run 7: its bugmatrix-results artifact holds no nightly.db"),
-    ([], "run list", "cannot list the earlier nightlies"),
-])
-def test_no_baseline_says_why_and_never_fails(tmp_path: Path, step: Step, runs: list[dict[str, Any]], fail: str,
-                                              why: str) -> None:
+@pytest.mark.parametrize(
+    ("runs", "fail", "why"),
+    [
+        ([], "", "no earlier successful scheduled nightly"),
+        (
+            [{"id": 7, "event": "schedule", "conclusion": "success", "artifacts": {}}],
+            "",
+            "nightly run 7 has no bugmatrix-results artifact",
+        ),
+        (
+            [{"id": 7, "event": "schedule", "conclusion": "success", "artifacts": {"bugmatrix-results": "EMPTY"}}],
+            "",
+            "nightly run 7: its bugmatrix-results artifact holds no nightly.db",
+        ),
+        ([], "run list", "cannot list the earlier nightlies"),
+    ],
+)
+def test_no_baseline_says_why_and_never_fails(
+    tmp_path: Path, step: Step, runs: list[dict[str, Any]], fail: str, why: str
+) -> None:
     (tmp_path / "EMPTY").mkdir()
     for run in runs:
         run["artifacts"] = {k: tmp_path / v for k, v in run["artifacts"].items()}
@@ -385,15 +476,19 @@ def test_bugmatrix_nightly_baseline_uses_gh(tmp_path: Path, monkeypatch: pytest.
 # --- aggregate -------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("shards", "merged", "compared", "expected"), [
-    ([], 0, None, nightly.Verdict(1)),
-    ([Path("a.db")], 0, None, nightly.Verdict(1)),
-    ([Path("a.db")], 3, None, nightly.Verdict(0, True)),
-    ([Path("a.db")], 3, {"unexpected_regressions": 0}, nightly.Verdict(0, True, 0)),
-    ([Path("a.db")], 3, {"unexpected_regressions": 2}, nightly.Verdict(1, True, 2)),
-])
+@pytest.mark.parametrize(
+    ("shards", "merged", "compared", "expected"),
+    [
+        ([], 0, None, nightly.Verdict(1)),
+        ([Path("a.db")], 0, None, nightly.Verdict(1)),
+        ([Path("a.db")], 3, None, nightly.Verdict(0, True)),
+        ([Path("a.db")], 3, {"unexpected_regressions": 0}, nightly.Verdict(0, True, 0)),
+        ([Path("a.db")], 3, {"unexpected_regressions": 2}, nightly.Verdict(1, True, 2)),
+    ],
+)
 def test_the_verdict_fails_only_on_an_unexpected_regression_or_no_results(
-        shards: list[Path], merged: int, compared: dict[str, Any] | None, expected: nightly.Verdict) -> None:
+    shards: list[Path], merged: int, compared: dict[str, Any] | None, expected: nightly.Verdict
+) -> None:
     assert nightly.verdict(shards, merged, compared) == expected
 
 
@@ -402,13 +497,21 @@ def test_the_cells_table_names_the_cells_without_results(tmp_path: Path) -> None
     (tmp_path / "b.exit-code").write_text("1\n")
     include = [{"cell": "a", "slug": "a"}, {"cell": "b", "slug": "b"}, {"cell": "c*", "slug": "c_"}]
     assert nightly.cells_summary(include, tmp_path).splitlines() == [
-        "## Cells", "", "| cell | `bugmatrix run` exit code |", "|---|---|", "| a | 0 |", "| b | 1 |",
-        "| c* | no results (the job failed, timed out or was cancelled) |", ""]
+        "## Cells",
+        "",
+        "| cell | `bugmatrix run` exit code |",
+        "|---|---|",
+        "| a | 0 |",
+        "| b | 1 |",
+        "| c* | no results (the job failed, timed out or was cancelled) |",
+        "",
+    ]
 
 
 def test_no_shards_fails_the_night(tmp_path: Path, step: Step) -> None:
-    decided = nightly.aggregate(tmp_path / "shards", tmp_path / "results", [{"cell": "a", "slug": "a"}], None,
-                                tmp_path, step.actions)
+    decided = nightly.aggregate(
+        tmp_path / "shards", tmp_path / "results", [{"cell": "a", "slug": "a"}], None, tmp_path, step.actions
+    )
     assert decided == nightly.Verdict(1)
     assert "::error title=No results::no cell uploaded a results store" in step.log
     assert "| a | no results" in step.summary and step.outputs == {}
@@ -444,30 +547,70 @@ def test_compare_json_is_what_bugmatrix_compare_prints(tmp_path: Path, capsys: p
 
 
 def change(case: str, cell: str, unexpected: bool = True, before: str | None = "fixed") -> dict[str, Any]:
-    return {"kind": "regressed", "case": case, "variant": "bug", "nproc": 2, "device": "cpu", "cell": cell,
-            "before": before, "after": "reproduced", "expected": "fixed", "versions": {"torch": "2.5.0", "x": "1"},
-            "tally": "", "unexpected": unexpected}
+    return {
+        "kind": "regressed",
+        "case": case,
+        "variant": "bug",
+        "nproc": 2,
+        "device": "cpu",
+        "cell": cell,
+        "before": before,
+        "after": "reproduced",
+        "expected": "fixed",
+        "versions": {"torch": "2.5.0", "x": "1"},
+        "tally": "",
+        "unexpected": unexpected,
+    }
 
 
 def test_one_issue_per_unexpectedly_regressed_case() -> None:
-    compared = {"changes": [change("b-case", "c1"), change("a-case", "c1"), change("b-case", "c2", before=None),
-                            change("z-case", "c1", unexpected=False)]}
+    compared = {
+        "changes": [
+            change("b-case", "c1"),
+            change("a-case", "c1"),
+            change("b-case", "c2", before=None),
+            change("z-case", "c1", unexpected=False),
+        ]
+    }
     open_issues = [{"number": 9, "title": "bugmatrix: b-case regressed"}, {"number": 4, "title": "other"}]
     plan = nightly.plan_issues(compared, open_issues, "https://run")
     assert [(a.kind, a.case, a.title, a.number) for a in plan] == [
         ("create", "a-case", "bugmatrix: a-case regressed", None),
-        ("comment", "b-case", "bugmatrix: b-case regressed", 9)]
-    assert plan[1].body == "\n".join([
-        "The nightly matrix ([run](https://run)) saw `b-case` reproduce where its metadata expects it fixed.", "",
-        "| cell | variant | device | ranks | before | after | versions |", "|---|---|---|---|---|---|---|",
-        "| c1 | bug | cpu | 2 | fixed | reproduced | torch 2.5.0, x 1 |",
-        "| c2 | bug | cpu | 2 | - | reproduced | torch 2.5.0, x 1 |"])
+        ("comment", "b-case", "bugmatrix: b-case regressed", 9),
+    ]
+    assert plan[1].body == "\n".join(
+        [
+            "The nightly matrix ([run](https://run)) saw `b-case` reproduce where its metadata expects it fixed.",
+            "",
+            "| cell | variant | device | ranks | before | after | versions |",
+            "|---|---|---|---|---|---|---|",
+            "| c1 | bug | cpu | 2 | fixed | reproduced | torch 2.5.0, x 1 |",
+            "| c2 | bug | cpu | 2 | - | reproduced | torch 2.5.0, x 1 |",
+        ]
+    )
     assert nightly.gh_commands(plan) == [
-        ["label", "create", "bugmatrix-regression", "--color", "B60205", "--description",
-         "bugmatrix nightly: a fixed bug came back", "--force"],
-        ["issue", "create", "--title", "bugmatrix: a-case regressed", "--label", "bugmatrix-regression", "--body",
-         plan[0].body],
-        ["issue", "comment", "9", "--body", plan[1].body]]
+        [
+            "label",
+            "create",
+            "bugmatrix-regression",
+            "--color",
+            "B60205",
+            "--description",
+            "bugmatrix nightly: a fixed bug came back",
+            "--force",
+        ],
+        [
+            "issue",
+            "create",
+            "--title",
+            "bugmatrix: a-case regressed",
+            "--label",
+            "bugmatrix-regression",
+            "--body",
+            plan[0].body,
+        ],
+        ["issue", "comment", "9", "--body", plan[1].body],
+    ]
     assert nightly.plan_issues({"changes": [change("z", "c", unexpected=False)]}, [], "u") == []
     assert nightly.gh_commands([]) == []
 
@@ -503,8 +646,9 @@ def test_the_issues_step_fails_when_gh_does_or_without_a_comparison(tmp_path: Pa
     assert "::error title=Cannot open issues::gh issue create exited 1: HTTP 500" in step.log
 
 
-def test_bugmatrix_nightly_issues(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_bugmatrix_nightly_issues(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     gh = FakeGitHub()
     monkeypatch.setattr(nightly, "run_gh", gh)
     compare_file = tmp_path / "compare.json"
@@ -534,9 +678,12 @@ class Replay:
         self.world: dict[str, str] = {}  # cell -> fakelib version tonight
         case = root / "cases" / CASE  # what the record-pr step derives rules for (the runs themselves are faked)
         case.mkdir(parents=True)
-        (case / "case.yaml").write_text(EXPECT_CASE.replace(
-            "      - outcome: reproduced\n", '      - when: {fakelib: "<1.3"}\n        outcome: reproduced\n'
-            "      - outcome: fixed\n"))
+        (case / "case.yaml").write_text(
+            EXPECT_CASE.replace(
+                "      - outcome: reproduced\n",
+                '      - when: {fakelib: "<1.3"}\n        outcome: reproduced\n      - outcome: fixed\n',
+            )
+        )
         (case / "repro.py").write_text("import fakelib\n")
         monkeypatch.setattr(nightly, "run_gh", self.gh)
         monkeypatch.setattr(nightly, "run_git", self.gh.pulls.git)
@@ -570,37 +717,86 @@ class Replay:
         matrix = write_matrix(base / "checkout", matrix_doc(lts, latest))
         self.world = {"fakelib-lts": lts, "fakelib-latest": latest}
         steps, rcs = {}, {}
-        rcs["plan"], steps["plan"] = self.step(base / "plan", ["nightly", "plan", "--matrix", str(matrix),
-                                                               "--cells", "", "--cases", "", "--cuda-runners", ""])
+        rcs["plan"], steps["plan"] = self.step(
+            base / "plan",
+            ["nightly", "plan", "--matrix", str(matrix), "--cells", "", "--cases", "", "--cuda-runners", ""],
+        )
         plan = steps["plan"].outputs["matrix"]
         shards = base / "shards"  # download-artifact, pattern results-*, merge-multiple
         for entry in json.loads(plan)["include"]:
             key = f"cell {entry['cell']}"
-            rcs[key], steps[key] = self.step(base / entry["slug"], [
-                "nightly", "cell", "--matrix", str(matrix), "--cell", entry["cell"], "--slug", entry["slug"],
-                "--cases", entry.get("cases", ""), "--results", str(shards)])
+            rcs[key], steps[key] = self.step(
+                base / entry["slug"],
+                [
+                    "nightly",
+                    "cell",
+                    "--matrix",
+                    str(matrix),
+                    "--cell",
+                    entry["cell"],
+                    "--slug",
+                    entry["slug"],
+                    "--cases",
+                    entry.get("cases", ""),
+                    "--results",
+                    str(shards),
+                ],
+            )
         results = base / "results"
-        rcs["aggregate"], steps["aggregate"] = self.step(base / "aggregate", [
-            "nightly", "aggregate", "--matrix", str(base / "no-matrix.yaml"), "--plan", plan, "--shards",
-            str(shards), "--record", str(self.record), "--results", str(results)])
+        rcs["aggregate"], steps["aggregate"] = self.step(
+            base / "aggregate",
+            [
+                "nightly",
+                "aggregate",
+                "--matrix",
+                str(base / "no-matrix.yaml"),
+                "--plan",
+                plan,
+                "--shards",
+                str(shards),
+                "--record",
+                str(self.record),
+                "--results",
+                str(results),
+            ],
+        )
         conclusion = "failure" if rcs["plan"] or rcs["aggregate"] else "success"
         artifacts = {"bugmatrix-results": results} if steps["aggregate"].outputs.get("report") == "true" else {}
-        self.gh.runs.append({"id": 1000 + number, "event": "schedule", "conclusion": conclusion,
-                             "artifacts": artifacts})
+        self.gh.runs.append(
+            {"id": 1000 + number, "event": "schedule", "conclusion": conclusion, "artifacts": artifacts}
+        )
         regressions = steps["aggregate"].outputs.get("regressions", "")
         url = f"https://github.com/o/r/actions/runs/{1000 + number}"
         if regressions not in ("", "0"):  # the issues job's `if:`, with BUGMATRIX_OPEN_ISSUES=true
-            rcs["issues"], steps["issues"] = self.step(base / "issues", [
-                "nightly", "issues", "--compare", str(results / "compare.json"), "--run-url", url])
+            rcs["issues"], steps["issues"] = self.step(
+                base / "issues", ["nightly", "issues", "--compare", str(results / "compare.json"), "--run-url", url]
+            )
         if artifacts:  # the record-pr job's `if:`, with BUGMATRIX_RECORD_PR=true: on the branch's checkout
             branch = base / "branch"
             shutil.copytree(self.root / "cases", branch / "cases")
             if self.record.is_dir():
                 shutil.copytree(self.record, branch / "record")
-            rcs["record-pr"], steps["record-pr"] = self.step(base / "record-pr", [
-                "--cases-dir", str(branch / "cases"), "nightly", "record-pr", "--matrix", str(base / "no-matrix.yaml"),
-                "--db", str(results / "nightly.db"), "--record", str(branch / "record"), "--page",
-                str(branch / "docs" / "cases.md"), "--page", str(branch / "docs" / "compat.md"), "--run-url", url])
+            rcs["record-pr"], steps["record-pr"] = self.step(
+                base / "record-pr",
+                [
+                    "--cases-dir",
+                    str(branch / "cases"),
+                    "nightly",
+                    "record-pr",
+                    "--matrix",
+                    str(base / "no-matrix.yaml"),
+                    "--db",
+                    str(results / "nightly.db"),
+                    "--record",
+                    str(branch / "record"),
+                    "--page",
+                    str(branch / "docs" / "cases.md"),
+                    "--page",
+                    str(branch / "docs" / "compat.md"),
+                    "--run-url",
+                    url,
+                ],
+            )
             if merge and (branch / "record").is_dir():  # a person merged the pull request
                 shutil.rmtree(self.record, ignore_errors=True)
                 shutil.copytree(branch / "record", self.record)
@@ -622,12 +818,13 @@ def test_three_nights(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: p
     assert [e["cell"] for e in json.loads(plan.outputs["matrix"])["include"]] == ["fakelib-lts", "fakelib-latest"]
     assert "::notice title=CUDA cells skipped::fakelib-latest-cuda" in plan.log
     assert "| fakelib-latest | cpu | ubuntu-latest | all |" in plan.summary
-    assert first.rcs == {"plan": 0, "cell fakelib-lts": 0, "cell fakelib-latest": 0, "aggregate": 0,
-                         "record-pr": 0}
+    assert first.rcs == {"plan": 0, "cell fakelib-lts": 0, "cell fakelib-latest": 0, "aggregate": 0, "record-pr": 0}
     assert first.steps["cell fakelib-lts"].outputs == {"exit-code": "0"}
     aggregate = first.steps["aggregate"]
     assert sorted((c, r.case, r.outcome.value) for c, r in ResultStore(first.results / "nightly.db").latest()) == [
-        ("fakelib-latest", CASE, "fixed"), ("fakelib-lts", CASE, "reproduced")]
+        ("fakelib-latest", CASE, "fixed"),
+        ("fakelib-lts", CASE, "reproduced"),
+    ]
     assert len(ResultStore(first.results / "nightly.db").runs()) == 2  # one run per shard
     assert "| fakelib-lts | 0 |" in aggregate.summary and "| fakelib-latest | 0 |" in aggregate.summary
     assert "## bugmatrix report" in aggregate.summary
@@ -645,8 +842,10 @@ def test_three_nights(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: p
     assert ["workflow", "run", "ci.yml", "--ref", "bugmatrix/record"] in pulls.gh_calls
     assert first.steps["record-pr"].outputs == {"pull-request": "https://github.com/o/r/pull/1"}
     rows = [json.loads(line) for line in (replay.record / "results" / f"{CASE}.jsonl").read_text().splitlines()]
-    assert sorted((r["cell"], r["outcome"]) for r in rows) == [("fakelib-latest", "fixed"),
-                                                              ("fakelib-lts", "reproduced")]
+    assert sorted((r["cell"], r["outcome"]) for r in rows) == [
+        ("fakelib-latest", "fixed"),
+        ("fakelib-lts", "reproduced"),
+    ]
 
     # night 2: fakelib 1.5 brings the bug back where the case expects it fixed; its pull request is left open
     second = replay.night("1.2", "1.5", merge=False)
@@ -657,7 +856,8 @@ def test_three_nights(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: p
     assert "| fakelib-latest | 1 |" in aggregate.summary
     assert f"Compared with the committed record ({replay.record})." in aggregate.summary
     assert f"| **unexpected regression** | fakelib-latest | {CASE}::bug[cpu-1] | fixed | reproduced | fixed |" in (
-        aggregate.summary)
+        aggregate.summary
+    )
     assert "::error title=Unexpected regression::1 unexpected regression(s)" in aggregate.log
     assert aggregate.outputs == {"report": "true", "regressions": "1"}  # the results are kept all the same
     compared = json.loads((second.results / "compare.json").read_text())
@@ -678,8 +878,7 @@ def test_three_nights(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: p
     # night 3: the unmerged regression is not the baseline (the record is); a fix is no failure
     third = replay.night("1.4", "1.4")
     aggregate = third.steps["aggregate"]
-    assert third.rcs == {"plan": 0, "cell fakelib-lts": 0, "cell fakelib-latest": 0, "aggregate": 0,
-                         "record-pr": 0}
+    assert third.rcs == {"plan": 0, "cell fakelib-lts": 0, "cell fakelib-latest": 0, "aggregate": 0, "record-pr": 0}
     assert f"| fixed | fakelib-lts | {CASE}::bug[cpu-1] | reproduced | fixed | fixed |" in aggregate.summary
     assert "unexpected regression" not in aggregate.summary and "::error" not in aggregate.log
     assert aggregate.outputs == {"report": "true", "regressions": "0"}
@@ -734,8 +933,14 @@ class FakePulls:
             return json.dumps([{"number": p["number"], "url": p["url"]} for p in self.pulls])
         if args[:2] == ["pr", "create"]:
             number = len(self.pulls) + 1
-            self.pulls.append({"number": number, "url": f"https://github.com/o/r/pull/{number}",
-                               "title": args[args.index("--title") + 1], "body": args[args.index("--body") + 1]})
+            self.pulls.append(
+                {
+                    "number": number,
+                    "url": f"https://github.com/o/r/pull/{number}",
+                    "title": args[args.index("--title") + 1],
+                    "body": args[args.index("--body") + 1],
+                }
+            )
             return self.pulls[-1]["url"] + "\n"
         if args[:2] == ["pr", "edit"]:
             pull = next(p for p in self.pulls if str(p["number"]) == args[2])
@@ -757,11 +962,22 @@ def fake_project(tmp_path: Path) -> Path:
     from .fakeindex import FakeRelease, build_index, fake_torch
 
     versions = ["1.0", "1.1", "1.2", "1.3", "1.4", "1.5", "2.0"]
-    index = build_index(tmp_path / "index", [fake_torch("2.5.0", "2024-01-01T00:00:00Z"), *[
-        FakeRelease("fakelib", v, f"2024-02-{i + 1:02d}T00:00:00Z") for i, v in enumerate(versions)]])
-    (tmp_path / "matrix.yaml").write_text(yaml.safe_dump({
-        "indexes": {"local": index}, "defaults": {"index": "local"},
-        "groups": [{"name": "fakelib-{fakelib}", "axes": {"fakelib": versions}, "pins": {"torch": "2.5.0"}}]}))
+    index = build_index(
+        tmp_path / "index",
+        [
+            fake_torch("2.5.0", "2024-01-01T00:00:00Z"),
+            *[FakeRelease("fakelib", v, f"2024-02-{i + 1:02d}T00:00:00Z") for i, v in enumerate(versions)],
+        ],
+    )
+    (tmp_path / "matrix.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "indexes": {"local": index},
+                "defaults": {"index": "local"},
+                "groups": [{"name": "fakelib-{fakelib}", "axes": {"fakelib": versions}, "pins": {"torch": "2.5.0"}}],
+            }
+        )
+    )
     folder = tmp_path / "cases" / CASE
     folder.mkdir(parents=True)
     (folder / "case.yaml").write_text(EXPECT_CASE)
@@ -769,8 +985,9 @@ def fake_project(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def record_pr(project: Path, pulls: FakePulls, monkeypatch: pytest.MonkeyPatch, db: Path, *more: str) -> tuple[
-        int, Step]:
+def record_pr(
+    project: Path, pulls: FakePulls, monkeypatch: pytest.MonkeyPatch, db: Path, *more: str
+) -> tuple[int, Step]:
     monkeypatch.setattr(nightly, "run_gh", pulls.gh)
     monkeypatch.setattr(nightly, "run_git", pulls.git)
     folder = project / f"step-{len(pulls.gh_calls)}"
@@ -780,22 +997,41 @@ def record_pr(project: Path, pulls: FakePulls, monkeypatch: pytest.MonkeyPatch, 
     out = io.StringIO()
     monkeypatch.setattr(sys, "stdout", out)
     monkeypatch.chdir(project)  # the checkout: its README.md and docs/ are the pages by default
-    rc = main(["--cases-dir", str(project / "cases"), "nightly", "record-pr", "--matrix", str(project / "matrix.yaml"),
-               "--db", str(db), "--record", str(project / "record"), "--run-url", URL, *more])
+    rc = main(
+        [
+            "--cases-dir",
+            str(project / "cases"),
+            "nightly",
+            "record-pr",
+            "--matrix",
+            str(project / "matrix.yaml"),
+            "--db",
+            str(db),
+            "--record",
+            str(project / "record"),
+            "--run-url",
+            URL,
+            *more,
+        ]
+    )
     step = Step(folder, out)
     return rc, step
 
 
 def test_a_new_release_that_fixes_a_case_gets_a_pull_request_with_the_record_and_the_rule_diff(
-        fake_project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    db = store(fake_project / "nightly.db", ("fakelib-1.5", result(R, R, "1.5")),
-               ("fakelib-2.0", result(F, R, "2.0")))  # the new release: fixed, where the case expects reproduced
+    fake_project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = store(
+        fake_project / "nightly.db", ("fakelib-1.5", result(R, R, "1.5")), ("fakelib-2.0", result(F, R, "2.0"))
+    )  # the new release: fixed, where the case expects reproduced
     (fake_project / "README.md").write_text("# fake\n\nNo generated table here.\n")
     (fake_project / "docs").mkdir()
-    (fake_project / "docs" / "cases.md").write_text("# cases\n<!-- cases-table: generated -->\nold\n"
-                                                    "<!-- /cases-table -->\n")
-    (fake_project / "docs" / "compat.md").write_text("# compat\n<!-- compat-tables: generated -->\nold compat\n"
-                                                     "<!-- /compat-tables -->\n")
+    (fake_project / "docs" / "cases.md").write_text(
+        "# cases\n<!-- cases-table: generated -->\nold\n<!-- /cases-table -->\n"
+    )
+    (fake_project / "docs" / "compat.md").write_text(
+        "# compat\n<!-- compat-tables: generated -->\nold compat\n<!-- /compat-tables -->\n"
+    )
     pulls = FakePulls()
     rc, step = record_pr(fake_project, pulls, monkeypatch, db)
     assert rc == 0, step.log
@@ -812,14 +1048,23 @@ def test_a_new_release_that_fixes_a_case_gets_a_pull_request_with_the_record_and
     assert "# not fixed upstream yet" in case_file.read_text()  # the checkout carries the change, comments kept
     assert "2024-03-01: measured by hand." in case_file.read_text()  # the hand-written evidence is untouched
     [rules] = [json.loads(line) for line in (fake_project / "record" / "rules.jsonl").read_text().splitlines()]
-    assert (rules["case"], rules["variant"], rules["rules"]) == (CASE, "bug", "fakelib <2.0: reproduced; otherwise "
-                                                                                "fixed")
+    assert (rules["case"], rules["variant"], rules["rules"]) == (
+        CASE,
+        "bug",
+        "fakelib <2.0: reproduced; otherwise fixed",
+    )
     cases_page = (fake_project / "docs" / "cases.md").read_text()
     assert f"| `{CASE}` — fakelib bug |" in cases_page and "old" not in cases_page  # the tables regenerated from it
     assert "old compat" not in (fake_project / "docs" / "compat.md").read_text()
     assert pulls.git_calls[0] == ["checkout", "-B", "bugmatrix/record"]
-    assert pulls.git_calls[1] == ["add", "--", str(fake_project / "record"), str(case_file), "docs/cases.md",
-                                  "docs/compat.md"]  # README.md holds no table: left out
+    assert pulls.git_calls[1] == [
+        "add",
+        "--",
+        str(fake_project / "record"),
+        str(case_file),
+        "docs/cases.md",
+        "docs/compat.md",
+    ]  # README.md holds no table: left out
     assert pulls.git_calls[-1] == ["push", "--force", "origin", "HEAD:refs/heads/bugmatrix/record"]
     assert ["auth", "setup-git"] in pulls.gh_calls
     assert pulls.gh_calls[-1] == ["workflow", "run", "ci.yml", "--ref", "bugmatrix/record"]  # its CI
@@ -835,19 +1080,46 @@ def test_a_new_release_that_fixes_a_case_gets_a_pull_request_with_the_record_and
 
 
 def test_a_bug_that_came_back_links_the_regression_and_the_night_keeps_failing(
-        fake_project: Path, monkeypatch: pytest.MonkeyPatch, step: Step) -> None:
-    (fake_project / "cases" / CASE / "case.yaml").write_text(EXPECT_CASE.replace(
-        "      - outcome: reproduced\n", '      - when: {fakelib: "<1.3"}\n        outcome: reproduced\n'
-        "      - outcome: fixed\n"))
+    fake_project: Path, monkeypatch: pytest.MonkeyPatch, step: Step
+) -> None:
+    (fake_project / "cases" / CASE / "case.yaml").write_text(
+        EXPECT_CASE.replace(
+            "      - outcome: reproduced\n",
+            '      - when: {fakelib: "<1.3"}\n        outcome: reproduced\n      - outcome: fixed\n',
+        )
+    )
     previous = store(fake_project / "previous" / "nightly.db", ("fakelib-latest", result(F, F, "1.4")))
-    assert main(["--cases-dir", str(fake_project / "cases"), "record", "fold", "--record",
-                 str(fake_project / "record"), "--offline", str(previous)]) == 0  # the record holds last night
+    assert (
+        main(
+            [
+                "--cases-dir",
+                str(fake_project / "cases"),
+                "record",
+                "fold",
+                "--record",
+                str(fake_project / "record"),
+                "--offline",
+                str(previous),
+            ]
+        )
+        == 0
+    )  # the record holds last night
     shards = fake_project / "shards"
-    store(shards / "tonight.db", ("fakelib-lts", result(R, R, "1.2", started_at=200.0)),
-          ("fakelib-1.3", result(F, F, "1.3", started_at=200.0)),
-          ("fakelib-latest", result(R, F, "1.5", started_at=200.0)))  # 1.5 brings the bug back
-    verdict = nightly.aggregate(shards, fake_project / "results", [], None, fake_project / "cases", step.actions,
-                                record_root=fake_project / "record")
+    store(
+        shards / "tonight.db",
+        ("fakelib-lts", result(R, R, "1.2", started_at=200.0)),
+        ("fakelib-1.3", result(F, F, "1.3", started_at=200.0)),
+        ("fakelib-latest", result(R, F, "1.5", started_at=200.0)),
+    )  # 1.5 brings the bug back
+    verdict = nightly.aggregate(
+        shards,
+        fake_project / "results",
+        [],
+        None,
+        fake_project / "cases",
+        step.actions,
+        record_root=fake_project / "record",
+    )
     assert verdict.exit_code == 1 and verdict.regressions == 1
     compared = (fake_project / "results" / "compare.json").read_text()
 
@@ -855,8 +1127,10 @@ def test_a_bug_that_came_back_links_the_regression_and_the_night_keeps_failing(
     rc, pr_step = record_pr(fake_project, pulls, monkeypatch, fake_project / "results" / "nightly.db")
     assert rc == 0, pr_step.log
     body = pulls.pulls[0]["body"]
-    assert (f"- **came back** in fakelib 1.5 (cell `fakelib-latest`, cpu, nproc 1): a regression, expected fixed; "
-            f"issue #7; [nightly run]({URL})") in body
+    assert (
+        f"- **came back** in fakelib 1.5 (cell `fakelib-latest`, cpu, nproc 1): a regression, expected fixed; "
+        f"issue #7; [nightly run]({URL})"
+    ) in body
     assert "a bug that came back keeps failing the nightly until a person merges this" in body
     assert f"- `{CASE}::bug[cpu-1]` in `fakelib-latest`: fixed → reproduced (**unexpected**)" in body
     assert "- boundary: regressed in fakelib 1.5 (1.4 fixed)" in body  # last night's 1.4, from the record
@@ -868,29 +1142,47 @@ def test_a_bug_that_came_back_links_the_regression_and_the_night_keeps_failing(
 
 
 def test_record_pr_refuses_rules_it_cannot_derive_but_still_records_the_night(
-        fake_project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    db = store(fake_project / "nightly.db", ("fakelib-1.0", result(R, R, "1.0")),
-               ("fakelib-2.0", result(F, R, "2.0")))  # 1.1 ... 1.5 not run: an interval
+    fake_project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = store(
+        fake_project / "nightly.db", ("fakelib-1.0", result(R, R, "1.0")), ("fakelib-2.0", result(F, R, "2.0"))
+    )  # 1.1 ... 1.5 not run: an interval
     pulls = FakePulls()
     rc, step = record_pr(fake_project, pulls, monkeypatch, db)
     assert rc == 0 and len(pulls.pulls) == 1
     assert f"::warning title=Expectations not derived%3A {CASE}%3A%3Abug::fakelib: fixed between 1.0 and 2.0" in (
-        step.log)
+        step.log
+    )
     assert "bugmatrix narrow" in step.log and "### Rules not derived" in pulls.pulls[0]["body"]
     assert (fake_project / "cases" / CASE / "case.yaml").read_text() == EXPECT_CASE
 
 
 def test_record_pr_with_nothing_new_does_nothing(fake_project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     db = store(fake_project / "nightly.db", ("fakelib-1.0", result(R, R, "1.0")))
-    assert main(["--cases-dir", str(fake_project / "cases"), "record", "fold", "--record",
-                 str(fake_project / "record"), "--matrix", str(fake_project / "matrix.yaml"), str(db)]) == 0
+    assert (
+        main(
+            [
+                "--cases-dir",
+                str(fake_project / "cases"),
+                "record",
+                "fold",
+                "--record",
+                str(fake_project / "record"),
+                "--matrix",
+                str(fake_project / "matrix.yaml"),
+                str(db),
+            ]
+        )
+        == 0
+    )
     pulls = FakePulls()
     rc, step = record_pr(fake_project, pulls, monkeypatch, db)
     assert rc == 0 and pulls.pulls == [] and pulls.git_calls == [] and step.outputs == {"pull-request": ""}
 
 
-def test_record_pr_dry_run_prints_the_body_and_writes_nothing(fake_project: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_record_pr_dry_run_prints_the_body_and_writes_nothing(
+    fake_project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     db = store(fake_project / "nightly.db", ("fakelib-1.5", result(R, R, "1.5")), ("fakelib-2.0", result(F, R, "2.0")))
     pulls = FakePulls()
     rc, step = record_pr(fake_project, pulls, monkeypatch, db, "--dry-run")

@@ -23,13 +23,25 @@ def test_the_report_lists_an_unmeasured_case_with_its_rules() -> None:
 
 
 def test_asking_the_report_for_an_unmeasured_case_says_so(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "harness", "report", "fbgemm-5816", "--format", "markdown"],
-                          cwd=ROOT, capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "report", "fbgemm-5816", "--format", "markdown"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
-    assert "| fbgemm-5816-uvm-to-cpu-host-mapped | bug | cuda | — | not measured; its rules say: reproduced where " \
-           "fbgemm-gpu <1.8.0; else fixed |" in proc.stdout
-    nothing = subprocess.run([sys.executable, "-m", "harness", "report", "no-such-case"], cwd=ROOT,
-                             capture_output=True, text=True, check=False)
+    assert (
+        "| fbgemm-5816-uvm-to-cpu-host-mapped | bug | cuda | — | not measured; its rules say: reproduced where "
+        "fbgemm-gpu <1.8.0; else fixed |" in proc.stdout
+    )
+    nothing = subprocess.run(
+        [sys.executable, "-m", "harness", "report", "no-such-case"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert nothing.returncode == 1 and "no results" in nothing.stderr
 
 
@@ -48,11 +60,18 @@ def test_a_never_launched_device_skip_in_the_store_leaves_the_case_not_measured(
         for variant in case.spec.variants:
             job = Job(case=case, variant=variant, nproc=1, device="cuda")
             store.save(run_id, skip_result(job, "needs a CUDA device; this machine has none"))
-    proc = subprocess.run([sys.executable, "-m", "harness", "report", "fbgemm-5816", "--format", "markdown",
-                           "--db", str(store.path)], cwd=ROOT, capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "report", "fbgemm-5816", "--format", "markdown", "--db", str(store.path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
-    assert "| fbgemm-5816-uvm-to-cpu-host-mapped | bug | cuda | — | not measured; its rules say: reproduced where " \
-           "fbgemm-gpu <1.8.0; else fixed |" in proc.stdout
+    assert (
+        "| fbgemm-5816-uvm-to-cpu-host-mapped | bug | cuda | — | not measured; its rules say: reproduced where "
+        "fbgemm-gpu <1.8.0; else fixed |" in proc.stdout
+    )
     assert "| ? |" not in proc.stdout
 
 

@@ -25,8 +25,11 @@ def test_the_bundle_carries_the_harness_runtime_at_the_locked_versions() -> None
 
 
 def test_wheels_the_target_has_are_dropped(tmp_path: Path) -> None:
-    for wheel in ("pydantic-2.14.3-py3-none-any.whl", "rich-15.0.0-py3-none-any.whl",
-                  "PyYAML-6.0.3-cp312-cp312-manylinux_2_17_x86_64.whl"):
+    for wheel in (
+        "pydantic-2.14.3-py3-none-any.whl",
+        "rich-15.0.0-py3-none-any.whl",
+        "PyYAML-6.0.3-cp312-cp312-manylinux_2_17_x86_64.whl",
+    ):
         (tmp_path / wheel).write_bytes(b"")
     assert offline_bundle.drop_present(tmp_path, ["rich", "pyyaml"]) == ["pydantic-2.14.3-py3-none-any.whl"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pydantic-2.14.3-py3-none-any.whl"]

@@ -44,8 +44,11 @@ def _validator() -> jsonschema.Draft202012Validator:
 
 def _invalid(docs: dict[str, dict]) -> list[str]:
     validator = _validator()
-    return [f"{vuln_id}: {'/'.join(map(str, e.absolute_path))}: {e.message[:160]}"
-            for vuln_id, doc in docs.items() for e in validator.iter_errors(doc)]
+    return [
+        f"{vuln_id}: {'/'.join(map(str, e.absolute_path))}: {e.message[:160]}"
+        for vuln_id, doc in docs.items()
+        for e in validator.iter_errors(doc)
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -54,13 +57,20 @@ def real() -> dict:
     cases = every_case(ROOT / "cases")
     results = open_reader(None, False, cases, ROOT / "record").latest()
     docs = documents(results, cases, load(ROOT / "record").releases)
-    return {"cases": cases, "results": results, "docs": docs,
-            "auditor": audit_module.Auditor(results, cases),
-            "known": audit_module.known_packages(results, cases)}
+    return {
+        "cases": cases,
+        "results": results,
+        "docs": docs,
+        "auditor": audit_module.Auditor(results, cases),
+        "known": audit_module.known_packages(results, cases),
+    }
 
 
-def test_every_advisory_validates_against_the_official_osv_schema(real: dict, world: dict,  # noqa: F811
-                                                                  gated: dict) -> None:  # noqa: F811
+def test_every_advisory_validates_against_the_official_osv_schema(
+    real: dict,
+    world: dict,  # noqa: F811
+    gated: dict,  # noqa: F811
+) -> None:
     """cd5612d: every record failed the current schema on its id (`BUGMATRIX-...`: the schema's id pattern takes a
     known database's prefix or `x_` for a local one)."""
     assert real["docs"] and _invalid(real["docs"]) == []
@@ -77,6 +87,7 @@ def test_every_advisory_validates_against_the_official_osv_schema(real: dict, wo
 def _includes(events: list[dict[str, str]], version: Version) -> bool:
     """The schema's evaluation of one ECOSYSTEM/SEMVER range: events sorted by version ("0" first); an introduced
     at or below the version makes it affected, a fixed or limit at or below it, or a last_affected below it, not."""
+
     def at(event: dict[str, str]) -> Version:
         return Version("0") if next(iter(event.values())) == "0" else Version(next(iter(event.values())))
 
@@ -101,20 +112,31 @@ def scanner(docs: dict[str, dict], installed: dict[str, str]) -> set[str]:
                 continue
             version = Version(Version(installed[name]).public)
             if str(version) in entry.get("versions", []) or any(
-                    _includes(r["events"], version) for r in entry.get("ranges", [])
-                    if r["type"] in ("ECOSYSTEM", "SEMVER")):
+                _includes(r["events"], version) for r in entry.get("ranges", []) if r["type"] in ("ECOSYSTEM", "SEMVER")
+            ):
                 found.add(vuln_id)
     return found
 
 
 def test_the_scanner_here_reads_ranges_as_the_schema_says() -> None:
     runs = [{"introduced": "0"}, {"fixed": "2.4.0"}, {"introduced": "2.6"}]
-    assert [_includes(runs, Version(v)) for v in ("1.0", "2.3.9", "2.4.0", "2.5.2", "2.6.0", "9")] == \
-        [True, True, False, False, True, True]
+    assert [_includes(runs, Version(v)) for v in ("1.0", "2.3.9", "2.4.0", "2.5.2", "2.6.0", "9")] == [
+        True,
+        True,
+        False,
+        False,
+        True,
+        True,
+    ]
     last = [{"introduced": "1.1.0"}, {"last_affected": "1.1.0"}]
     assert [_includes(last, Version(v)) for v in ("1.0.9", "1.1.0", "1.1.1")] == [False, True, False]
-    docs = {"a": {"affected": [{"package": {"ecosystem": "PyPI", "name": "Pytorch_Lightning"},
-                                "versions": ["1.0"], "ranges": []}]}}
+    docs = {
+        "a": {
+            "affected": [
+                {"package": {"ecosystem": "PyPI", "name": "Pytorch_Lightning"}, "versions": ["1.0"], "ranges": []}
+            ]
+        }
+    }
     assert scanner(docs, {"pytorch-lightning": "1.0+cpu"}) == {"a"}
     assert scanner(docs, {"pytorch-lightning": "1.1"}) == set()
 
@@ -135,7 +157,11 @@ ENVIRONMENTS = [  # the issue's four, then others of our own (every package a ca
     "torchrec==1.1.0 fbgemm-gpu-cpu==1.1.0 torch==2.6.0",
     "torchrec==1.9.2 fbgemm-gpu-cpu==1.9.0 torch==2.14.1",
     "torchrec==1.0.0 fbgemm-gpu==1.0.0 torch==2.5.1",
-    "torch==2.6.0", "torch==2.7.0", "torch==2.11.0", "torch==2.15.0", "torch==2.16.0",
+    "torch==2.6.0",
+    "torch==2.7.0",
+    "torch==2.11.0",
+    "torch==2.15.0",
+    "torch==2.16.0",
 ]
 
 
@@ -162,7 +188,8 @@ def _why_extra(doc: dict, installed: dict[str, str], wanting: set[str]) -> str:
     if said["coupling"]:
         return f"a coupling OSV ORs: {', '.join(said['coupling'])}"
     primary = {"fbgemm-gpu": {"fbgemm-gpu", "fbgemm-gpu-cpu"}, "lightning": {"lightning", "pytorch-lightning"}}.get(
-        said["primary"], {said["primary"]})
+        said["primary"], {said["primary"]}
+    )
     if said["listed"] != said["primary"] and not primary & set(installed):
         return f"lists {said['listed']}; the case needs {said['primary']}, not installed"
     if said["case"] in wanting:
@@ -177,8 +204,11 @@ def _check(data: dict, docs: dict[str, dict], env: str) -> list[str]:
     for device in ("cpu",) if "fbgemm-gpu-cpu" in installed else ("cpu", "cuda"):  # a CPU wheel: a CPU install
         mine = {vuln_id for vuln_id, d in docs.items() if d["database_specific"]["device"] == device}
         affected, wanting = _audit(data, env, device)
-        by_item = {(d["database_specific"]["case"], d["database_specific"]["variant"]): vuln_id
-                   for vuln_id, d in docs.items() if vuln_id in mine}
+        by_item = {
+            (d["database_specific"]["case"], d["database_specific"]["variant"]): vuln_id
+            for vuln_id, d in docs.items()
+            if vuln_id in mine
+        }
         for item in sorted(affected):
             if item in by_item and by_item[item] not in found:
                 wrong.append(f"{env} on {device}: audit says {item} applies, the scanner does not")
@@ -186,11 +216,16 @@ def _check(data: dict, docs: dict[str, dict], env: str) -> list[str]:
             doc = docs[vuln_id]
             item = (doc["database_specific"]["case"], doc["database_specific"]["variant"])
             if item not in affected and not _why_extra(doc, installed, wanting):
-                wrong.append(f"{env} on {device}: the scanner reports {vuln_id}, audit does not, and nothing "
-                             "the advisory says explains it")
+                wrong.append(
+                    f"{env} on {device}: the scanner reports {vuln_id}, audit does not, and nothing "
+                    "the advisory says explains it"
+                )
         if device == "cpu":  # every advisory audit answers affected on the CPU has one
-            wrong += [f"{env}: {item} affected and no advisory" for item in sorted(affected - set(by_item))
-                      if not any(d["database_specific"]["case"] == item[0] for d in docs.values())]
+            wrong += [
+                f"{env}: {item} affected and no advisory"
+                for item in sorted(affected - set(by_item))
+                if not any(d["database_specific"]["case"] == item[0] for d in docs.values())
+            ]
     return wrong
 
 
@@ -203,15 +238,26 @@ def test_a_scanner_holds_audits_affected_answer_and_explains_every_extra(real: d
 
 
 def test_the_synthetic_records_too(world: dict, gated: dict) -> None:  # noqa: F811
-    for synthetic, envs in ((world, ["torch==2.1.2", "torch==2.6.0 lightning==2.3.3", "torch==2.6.0 lightning==2.5.1",
-                                     "torch==2.5.1 lightning==2.6.6", "torchrec==1.0.0 fbgemm-gpu-cpu==1.0.0 "
-                                     "torch==2.5.0"]),
-                            (gated, ["torch==2.0.1", "torch==2.2.1", "torch==2.5.0", "torch==2.6.0", "torch==2.9.5",
-                                     "torch==2.12.1"])):
+    for synthetic, envs in (
+        (
+            world,
+            [
+                "torch==2.1.2",
+                "torch==2.6.0 lightning==2.3.3",
+                "torch==2.6.0 lightning==2.5.1",
+                "torch==2.5.1 lightning==2.6.6",
+                "torchrec==1.0.0 fbgemm-gpu-cpu==1.0.0 torch==2.5.0",
+            ],
+        ),
+        (gated, ["torch==2.0.1", "torch==2.2.1", "torch==2.5.0", "torch==2.6.0", "torch==2.9.5", "torch==2.12.1"]),
+    ):
         results = open_reader(None, False, synthetic["cases"], synthetic["root"]).latest()
-        data = {"cases": synthetic["cases"], "results": results,
-                "auditor": audit_module.Auditor(results, synthetic["cases"]),
-                "known": audit_module.known_packages(results, synthetic["cases"])}
+        data = {
+            "cases": synthetic["cases"],
+            "results": results,
+            "auditor": audit_module.Auditor(results, synthetic["cases"]),
+            "known": audit_module.known_packages(results, synthetic["cases"]),
+        }
         docs = _docs(synthetic)
         for env in envs:
             assert _check(data, docs, env) == []
@@ -224,9 +270,11 @@ def test_lightning_21757_is_listed_on_lightning_alone_without_2_4_to_2_5(real: d
     doc = real["docs"]["x_BUGMATRIX-lightning-21757-lr-finder-weights-only"]
     assert {e["package"]["name"] for e in doc["affected"]} == {"lightning", "pytorch-lightning"}
     assert "x_BUGMATRIX-lightning-21757-lr-finder-weights-only" not in scanner(
-        real["docs"], _installed("lightning==2.5.2 torch==2.7.0"))
+        real["docs"], _installed("lightning==2.5.2 torch==2.7.0")
+    )
     assert "x_BUGMATRIX-lightning-21757-lr-finder-weights-only" in scanner(
-        real["docs"], _installed("lightning==2.6.6 torch==2.9.1"))
+        real["docs"], _installed("lightning==2.6.6 torch==2.9.1")
+    )
     assert set(doc["database_specific"]["coupling"]) == {"lightning", "torch"}
 
 
@@ -238,7 +286,9 @@ def test_each_variant_is_its_own_advisory_and_a_fix_offered_is_one_audit_agrees_
     first = docs["x_BUGMATRIX-torch-143828-dsd-empty-param-group"]
     second = docs["x_BUGMATRIX-torch-143828-dsd-empty-param-group.bug-empty-group-first"]
     assert (first["database_specific"]["variant"], second["database_specific"]["variant"]) == (
-        "bug", "bug-empty-group-first")
+        "bug",
+        "bug-empty-group-first",
+    )
     assert first["related"] == [second["id"]] and second["related"] == [first["id"]]
     at_270 = scanner(docs, {"torch": "2.7.0"})
     assert second["id"] in at_270 and first["id"] not in at_270
@@ -250,9 +300,14 @@ def test_each_variant_is_its_own_advisory_and_a_fix_offered_is_one_audit_agrees_
             continue
         case, entry = by_id[said["case"]], doc["affected"][0]
         cells = real["auditor"].cells(case.id, said["variant"], said["device"])
-        newest = {p: max((c.versions[p] for c in cells if p in c.versions and " @ " not in c.versions[p]),
-                         key=Version, default="0") for p in deciding(real["auditor"], case, said["variant"],
-                                                                     said["device"])}
+        newest = {
+            p: max(
+                (c.versions[p] for c in cells if p in c.versions and " @ " not in c.versions[p]),
+                key=Version,
+                default="0",
+            )
+            for p in deciding(real["auditor"], case, said["variant"], said["device"])
+        }
         for fixed in {e["fixed"] for r in entry["ranges"] for e in r["events"] if "fixed" in e}:
             pins = {p: Pin(p, fixed if p == said["listed"] else v) for p, v in newest.items()}
             answer = real["auditor"].answer(case, said["variant"], audit_module.Target(pins), said["device"])
@@ -271,8 +326,9 @@ def test_a_package_is_listed_only_where_it_decides_and_a_cuda_advisory_names_no_
     for doc in docs.values():
         said = doc["database_specific"]
         case = next(c for c in real["cases"] if c.id == said["case"])
-        assert said["listed"] is None or said["listed"] in deciding(real["auditor"], case, said["variant"],
-                                                                    said["device"]), doc["id"]
+        assert said["listed"] is None or said["listed"] in deciding(
+            real["auditor"], case, said["variant"], said["device"]
+        ), doc["id"]
         for entry in doc["affected"]:
             assert entry["database_specific"]["device"] == said["device"]
             if said["device"] == "cuda":
@@ -287,21 +343,31 @@ def regression(tmp_path: Path, make_case, monkeypatch: pytest.MonkeyPatch) -> di
     """torch-6-regress: measured fixed at 2.1.0 and 2.2.0, reproduced at 2.5.0 and 2.6.0; the releases between,
     2.3.0 and 2.4.0, listed and not run; the rules put the regression at 2.3."""
     monkeypatch.chdir(tmp_path)
-    case = make_case("print('r')\n", case_id="torch-6-regress", upstream=["https://example.invalid/torch/issues/6"],
-                     variants={"bug": {"expect": [{"when": {"torch": "<2.3"}, "outcome": "fixed"},
-                                                  {"outcome": "reproduced"}]}})
+    case = make_case(
+        "print('r')\n",
+        case_id="torch-6-regress",
+        upstream=["https://example.invalid/torch/issues/6"],
+        variants={"bug": {"expect": [{"when": {"torch": "<2.3"}, "outcome": "fixed"}, {"outcome": "reproduced"}]}},
+    )
     F, R = Outcome.FIXED, Outcome.REPRODUCED
-    rows = [_row(case, "bug", f"torch-{v}", {"torch": v}, o, DAY + i)
-            for i, (v, o) in enumerate([("2.1.0", F), ("2.2.0", F), ("2.5.0", R), ("2.6.0", R)])]
+    rows = [
+        _row(case, "bug", f"torch-{v}", {"torch": v}, o, DAY + i)
+        for i, (v, o) in enumerate([("2.1.0", F), ("2.2.0", F), ("2.5.0", R), ("2.6.0", R)])
+    ]
     releases = {"torch": {f"2.{m}.0": {"date": f"2025-0{m}-01T00:00:00Z"} for m in range(1, 7)}}
     root = tmp_path / "rec"
-    write(root, Record(rows=rows, runs={RUN: {"started": "2026-12-01T00:00:00Z", "machine": "m-test",
-                                              "command": "test"}}, releases=releases))
+    write(
+        root,
+        Record(
+            rows=rows,
+            runs={RUN: {"started": "2026-12-01T00:00:00Z", "machine": "m-test", "command": "test"}},
+            releases=releases,
+        ),
+    )
     return {"root": root, "cases": [case], "cases_dir": case.folder.parent, "tmp": tmp_path}
 
 
-def test_the_releases_not_run_between_a_regressions_sides_are_answered_as_audit_answers_them(
-        regression: dict) -> None:
+def test_the_releases_not_run_between_a_regressions_sides_are_answered_as_audit_answers_them(regression: dict) -> None:
     """cd5612d wrote the regression at the first release measured reproducing (`introduced: 2.5.0`), so 2.3.0 and
     2.4.0 were not reported although its text said the releases not run were reported affected. The range is
     audit's answer there: the rules put the boundary at 2.3 (not measured), and the precision says so."""
@@ -310,9 +376,12 @@ def test_the_releases_not_run_between_a_regressions_sides_are_answered_as_audit_
     assert [r["events"] for r in entry["ranges"]] == [[{"introduced": "2.3.0"}]]
     assert "from the case's rules (not measured)" in entry["database_specific"]["precision"][0]
     results = open_reader(None, False, regression["cases"], regression["root"]).latest()
-    data = {"cases": regression["cases"], "results": results,
-            "auditor": audit_module.Auditor(results, regression["cases"]),
-            "known": audit_module.known_packages(results, regression["cases"])}
+    data = {
+        "cases": regression["cases"],
+        "results": results,
+        "auditor": audit_module.Auditor(results, regression["cases"]),
+        "known": audit_module.known_packages(results, regression["cases"]),
+    }
     for v in ("2.2.0", "2.3.0", "2.4.0", "2.5.0", "2.7.0"):
         assert _check(data, docs, f"torch=={v}") == []
         assert (("torch-6-regress", "bug") in _audit(data, f"torch=={v}", "cpu")[0]) == (v != "2.2.0")
@@ -321,14 +390,16 @@ def test_the_releases_not_run_between_a_regressions_sides_are_answered_as_audit_
 # -------------------------------------------------------------------------------------------- the feed (item 7)
 
 
-def test_export_zip_writes_osv_devs_layout_for_offline_scanners(world: dict, tmp_path: Path,  # noqa: F811
-                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_export_zip_writes_osv_devs_layout_for_offline_scanners(
+    world: dict,  # noqa: F811
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """`osv export --zip ROOT`: ROOT/PyPI/all.zip holds one `<id>.json` per advisory (what osv-scanner's offline
     mode reads as <cache>/osv-scanner/PyPI/all.zip), each valid; ROOT/PyPI/modified_id.csv and ROOT/modified_id.csv
     index them newest first; the same record gives the same bytes."""
     root = tmp_path / "cache" / "osv-scanner"
-    args = ["--cases-dir", str(world["cases_dir"]), "osv", "export", "--zip", str(root), "--record",
-            str(world["root"])]
+    args = ["--cases-dir", str(world["cases_dir"]), "osv", "export", "--zip", str(root), "--record", str(world["root"])]
     assert main(args) == 0
     first = (root / "PyPI" / "all.zip").read_bytes()
     with zipfile.ZipFile(io.BytesIO(first)) as archive:
@@ -347,14 +418,26 @@ def test_export_zip_writes_osv_devs_layout_for_offline_scanners(world: dict, tmp
     assert "give DIR, --zip ROOT, or both" in capsys.readouterr().err
 
 
-def test_the_nightly_feed_step_writes_the_feed_beside_the_site_dated(world: dict, tmp_path: Path,  # noqa: F811
-                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_nightly_feed_step_writes_the_feed_beside_the_site_dated(
+    world: dict,  # noqa: F811
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     site = tmp_path / "site"
-    base = ["--cases-dir", str(world["cases_dir"]), "nightly", "feed", "--record", str(world["root"]), "--site",
-            str(site)]
+    base = [
+        "--cases-dir",
+        str(world["cases_dir"]),
+        "nightly",
+        "feed",
+        "--record",
+        str(world["root"]),
+        "--site",
+        str(site),
+    ]
     assert main([*base, "--date", "2026-11-28"]) == 0
-    assert (site / "osv" / "PyPI" / "all.zip").read_bytes() == \
-        (site / "osv" / "2026-11-28" / "PyPI" / "all.zip").read_bytes()
+    assert (site / "osv" / "PyPI" / "all.zip").read_bytes() == (
+        site / "osv" / "2026-11-28" / "PyPI" / "all.zip"
+    ).read_bytes()
     capsys.readouterr()
     assert main([*base, "--date", "2026-1-1"]) == 2
     assert "--date '2026-1-1': not a date (YYYY-MM-DD)" in capsys.readouterr().err
@@ -382,17 +465,27 @@ def crossing(tmp_path: Path, make_case, monkeypatch: pytest.MonkeyPatch) -> dict
     """torch-7-cross: the rules put a fix boundary at 2.5 (`torch <2.5: fixed`), measured reproducing at 2.6.0 and
     2.7.0 only. torch-8-wrong: the same measurements, but its rules say fixed from 2.6 (they disagree with them)."""
     monkeypatch.chdir(tmp_path)
-    cross = make_case("print('c')\n", case_id="torch-7-cross", upstream=["https://example.invalid/torch/issues/7"],
-                      variants={"bug": {"expect": [{"when": {"torch": "<2.5"}, "outcome": "fixed"},
-                                                   {"outcome": "reproduced"}]}})
-    wrong = make_case("print('w')\n", case_id="torch-8-wrong", upstream=["https://example.invalid/torch/issues/8"],
-                      variants={"bug": {"expect": [{"when": {"torch": ">=2.6"}, "outcome": "fixed"},
-                                                   {"outcome": "reproduced"}]}})
-    rows = [_row(case, "bug", f"torch-{v}", {"torch": v}, Outcome.REPRODUCED, DAY + i)
-            for case in (cross, wrong) for i, v in enumerate(["2.6.0", "2.7.0"])]
+    cross = make_case(
+        "print('c')\n",
+        case_id="torch-7-cross",
+        upstream=["https://example.invalid/torch/issues/7"],
+        variants={"bug": {"expect": [{"when": {"torch": "<2.5"}, "outcome": "fixed"}, {"outcome": "reproduced"}]}},
+    )
+    wrong = make_case(
+        "print('w')\n",
+        case_id="torch-8-wrong",
+        upstream=["https://example.invalid/torch/issues/8"],
+        variants={"bug": {"expect": [{"when": {"torch": ">=2.6"}, "outcome": "fixed"}, {"outcome": "reproduced"}]}},
+    )
+    rows = [
+        _row(case, "bug", f"torch-{v}", {"torch": v}, Outcome.REPRODUCED, DAY + i)
+        for case in (cross, wrong)
+        for i, v in enumerate(["2.6.0", "2.7.0"])
+    ]
     root = tmp_path / "rec"
-    write(root, Record(rows=rows, runs={RUN: {"started": "2026-12-01T00:00:00Z", "machine": "m-test",
-                                              "command": "test"}}))
+    write(
+        root, Record(rows=rows, runs={RUN: {"started": "2026-12-01T00:00:00Z", "machine": "m-test", "command": "test"}})
+    )
     return {"root": root, "cases": [cross, wrong], "cases_dir": cross.folder.parent, "tmp": tmp_path}
 
 
@@ -404,12 +497,17 @@ def test_audit_never_extrapolates_across_a_boundary_the_rules_put_between(crossi
     (torch-8-wrong), the measurement is extrapolated as before."""
     results = open_reader(None, False, crossing["cases"], crossing["root"]).latest()
     known = audit_module.known_packages(results, crossing["cases"])
-    answers = {a.case: a for a in audit_module.audit(
-        results, crossing["cases"], audit_module.target_of(*parse_pins(["torch==2.3.0"]), known))}
+    answers = {
+        a.case: a
+        for a in audit_module.audit(
+            results, crossing["cases"], audit_module.target_of(*parse_pins(["torch==2.3.0"]), known)
+        )
+    }
     cross, wrong = answers["torch-7-cross"], answers["torch-8-wrong"]
     assert (cross.status, cross.basis, cross.kind) == ("fixed", "rules", "not_affected")
     assert "across a boundary the case's rules put between" in cross.precision
     assert (wrong.status, wrong.basis) == ("reproduced", "extrapolated")
     docs = _docs(crossing)
     assert [r["events"] for r in docs["x_BUGMATRIX-torch-7-cross"]["affected"][0]["ranges"]] == [
-        [{"introduced": "2.5"}]]
+        [{"introduced": "2.5"}]
+    ]

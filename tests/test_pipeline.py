@@ -41,8 +41,9 @@ class Seen(Observer):
         self.seen.append((job.id, result.outcome.value, reused))
 
 
-def test_reused_results_advance_the_progress_and_reach_every_observer(make_case: MakeCase, env: Environment,
-                                                                     tmp_path: Path) -> None:
+def test_reused_results_advance_the_progress_and_reach_every_observer(
+    make_case: MakeCase, env: Environment, tmp_path: Path
+) -> None:
     """A resumed local run launches nothing, yet its progress completes and every observer sees every job."""
     case = make_case(FIXED_SCRIPT, nproc=[1, 2], variants={"bug": {"expect": [{"outcome": "fixed"}]}})
     jobs = plan_local([case], Selection(devices=("cpu",)))
@@ -53,8 +54,11 @@ def test_reused_results_advance_the_progress_and_reach_every_observer(make_case:
 
     progress, seen, collector = Progress(console=Console(file=open("/dev/null", "w"))), Seen(), Collector()
     with recording(store, "again", "test") as run_id:
-        session = Session(LocalEnvironment(env), resume=Resume(store),
-                          observers=[Recorder(store, run_id), ProgressDisplay(progress), seen, collector])
+        session = Session(
+            LocalEnvironment(env),
+            resume=Resume(store),
+            observers=[Recorder(store, run_id), ProgressDisplay(progress), seen, collector],
+        )
         results = session.run(jobs, cores=2)
     [task] = progress.tasks
     assert (task.completed, task.total) == (2, 2)  # before the pipeline, the local path left it at 0 of 2
@@ -76,8 +80,9 @@ def test_redo_and_no_store_launch_everything(make_case: MakeCase, env: Environme
         assert seen.seen == [(jobs[0].id, "fixed", False)]
 
 
-def test_rewriting_rules_and_evidence_keeps_the_measurements_and_rejudges_them(make_case: MakeCase, env: Environment,
-                                                                               tmp_path: Path) -> None:
+def test_rewriting_rules_and_evidence_keeps_the_measurements_and_rejudges_them(
+    make_case: MakeCase, env: Environment, tmp_path: Path
+) -> None:
     """What `expect --write` changes (rules, evidence) keeps the recorded results, judged by the new rules; what
     decides the outcome (the script, a variant's arguments, the timeout) launches again."""
     case = make_case(FIXED_SCRIPT, variants={"bug": {"expect": [{"outcome": "reproduced"}]}})
@@ -98,8 +103,11 @@ def test_rewriting_rules_and_evidence_keeps_the_measurements_and_rejudges_them(m
         return load_case(case_file)
 
     assert run(case) == [("fixed", False, "reproduced")]  # a miss: the bug's rule says reproduced
-    rejudged = edit(title="retitled", evidence="fixed: measured here",
-                    variants={"bug": {"description": "now fixed", "expect": [{"outcome": "fixed"}]}})
+    rejudged = edit(
+        title="retitled",
+        evidence="fixed: measured here",
+        variants={"bug": {"description": "now fixed", "expect": [{"outcome": "fixed"}]}},
+    )
     assert run(rejudged) == [("fixed", True, "fixed")]  # reused, and now as expected
     assert run(edit(timeout=61)) == [("fixed", False, "fixed")]
     with_args = edit(variants={"bug": {"args": ["--x"], "expect": [{"outcome": "fixed"}]}})
@@ -117,8 +125,9 @@ def test_a_null_store_records_nothing_and_has_nothing(tmp_path: Path) -> None:
 
 
 def result(outcome: Outcome, expected: Outcome | None, launched: bool = True) -> Result:
-    return Result(case="c", variant="v", nproc=1, device="cpu", outcome=outcome, expected=expected, reason="",
-                  launched=launched)
+    return Result(
+        case="c", variant="v", nproc=1, device="cpu", outcome=outcome, expected=expected, reason="", launched=launched
+    )
 
 
 def test_one_function_counts_what_misses_its_expectation() -> None:
@@ -129,20 +138,31 @@ def test_one_function_counts_what_misses_its_expectation() -> None:
     assert misses([as_expected, wrong, infra, device_skip]) == [wrong, infra]
 
 
-def test_both_cli_paths_count_misses_alike(make_case: MakeCase, tmp_path: Path,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_both_cli_paths_count_misses_alike(
+    make_case: MakeCase, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The local path (this interpreter) and the matrix path (`--cell`: a built cell's environment) print the same
     summary and exit code, from the same function; so does each one's JSON."""
     from .fakeindex import build_index, fake_torch
 
-    make_case(FIXED_SCRIPT, variants={"bug": {"expect": [{"outcome": "fixed"}]},
-                                      "wrong": {"expect": [{"outcome": "reproduced"}]}})
+    make_case(
+        FIXED_SCRIPT,
+        variants={"bug": {"expect": [{"outcome": "fixed"}]}, "wrong": {"expect": [{"outcome": "reproduced"}]}},
+    )
     index = build_index(tmp_path / "index", [fake_torch("2.5.0", "2024-01-01T00:00:00Z")])
-    (tmp_path / "matrix.yaml").write_text(yaml.safe_dump({
-        "indexes": {"local": index}, "defaults": {"index": "local", "python": "3.11", "device": "cpu"},
-        "cells": [{"name": "c", "pins": {"torch": "2.5.0"}}]}))
-    paths = {"local": ["--device", "cpu"],
-             "c": ["--cell", "c", "--matrix", str(tmp_path / "matrix.yaml"), "--envs", str(tmp_path / "envs")]}
+    (tmp_path / "matrix.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "indexes": {"local": index},
+                "defaults": {"index": "local", "python": "3.11", "device": "cpu"},
+                "cells": [{"name": "c", "pins": {"torch": "2.5.0"}}],
+            }
+        )
+    )
+    paths = {
+        "local": ["--device", "cpu"],
+        "c": ["--cell", "c", "--matrix", str(tmp_path / "matrix.yaml"), "--envs", str(tmp_path / "envs")],
+    }
     for cell, path in paths.items():
         run = ["--cases-dir", str(tmp_path / "cases"), "run", *path, "--no-store"]
         assert main(run) == 1, cell
@@ -180,15 +200,17 @@ def test_a_job_for_an_absent_device_is_skipped_before_anything_is_resolved(make_
     assert "needs a CUDA device" in skipped.reason
 
 
-def test_two_nccl_ranks_on_one_gpu_are_a_skip_that_says_why(make_case: MakeCase, env: Environment,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_two_nccl_ranks_on_one_gpu_are_a_skip_that_says_why(
+    make_case: MakeCase, env: Environment, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """On a one-GPU machine a 2-rank cuda job is `skip` naming NCCL's one-rank-per-GPU rule (not launched, never an
     `error` blamed on the case); the 1-rank job runs."""
     import harness.launch.execute as execute
 
     monkeypatch.setattr(execute, "gpu_count", lambda: 1)
-    case = make_case(FIXED_SCRIPT, nproc=[1, 2], devices=["cpu", "cuda"],
-                     variants={"bug": {"expect": [{"outcome": "fixed"}]}})
+    case = make_case(
+        FIXED_SCRIPT, nproc=[1, 2], devices=["cpu", "cuda"], variants={"bug": {"expect": [{"outcome": "fixed"}]}}
+    )
     jobs = plan_local([case], Selection(devices=("cuda",)))
     by_nproc = {job.nproc: result for job, result in zip(jobs, Session(LocalEnvironment(env)).run(jobs), strict=True)}
     assert by_nproc[2].outcome is Outcome.SKIP and not by_nproc[2].launched
@@ -217,8 +239,9 @@ def test_two_ranks_on_a_one_gpu_machine_end_in_seconds_as_a_skip_whatever_the_ol
     assert (one_gpu / "calls").read_text().count("\n") <= 1  # the GPUs were counted once, if nvidia-smi was asked
 
 
-def test_an_environment_that_vanished_under_the_run_is_infra_not_a_crash(make_case: MakeCase, env: Environment,
-                                                                        tmp_path: Path) -> None:
+def test_an_environment_that_vanished_under_the_run_is_infra_not_a_crash(
+    make_case: MakeCase, env: Environment, tmp_path: Path
+) -> None:
     """A cell's environment deleted mid-run (a prune, a full disk's clean-up) leaves its remaining jobs `infra`
     naming the interpreter; the run goes on (it crashed with FileNotFoundError from Popen)."""
     case = make_case(FIXED_SCRIPT, variants={"bug": {"expect": [{"outcome": "fixed"}]}})
@@ -245,8 +268,17 @@ def test_launch_lines_count_across_the_batches_of_one_walk(make_case) -> None:  
     out = io.StringIO()
     lines = LaunchLines(Console(file=out, width=200))
     job = Job(case=case, variant="bug", nproc=1, device="cpu")
-    result = Result(case=case.id, variant="bug", nproc=1, device="cpu", outcome=Outcome.FIXED, expected=None,
-                    reason="", versions={}, launched=True)
+    result = Result(
+        case=case.id,
+        variant="bug",
+        nproc=1,
+        device="cpu",
+        outcome=Outcome.FIXED,
+        expected=None,
+        reason="",
+        versions={},
+        launched=True,
+    )
     for batch in (2, 1):
         lines.run_started([job] * batch)
         for _ in range(batch):
@@ -254,17 +286,25 @@ def test_launch_lines_count_across_the_batches_of_one_walk(make_case) -> None:  
     assert [line.split("]")[0] for line in out.getvalue().splitlines()] == ["[1/2", "[2/2", "[3/3"]
 
 
-def test_two_cases_with_the_same_script_and_settings_each_get_their_own_result(make_case: MakeCase, tmp_path: Path,
-                                                                               capsys: pytest.CaptureFixture[str]
-                                                                               ) -> None:
+def test_two_cases_with_the_same_script_and_settings_each_get_their_own_result(
+    make_case: MakeCase, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The fingerprint holds no case id: two case folders whose scripts and run settings are byte-identical (a case
     copied as a template for the next) share it. Each is launched, and each is in the table, the JSON and the
     store -- on the first run and on resume (7ca3bef: the second printed 'recorded earlier' and was never run)."""
-    first = make_case(FIXED_SCRIPT, case_id="dup-a-first-issue", title="the first",
-                      variants={"bug": {"expect": [{"outcome": "fixed"}]}})
-    second = make_case(FIXED_SCRIPT, case_id="dup-b-second-issue", title="the second",
-                       upstream=["https://example.invalid/issues/2"],
-                       variants={"bug": {"expect": [{"outcome": "fixed"}]}})
+    first = make_case(
+        FIXED_SCRIPT,
+        case_id="dup-a-first-issue",
+        title="the first",
+        variants={"bug": {"expect": [{"outcome": "fixed"}]}},
+    )
+    second = make_case(
+        FIXED_SCRIPT,
+        case_id="dup-b-second-issue",
+        title="the second",
+        upstream=["https://example.invalid/issues/2"],
+        variants={"bug": {"expect": [{"outcome": "fixed"}]}},
+    )
     assert first.script.read_bytes() == second.script.read_bytes()
     db = tmp_path / "r.db"
     run = ["--cases-dir", str(tmp_path / "cases"), "run", "--device", "cpu", "-j", "1", "--db", str(db)]

@@ -71,8 +71,13 @@ def test_markers_select_and_xdist_spreads(project: pytest.Pytester) -> None:
     the same verdicts as without them."""
     result = project.runpytest_subprocess("cases", "-n", "2", "-m", "cpu and not workaround", "-p", "xdist", "-v")
     result.stdout.fnmatch_lines(["*created: 2/2 workers*"])
-    ran = {match.groups() for line in result.outlines
-           if (match := re.match(r"\[gw\d\] \[ *\d+%\] (PASSED|FAILED|SKIPPED) (\S+)", line))}
-    assert ran == {("PASSED", "cases/fake-1-case/case.yaml::bug[cpu-1]"),
-                   ("FAILED", "cases/fake-1-case/case.yaml::wrong[cpu-1]")}, result.outlines
+    ran = {
+        match.groups()
+        for line in result.outlines
+        if (match := re.match(r"\[gw\d\] \[ *\d+%\] (PASSED|FAILED|SKIPPED) (\S+)", line))
+    }
+    assert ran == {
+        ("PASSED", "cases/fake-1-case/case.yaml::bug[cpu-1]"),
+        ("FAILED", "cases/fake-1-case/case.yaml::wrong[cpu-1]"),
+    }, result.outlines
     result.assert_outcomes(passed=1, failed=1)

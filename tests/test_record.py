@@ -27,24 +27,44 @@ ROOT = Path(__file__).resolve().parent.parent
 MACHINE = json.dumps({"host": "h", "os": "Linux", "arch": "x86_64", "cpu": "Test CPU", "cores": 2})
 
 
-def _result(case: Case, version: str, outcome: Outcome, started: float, digest: str | None = None,
-            variant: str = "bug", tallies: dict | None = None) -> Result:
+def _result(
+    case: Case,
+    version: str,
+    outcome: Outcome,
+    started: float,
+    digest: str | None = None,
+    variant: str = "bug",
+    tallies: dict | None = None,
+) -> Result:
     line = "[rank 0] REPRODUCED: FAKE-BUG-SIGNATURE seen" if outcome is Outcome.REPRODUCED else "[rank 0] FIXED: ok"
     return Result(
-        case=case.id, variant=variant, nproc=1, device="cpu", outcome=outcome, expected=Outcome.FIXED,
-        reason=line if outcome is Outcome.REPRODUCED else "every rank exited 0", versions={"torch": version},
-        python="3.11.7", ranks=[RankStatus(rank=0, state=RankState.FIXED, exit_code=0, finished_at=1.0)],
-        duration_s=8.04, log_excerpt=f"--- rank 0 ---\nnoise\n{line}\nmore noise\n", stacks="stack",
-        started_at=started, tallies=tallies or {}, fingerprint=f"fp-{version}-{variant}",
+        case=case.id,
+        variant=variant,
+        nproc=1,
+        device="cpu",
+        outcome=outcome,
+        expected=Outcome.FIXED,
+        reason=line if outcome is Outcome.REPRODUCED else "every rank exited 0",
+        versions={"torch": version},
+        python="3.11.7",
+        ranks=[RankStatus(rank=0, state=RankState.FIXED, exit_code=0, finished_at=1.0)],
+        duration_s=8.04,
+        log_excerpt=f"--- rank 0 ---\nnoise\n{line}\nmore noise\n",
+        stacks="stack",
+        started_at=started,
+        tallies=tallies or {},
+        fingerprint=f"fp-{version}-{variant}",
         digest=run_digest(case, variant) if digest is None else digest,
     )
 
 
 @pytest.fixture
 def case(make_case) -> Case:  # noqa: ANN001
-    return make_case("print('x')\n", case_id="fake-1-case",
-                     variants={"bug": {"expect": [{"when": {"torch": "<2.1"}, "outcome": "reproduced"},
-                                                  {"outcome": "fixed"}]}})
+    return make_case(
+        "print('x')\n",
+        case_id="fake-1-case",
+        variants={"bug": {"expect": [{"when": {"torch": "<2.1"}, "outcome": "reproduced"}, {"outcome": "fixed"}]}},
+    )
 
 
 def _store(path: Path, case: Case, results: list[tuple[str, Result]]) -> ResultStore:
@@ -57,12 +77,13 @@ def _store(path: Path, case: Case, results: list[tuple[str, Result]]) -> ResultS
 
 
 def _two_cells(case: Case) -> list[tuple[str, Result]]:
-    return [("torch-2.0.1", _result(case, "2.0.1", Outcome.REPRODUCED, 1000.0)),
-            ("torch-2.1.2", _result(case, "2.1.2", Outcome.FIXED, 1010.0))]
+    return [
+        ("torch-2.0.1", _result(case, "2.0.1", Outcome.REPRODUCED, 1000.0)),
+        ("torch-2.1.2", _result(case, "2.1.2", Outcome.FIXED, 1010.0)),
+    ]
 
 
-def test_the_same_store_exports_byte_identically_and_keeps_only_the_deciding_lines(tmp_path: Path,
-                                                                                  case: Case) -> None:
+def test_the_same_store_exports_byte_identically_and_keeps_only_the_deciding_lines(tmp_path: Path, case: Case) -> None:
     store = _store(tmp_path / "r.db", case, _two_cells(case))
     first, second = Record(), Record()
     fold_store(first, store, [case])
@@ -98,8 +119,14 @@ def test_folding_is_idempotent_and_a_confirmation_leaves_the_row_unchanged(tmp_p
     write(tmp_path / "rec", record)
     before = {p: p.read_bytes() for p in (tmp_path / "rec").rglob("*.jsonl")}
     # the next night measures the same fingerprints with the same verdicts: nothing changes
-    night = _store(tmp_path / "night.db", case, [("torch-2.0.1", _result(case, "2.0.1", Outcome.REPRODUCED, 9000.0)),
-                                                   ("torch-2.1.2", _result(case, "2.1.2", Outcome.FIXED, 9010.0))])
+    night = _store(
+        tmp_path / "night.db",
+        case,
+        [
+            ("torch-2.0.1", _result(case, "2.0.1", Outcome.REPRODUCED, 9000.0)),
+            ("torch-2.1.2", _result(case, "2.1.2", Outcome.FIXED, 9010.0)),
+        ],
+    )
     record = load(tmp_path / "rec")
     assert fold_store(record, night, [case]) == (0, 0)
     assert write(tmp_path / "rec", record) == []
@@ -121,8 +148,9 @@ def test_a_superseded_result_is_kept_as_history_and_never_read_as_a_verdict(tmp_
     assert reader.standing("torch-2.1.2", case.id, "bug", old.fingerprint, (Outcome.REPRODUCED,)) is None
 
 
-def test_a_record_file_that_does_not_parse_names_file_and_line_and_nothing_is_written(tmp_path: Path,
-                                                                                      case: Case) -> None:
+def test_a_record_file_that_does_not_parse_names_file_and_line_and_nothing_is_written(
+    tmp_path: Path, case: Case
+) -> None:
     record = Record()
     fold_store(record, _store(tmp_path / "r.db", case, _two_cells(case)), [case])
     write(tmp_path / "rec", record)
@@ -138,8 +166,18 @@ def test_a_record_file_that_does_not_parse_names_file_and_line_and_nothing_is_wr
     with pytest.raises(RecordError, match=rf"{path.name}:1: nproc: 'one' is not a int"):
         load(tmp_path / "rec")
     snapshot = sorted((p, p.stat().st_mtime_ns) for p in tmp_path.rglob("*"))
-    code = main(["--cases-dir", str(case.folder.parent), "record", "fold", "--record", str(tmp_path / "rec"),
-                 "--offline", str(tmp_path / "r.db")])
+    code = main(
+        [
+            "--cases-dir",
+            str(case.folder.parent),
+            "record",
+            "fold",
+            "--record",
+            str(tmp_path / "rec"),
+            "--offline",
+            str(tmp_path / "r.db"),
+        ]
+    )
     assert code == 2
     assert snapshot == sorted((p, p.stat().st_mtime_ns) for p in tmp_path.rglob("*"))
 
@@ -190,7 +228,12 @@ def test_a_result_read_from_the_record_is_the_model_a_constructed_one_is(tmp_pat
     assert read == expected and read.model_fields_set == set(Result.model_fields) == expected.model_fields_set
     assert read.model_dump() == expected.model_dump()
     assert (read.case, read.outcome, read.versions, read.tallies, read.started_at) == (
-        original.case, original.outcome, original.versions, original.tallies, original.started_at)
+        original.case,
+        original.outcome,
+        original.versions,
+        original.tallies,
+        original.started_at,
+    )
     copy = read.model_copy(update={"expected": Outcome.FIXED})
     assert copy.ok is False and read.expected is None
     read.reason = "changed"  # an assignment works as on any model (the fields-set is the instance's own)
@@ -216,26 +259,52 @@ def test_layered_reader_prefers_the_newest_and_writes_to_the_local_store_only(tm
 
 
 def test_reading_commands_answer_from_the_record_with_no_store_and_never_create_one(
-        tmp_path: Path, case: Case, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, case: Case, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     record = Record()
     fold_store(record, _store(tmp_path / "r.db", case, _two_cells(case)), [case])
     write(tmp_path / "rec", record)
     monkeypatch.chdir(tmp_path)  # no .bugmatrix/ here (and the next test in this worker starts where it should)
     cases = str(case.folder.parent)
     out = tmp_path / "report.json"
-    assert main(["--cases-dir", cases, "report", "--record", "rec", "--format", "json", "-o", str(out),
-                 "--matrix", "absent.yaml"]) == 0
+    assert (
+        main(
+            [
+                "--cases-dir",
+                cases,
+                "report",
+                "--record",
+                "rec",
+                "--format",
+                "json",
+                "-o",
+                str(out),
+                "--matrix",
+                "absent.yaml",
+            ]
+        )
+        == 0
+    )
     payload = json.loads(out.read_text())
     assert {r["cell"] for r in payload["results"]} == {"torch-2.0.1", "torch-2.1.2"}
     assert main(["--cases-dir", cases, "expect", "--record", "rec", "--matrix", "absent.yaml"]) in (0, 1)
     assert not (tmp_path / ".bugmatrix").exists()
     # an explicit --db that does not exist: one line naming it, exit 2, no file created; narrow and bisect too,
     # which record probes (narrow used to create a store, find no boundary in it and exit 0)
-    (tmp_path / "matrix.yaml").write_text("indexes: {local: https://example.invalid/simple}\n"
-                                          "defaults: {index: local}\n")
-    for command in (["report"], ["compare"], ["expect"], ["narrow", "--dry-run"], ["narrow"],
-                    ["bisect", case.id, "--package", "torch"], ["audit", "torch==2.0.1"],
-                    ["compat", "--no-probe"], ["osv", "export", "osv-out"]):
+    (tmp_path / "matrix.yaml").write_text(
+        "indexes: {local: https://example.invalid/simple}\ndefaults: {index: local}\n"
+    )
+    for command in (
+        ["report"],
+        ["compare"],
+        ["expect"],
+        ["narrow", "--dry-run"],
+        ["narrow"],
+        ["bisect", case.id, "--package", "torch"],
+        ["audit", "torch==2.0.1"],
+        ["compat", "--no-probe"],
+        ["osv", "export", "osv-out"],
+    ):
         capsys.readouterr()
         code = main(["--cases-dir", cases, *command, "--record", "rec", "--db", "typo.db"])
         err = capsys.readouterr().err
@@ -248,8 +317,10 @@ def test_reading_commands_answer_from_the_record_with_no_store_and_never_create_
 def test_an_empty_file_given_as_the_store_is_refused_and_left_empty(tmp_path: Path, case: Case) -> None:
     empty = tmp_path / "empty.db"
     empty.write_bytes(b"")
-    assert main(["--cases-dir", str(case.folder.parent), "report", "--record", str(tmp_path / "rec"),
-                 "--db", str(empty)]) == 2
+    assert (
+        main(["--cases-dir", str(case.folder.parent), "report", "--record", str(tmp_path / "rec"), "--db", str(empty)])
+        == 2
+    )
     assert empty.read_bytes() == b""
 
 
@@ -275,8 +346,20 @@ def test_record_tables_checks_and_rewrites_the_pages_that_hold_the_tables(tmp_pa
     cases_page, compat_page = tmp_path / "cases.md", tmp_path / "compat.md"
     shutil.copy(ROOT / "docs" / "cases.md", cases_page)
     shutil.copy(ROOT / "docs" / "compat.md", compat_page)
-    command = ["--cases-dir", str(ROOT / "cases"), "record", "tables", "--record", str(ROOT / "record"), "--matrix",
-               str(ROOT / "matrix.yaml"), "--page", str(cases_page), "--page", str(compat_page)]
+    command = [
+        "--cases-dir",
+        str(ROOT / "cases"),
+        "record",
+        "tables",
+        "--record",
+        str(ROOT / "record"),
+        "--matrix",
+        str(ROOT / "matrix.yaml"),
+        "--page",
+        str(cases_page),
+        "--page",
+        str(compat_page),
+    ]
     assert main([*command, "--check"]) == 0
     edited = cases_page.read_text().replace("| case | upstream |", "| case | upstream (edited) |", 1)
     cases_page.write_text(edited)
@@ -287,12 +370,24 @@ def test_record_tables_checks_and_rewrites_the_pages_that_hold_the_tables(tmp_pa
 
 def test_the_record_reads_the_same_offline() -> None:
     """`report --format cases` over the committed record with no index and no network gives the same table."""
-    env = {**os.environ, "BUGMATRIX_INDEX_URL": "file:///nonexistent/index", "BUGMATRIX_DB": "/nonexistent/r.db",
-           "NO_PROXY": "*", "http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9"}
+    env = {
+        **os.environ,
+        "BUGMATRIX_INDEX_URL": "file:///nonexistent/index",
+        "BUGMATRIX_DB": "/nonexistent/r.db",
+        "NO_PROXY": "*",
+        "http_proxy": "http://127.0.0.1:9",
+        "https_proxy": "http://127.0.0.1:9",
+    }
     env.pop("BUGMATRIX_MIRROR_LITGPT", None)
     env.pop("BUGMATRIX_RECORD", None)  # the committed record/, as a user on a fresh clone reads it
-    offline = subprocess.run([sys.executable, "-m", "harness", "report", "--format", "cases"], cwd=ROOT, env=env,
-                             capture_output=True, text=True, timeout=300)
+    offline = subprocess.run(
+        [sys.executable, "-m", "harness", "report", "--format", "cases"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert offline.returncode == 0, offline.stderr
     from harness.output.pages import generated_tables
 
@@ -300,7 +395,8 @@ def test_the_record_reads_the_same_offline() -> None:
 
 
 def test_an_infra_result_never_shadows_a_standing_verdict_of_the_same_digest_in_any_reader(
-        tmp_path: Path, case: Case) -> None:
+    tmp_path: Path, case: Case
+) -> None:
     # run 1 measured the bug; run 2 could not build the environment (infra, same script); run 3 reused run 1's result
     # without saving it again (resume). Every reader must still answer run 1's verdict, and a store an older
     # bugmatrix rebuilt must too. A newer *error* (the script ran and failed) is a measurement: it still wins.
@@ -310,7 +406,8 @@ def test_an_infra_result_never_shadows_a_standing_verdict_of_the_same_digest_in_
     store.save(first, _result(case, "2.1.2", Outcome.FIXED, 1000.0), "torch-2.1.2")
     second = store.begin_run("bugmatrix run", MACHINE, run_id="20261126T000000-h-bbbbbb")
     infra = _result(case, "2.0.1", Outcome.INFRA, 2000.0).model_copy(
-        update={"reason": "environment: could not build", "launched": False, "fingerprint": ""})
+        update={"reason": "environment: could not build", "launched": False, "fingerprint": ""}
+    )
     store.save(second, infra, "torch-2.0.1")
     error = _result(case, "2.1.2", Outcome.ERROR, 2000.0).model_copy(update={"reason": "rank 0 raised KeyError"})
     store.save(second, error, "torch-2.1.2")
@@ -348,26 +445,33 @@ def test_a_gpu_machines_store_folds_under_its_cell_with_the_torch_build_pinned(t
     # an image's torch says 2.11.0 in its installed metadata and 2.11.0+cu130 in torch.__version__; what the kit's
     # store recorded (and the fbgemm_gpu distribution name) must reach the record as the cell's pins say
     ran = _result(case, "2.11.0", Outcome.FIXED, 100.0).model_copy(
-        update={"device": "cuda", "versions": {"torch": "2.11.0", "fbgemm_gpu": "1.6.0"}})
+        update={"device": "cuda", "versions": {"torch": "2.11.0", "fbgemm_gpu": "1.6.0"}}
+    )
     elsewhere = _result(case, "2.1.2", Outcome.FIXED, 100.0)  # a matrix cell's result: left as it was
     store = _store(tmp_path / "kit.db", case, [("local", ran), ("torch-2.1.2", elsewhere)])
     record = Record()
     assert fold_store(record, store, [case], "h100-torch-2.11.0+cu130", {"torch": "2.11.0+cu130"}) == (2, 0)
     by_cell = {row["cell"]: row["versions"] for row in record.rows}
-    assert by_cell == {"h100-torch-2.11.0+cu130": {"torch": "2.11.0+cu130", "fbgemm-gpu": "1.6.0"},
-                       "torch-2.1.2": {"torch": "2.1.2"}}
+    assert by_cell == {
+        "h100-torch-2.11.0+cu130": {"torch": "2.11.0+cu130", "fbgemm-gpu": "1.6.0"},
+        "torch-2.1.2": {"torch": "2.1.2"},
+    }
 
 
 def test_a_confirmation_after_a_result_of_another_fingerprint_makes_the_row_current_again(
-        tmp_path: Path, case: Case) -> None:
+    tmp_path: Path, case: Case
+) -> None:
     # measured 3/3 (repeat 3), then once by a plain re-run (repeat 1: another fingerprint, newer), then 3/3 again
     # with --redo: the key's current result is the 3/3 one, in the store and in the record folded from it
     thrice = _result(case, "2.1.2", Outcome.FIXED, 1000.0, tallies={"fixed": 3})
     once = _result(case, "2.1.2", Outcome.FIXED, 2000.0).model_copy(update={"fingerprint": "fp-once"})
     again = thrice.model_copy(update={"started_at": 3000.0})
     store = ResultStore(tmp_path / "s.db")
-    for run_id, r in (("20261125T000000-h-aaaaaa", thrice), ("20261126T000000-h-bbbbbb", once),
-                      ("20261127T000000-h-cccccc", again)):
+    for run_id, r in (
+        ("20261125T000000-h-aaaaaa", thrice),
+        ("20261126T000000-h-bbbbbb", once),
+        ("20261127T000000-h-cccccc", again),
+    ):
         store.save(store.begin_run("bugmatrix run", MACHINE, run_id=run_id), r, "torch-2.1.2")
     assert [r.tallies for _, r in store.latest()] == [{"fixed": 3}]
     record = Record()
@@ -379,8 +483,11 @@ def test_a_confirmation_after_a_result_of_another_fingerprint_makes_the_row_curr
     # a night that changed nothing: the row keeps its date, the diff is empty
     before = render(record)
     quiet = ResultStore(tmp_path / "q.db")
-    quiet.save(quiet.begin_run("bugmatrix run", MACHINE, run_id="20261128T000000-h-dddddd"),
-               again.model_copy(update={"started_at": 4000.0}), "torch-2.1.2")
+    quiet.save(
+        quiet.begin_run("bugmatrix run", MACHINE, run_id="20261128T000000-h-dddddd"),
+        again.model_copy(update={"started_at": 4000.0}),
+        "torch-2.1.2",
+    )
     assert fold_store(record, quiet, [case]) == (0, 0) and render(record) == before
 
 
@@ -400,18 +507,19 @@ def test_a_re_measurement_that_recorded_a_version_more_replaces_the_row(tmp_path
 
 
 def test_record_coverage_counts_each_planned_job_against_rows_of_the_committed_script(
-        tmp_path: Path, case: Case, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, case: Case, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     import yaml
 
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "matrix.yaml").write_text(yaml.safe_dump({"cells": [
-        {"name": f"torch-{v}", "pins": {"torch": v}} for v in ("2.0.1", "2.1.2", "2.2.2")]}))
+    (tmp_path / "matrix.yaml").write_text(
+        yaml.safe_dump({"cells": [{"name": f"torch-{v}", "pins": {"torch": v}} for v in ("2.0.1", "2.1.2", "2.2.2")]})
+    )
     results = [*_two_cells(case), ("torch-2.2.2", _result(case, "2.2.2", Outcome.FIXED, 1020.0, digest="older"))]
     record = Record()
     fold_store(record, _store(tmp_path / "r.db", case, results), [case])
     write(tmp_path / "rec", record)
-    argv = ["--cases-dir", str(case.folder.parent), "record", "coverage", "--record", "rec", "--matrix",
-            "matrix.yaml"]
+    argv = ["--cases-dir", str(case.folder.parent), "record", "coverage", "--record", "rec", "--matrix", "matrix.yaml"]
     assert main([*argv, "--json"]) == 1  # torch-2.2.2 holds only a row of an older script: missing
     payload = json.loads(capsys.readouterr().out)
     assert (payload["planned"], payload["verdicts"], payload["missing"]) == (3, 2, 1)

@@ -33,9 +33,11 @@ class Killed(BaseException):  # noqa: N818 - stands for SIGKILL: nothing the wri
 
 @pytest.fixture
 def case(make_case) -> Case:  # noqa: ANN001
-    return make_case("print('x')\n", case_id="fake-1-case",
-                     variants={"bug": {"expect": [{"when": {"torch": "<2.1"}, "outcome": "reproduced"},
-                                                  {"outcome": "fixed"}]}})
+    return make_case(
+        "print('x')\n",
+        case_id="fake-1-case",
+        variants={"bug": {"expect": [{"when": {"torch": "<2.1"}, "outcome": "reproduced"}, {"outcome": "fixed"}]}},
+    )
 
 
 def _files(root: Path) -> dict[str, bytes]:
@@ -64,8 +66,12 @@ def _crash_after(monkeypatch: pytest.MonkeyPatch, steps: int | None) -> list[str
 
 
 def test_a_fold_killed_at_any_step_leaves_the_record_as_before_or_after_and_no_temporary_file(
-        tmp_path: Path, case: Case, make_case, monkeypatch: pytest.MonkeyPatch,  # noqa: ANN001
-        capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path,
+    case: Case,
+    make_case,
+    monkeypatch: pytest.MonkeyPatch,  # noqa: ANN001
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     other = make_case("print('y')\n", case_id="fake-2-other")
     record = Record()
     fold_store(record, _store(tmp_path / "first.db", case, _two_cells(case)), [case])
@@ -73,8 +79,9 @@ def test_a_fold_killed_at_any_step_leaves_the_record_as_before_or_after_and_no_t
     # tonight: a new cell of the case (its results file and runs.jsonl change) and a first result of another case (a
     # new file, and the manifest that lists it)
     night = ResultStore(tmp_path / "night.db")
-    run = night.begin_run("bugmatrix run --all-cells", '{"cpu": "Test CPU", "cores": 2}',
-                          run_id="20261126T000000-h-bbbbbb")
+    run = night.begin_run(
+        "bugmatrix run --all-cells", '{"cpu": "Test CPU", "cores": 2}', run_id="20261126T000000-h-bbbbbb"
+    )
     night.save(run, _result(case, "2.2.2", Outcome.FIXED, 2000.0), "torch-2.2.2")
     night.save(run, _result(other, "2.2.2", Outcome.REPRODUCED, 2001.0), "torch-2.2.2")
     night.end_run(run)
@@ -85,7 +92,8 @@ def test_a_fold_killed_at_any_step_leaves_the_record_as_before_or_after_and_no_t
         assert main(_fold(tmp_path / "after", case, night.path)) == 0
     before, after = _files(tmp_path / "before"), _files(tmp_path / "after")
     assert before != after and {"runs.jsonl", f"results/{case.id}.jsonl", f"results/{other.id}.jsonl"} <= {
-        name for name in after if before.get(name) != after[name]}
+        name for name in after if before.get(name) != after[name]
+    }
     logical = {"before": render(load(tmp_path / "before")), "after": render(load(tmp_path / "after"))}
     assert len(taken) >= 4  # written, committed, each renamed into place
     seen = set()
@@ -103,8 +111,24 @@ def test_a_fold_killed_at_any_step_leaves_the_record_as_before_or_after_and_no_t
         read = render(load(root))
         assert read in logical.values(), f"killed after {steps} step(s): the reader sees a half-written record"
         out = tmp_path / f"report-{steps}.json"
-        assert main(["--cases-dir", str(case.folder.parent), "report", "--record", str(root), "--format", "json",
-                     "-o", str(out), "--matrix", str(tmp_path / "absent.yaml")]) == 0
+        assert (
+            main(
+                [
+                    "--cases-dir",
+                    str(case.folder.parent),
+                    "report",
+                    "--record",
+                    str(root),
+                    "--format",
+                    "json",
+                    "-o",
+                    str(out),
+                    "--matrix",
+                    str(tmp_path / "absent.yaml"),
+                ]
+            )
+            == 0
+        )
         assert _files(root) == left, f"killed after {steps} step(s): a reader wrote to the record"
         # the next command that writes finishes the fold or undoes it, and says so
         journal = (root / ".record-journal").exists()
@@ -120,8 +144,12 @@ def test_a_fold_killed_at_any_step_leaves_the_record_as_before_or_after_and_no_t
 
 def test_a_killed_writes_temporary_names_are_ignored_by_git() -> None:
     """A safety net: what a killed write leaves (the journal, an older writer's .x.jsonl.tmp) is never committed."""
-    names = ["record/.record-journal/COMMITTED", "record/.record-journal/files/results/x.jsonl",
-             "record/results/.x.jsonl.tmp", "record/.runs.jsonl.tmp"]
+    names = [
+        "record/.record-journal/COMMITTED",
+        "record/.record-journal/files/results/x.jsonl",
+        "record/results/.x.jsonl.tmp",
+        "record/.runs.jsonl.tmp",
+    ]
     ignored = subprocess.run(["git", "check-ignore", "--no-index", *names], cwd=ROOT, capture_output=True, text=True)
     assert sorted(ignored.stdout.split()) == sorted(names)
 
@@ -135,21 +163,27 @@ def _world(tmp_path: Path, case: Case) -> Path:
 
 @pytest.mark.parametrize("damage", ["emptied", "deleted"])
 def test_a_results_file_emptied_or_deleted_is_named_by_every_reader(
-        tmp_path: Path, case: Case, damage: str, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, case: Case, damage: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     root = _world(tmp_path, case)
     path = root / "results" / f"{case.id}.jsonl"
     path.write_text("") if damage == "emptied" else path.unlink()
     cases = ["--cases-dir", str(case.folder.parent)]
     (tmp_path / "freeze.txt").write_text("torch==2.0.1\n")
-    for command in (["report", "--format", "json", "--matrix", str(tmp_path / "absent.yaml")],
-                    ["audit", "-r", str(tmp_path / "freeze.txt")],
-                    ["osv", "export", str(tmp_path / "osv")], ["record", "import", "--db", str(tmp_path / "i.db")],
-                    ["record", "fold", "--offline", str(tmp_path / "r.db")]):
+    for command in (
+        ["report", "--format", "json", "--matrix", str(tmp_path / "absent.yaml")],
+        ["audit", "-r", str(tmp_path / "freeze.txt")],
+        ["osv", "export", str(tmp_path / "osv")],
+        ["record", "import", "--db", str(tmp_path / "i.db")],
+        ["record", "fold", "--offline", str(tmp_path / "r.db")],
+    ):
         capsys.readouterr()
         assert main([*cases, *command, "--record", str(root)]) == 2, command
         said = capsys.readouterr().err.strip()
         assert len(said.splitlines()) == 1 and f"{path}: {'empty' if damage == 'emptied' else 'missing'}" in said, (
-            command, said)
+            command,
+            said,
+        )
     assert not (tmp_path / "osv").exists()  # nothing exported from a record that lost a file
     assert (path.read_text() == "") if damage == "emptied" else not path.exists()  # and no reader repaired it
 
@@ -162,7 +196,8 @@ def test_a_row_citing_a_run_runs_jsonl_lacks_is_refused_by_file_and_line(tmp_pat
 
 
 def test_the_record_imported_into_a_fresh_store_folds_back_with_nothing_added_or_replaced(
-        tmp_path: Path, case: Case, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, case: Case, capsys: pytest.CaptureFixture[str]
+) -> None:
     root = _world(tmp_path, case)
     before = _files(root)
     cases = ["--cases-dir", str(case.folder.parent)]

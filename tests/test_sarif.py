@@ -39,8 +39,15 @@ def audit(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """`python -m harness audit ARGS` from `cwd` on the clone's cases and record, no store."""
     env = {k: v for k, v in os.environ.items() if k != "BUGMATRIX_DB"}
     env.update(BUGMATRIX_RECORD=str(ROOT / "record"), BUGMATRIX_DB=str(cwd / "no-store.db"))
-    return subprocess.run([sys.executable, "-m", "harness", "--cases-dir", str(ROOT / "cases"), "audit", *args],
-                          cwd=cwd, env=env, capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "harness", "--cases-dir", str(ROOT / "cases"), "audit", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 @pytest.fixture
@@ -110,8 +117,17 @@ def test_sarif_answers_one_environment_not_an_upgrade(repo: Path) -> None:
 
 
 def _answer(case: str, status: str) -> Answer:
-    return Answer(case=case, variant="bug", workaround=False, title="t", upstream="https://example.org/1",
-                  status=status, measured=True, basis="exact", precision="measured at these exact pins")
+    return Answer(
+        case=case,
+        variant="bug",
+        workaround=False,
+        title="t",
+        upstream="https://example.org/1",
+        status=status,
+        measured=True,
+        basis="exact",
+        precision="measured at these exact pins",
+    )
 
 
 def test_a_mixed_answer_is_a_warning_and_a_file_outside_the_repository_an_absolute_uri(tmp_path: Path) -> None:
@@ -120,8 +136,11 @@ def test_a_mixed_answer_is_a_warning_and_a_file_outside_the_repository_an_absolu
     root, outside = tmp_path / "repo", tmp_path / "my reqs.txt"
     root.mkdir()
     target = Target({"torch": Pin("torch", "2.9.1", where=f"{outside}:2")})
-    kinds = {"affected": [_answer("torch-1-a", "reproduced"), _answer("torch-2-b", "mixed")], "not_affected": [],
-             "cannot_say": []}
+    kinds = {
+        "affected": [_answer("torch-1-a", "reproduced"), _answer("torch-2-b", "mixed")],
+        "not_affected": [],
+        "cannot_say": [],
+    }
     doc = json.loads(to_sarif(kinds, target, "cpu", {"torch-1-a": "torch", "torch-2-b": "torch"}, root))
     assert errors(doc) == []
     assert [r["level"] for r in doc["runs"][0]["results"]] == ["error", "warning"]

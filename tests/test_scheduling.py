@@ -45,8 +45,11 @@ def test_jobs_of_one_width_run_side_by_side_not_alternating(make_case, env) -> N
     from harness.session.pipeline import LocalEnvironment, Session, execution_order
     from harness.session.plan import Selection, plan_local
 
-    case = make_case("import time\ntime.sleep(1.5)\n", nproc=[1, 2], variants={
-        v: {"expect": [{"outcome": "fixed"}]} for v in ("a", "b", "c", "d")})
+    case = make_case(
+        "import time\ntime.sleep(1.5)\n",
+        nproc=[1, 2],
+        variants={v: {"expect": [{"outcome": "fixed"}]} for v in ("a", "b", "c", "d")},
+    )
     jobs = plan_local([case], Selection(devices=("cpu",)))
     assert [j.nproc for j in jobs] == [1, 2] * 4
     assert [jobs[i].nproc for i in execution_order(jobs)] == [2] * 4 + [1] * 4
@@ -83,8 +86,12 @@ def test_an_interrupt_begins_no_job_that_was_queued_or_waiting_for_cores() -> No
     threading.Thread(target=interrupt, daemon=True).start()
     try:
         with pytest.raises(KeyboardInterrupt):
-            run_scheduled(["wide", "narrow-1", "narrow-2", "narrow-3"], work,
-                          cost=lambda item: 2 if item == "wide" else 1, cores=2)
+            run_scheduled(
+                ["wide", "narrow-1", "narrow-2", "narrow-3"],
+                work,
+                cost=lambda item: 2 if item == "wide" else 1,
+                cores=2,
+            )
         assert begun == ["wide"]
         with pytest.raises(LaunchAborted):  # and nothing else starts in this run
             refuse_if_interrupted()

@@ -61,18 +61,31 @@ def with_(path: str, value: object) -> dict:
         (with_("variants.bug.expect", [{"outcome": "maybe"}]), "variants.bug.expect.0.outcome"),
         (with_("variants.bug.expect", [{"outcome": "timeout"}]), "variants.bug.expect.0.outcome"),
         (with_("variants.bug.expect", [{"when": {"torch": "2.0"}, "outcome": "fixed"}]), "variants.bug"),
-        (with_("variants.bug.expect", [{"when": {"torch": "banana"}, "outcome": "fixed"}, {"outcome": "fixed"}]),
-         "variants.bug.expect.0.when"),
-        (with_("variants.bug.expect", [{"when": {"litgpt": {"git": ["xyz"]}}, "outcome": "fixed"},
-                                       {"outcome": "fixed"}]), "variants.bug.expect.0.when"),
+        (
+            with_("variants.bug.expect", [{"when": {"torch": "banana"}, "outcome": "fixed"}, {"outcome": "fixed"}]),
+            "variants.bug.expect.0.when",
+        ),
+        (
+            with_(
+                "variants.bug.expect",
+                [{"when": {"litgpt": {"git": ["xyz"]}}, "outcome": "fixed"}, {"outcome": "fixed"}],
+            ),
+            "variants.bug.expect.0.when",
+        ),
         (with_("variants.Bad Name", {"expect": [{"outcome": "fixed"}]}), "variants.Bad Name"),
         # a package whose name starts like a pydantic union tag ("str", "int") is still named
-        (with_("variants.bug.expect", [{"when": {"structlog": 5}, "outcome": "fixed"}, {"outcome": "fixed"}]),
-         "variants.bug.expect.0.when.structlog:"),
-        (with_("variants.bug.expect", [{"when": {"intervaltree": [1.5]}, "outcome": "fixed"}, {"outcome": "fixed"}]),
-         "variants.bug.expect.0.when.intervaltree"),
-        (with_("variants.bug.expect", [{"when": {"str": 5}, "outcome": "fixed"}, {"outcome": "fixed"}]),
-         "variants.bug.expect.0.when.str:"),
+        (
+            with_("variants.bug.expect", [{"when": {"structlog": 5}, "outcome": "fixed"}, {"outcome": "fixed"}]),
+            "variants.bug.expect.0.when.structlog:",
+        ),
+        (
+            with_("variants.bug.expect", [{"when": {"intervaltree": [1.5]}, "outcome": "fixed"}, {"outcome": "fixed"}]),
+            "variants.bug.expect.0.when.intervaltree",
+        ),
+        (
+            with_("variants.bug.expect", [{"when": {"str": 5}, "outcome": "fixed"}, {"outcome": "fixed"}]),
+            "variants.bug.expect.0.when.str:",
+        ),
     ],
 )
 def test_invalid_field_is_named_in_one_line(tmp_path: Path, doc: dict, field: str) -> None:
@@ -119,11 +132,14 @@ def test_discover_keeps_going_past_an_invalid_case(tmp_path: Path) -> None:
 def test_recorded_packages_add_what_the_rules_name(tmp_path: Path) -> None:
     """A coupling case's second package, named only in a rule (litgpt-2156: transformers), is recorded with each
     result, so that `report`/`expect` read the rules back against what the run saw; nproc/device are not packages."""
-    doc = with_("variants.bug.expect", [
-        {"when": {"torch": ">=2.0", "transformers": ">=4.52", "nproc": [1]}, "outcome": "reproduced"},
-        {"when": {"device": "cpu", "torch": "<2.0"}, "outcome": "skip"},
-        {"outcome": "fixed"},
-    ])
+    doc = with_(
+        "variants.bug.expect",
+        [
+            {"when": {"torch": ">=2.0", "transformers": ">=4.52", "nproc": [1]}, "outcome": "reproduced"},
+            {"when": {"device": "cpu", "torch": "<2.0"}, "outcome": "skip"},
+            {"outcome": "fixed"},
+        ],
+    )
     case = load_case(write(tmp_path, doc))
     assert case.spec.recorded_packages == ["torch", "transformers"]
     assert load_case(write(tmp_path, VALID)).spec.recorded_packages == ["torch"]

@@ -18,7 +18,7 @@ SM80, SM90, SM100 = b"\x80" * 3000, b"\x90" * 2000, b"\xa0" * 1000
 def test_the_fatbin_section_is_found_from_the_section_headers() -> None:
     data = elf({".text": b"\0" * 40, ".nv_fatbin": fatbin({90: SM90})})
     offset, size = slim_cuda_wheel.fatbin_section(data)
-    assert data[offset:offset + size] == fatbin({90: SM90})
+    assert data[offset : offset + size] == fatbin({90: SM90})
     assert slim_cuda_wheel.fatbin_section(elf({".text": b"\0" * 8})) is None  # host code only
     assert slim_cuda_wheel.fatbin_section(b"#!/bin/sh\n" + bytes(100)) is None  # not an ELF file
 

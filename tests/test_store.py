@@ -16,10 +16,20 @@ from harness.session.store import SCHEMA_VERSION, ResultStore, StoreError
 
 def result(case: str = "c", variant: str = "bug", nproc: int = 1, outcome: Outcome = Outcome.FIXED) -> Result:
     return Result(
-        case=case, variant=variant, nproc=nproc, device="cpu", outcome=outcome, expected=Outcome.FIXED,
-        reason="every rank exited 0", versions={"torch": "2.14.1"}, python="3.11.7",
-        ranks=[RankStatus(rank=0, state=RankState.FIXED, exit_code=0, finished_at=1.0)], duration_s=1.5,
-        log_excerpt="log", stacks="", started_at=100.0,
+        case=case,
+        variant=variant,
+        nproc=nproc,
+        device="cpu",
+        outcome=outcome,
+        expected=Outcome.FIXED,
+        reason="every rank exited 0",
+        versions={"torch": "2.14.1"},
+        python="3.11.7",
+        ranks=[RankStatus(rank=0, state=RankState.FIXED, exit_code=0, finished_at=1.0)],
+        duration_s=1.5,
+        log_excerpt="log",
+        stacks="",
+        started_at=100.0,
     )
 
 
@@ -112,9 +122,15 @@ CREATE INDEX results_fingerprint ON results (fingerprint, cell);
 
 def _old_store(path: Path, version: int) -> int:
     """A store as bugmatrix `version` left it: several runs, keys repeated across them, a tie in started_at."""
-    schema = V2_SCHEMA if version == 2 else (
-        V2_SCHEMA.replace("tallies TEXT NOT NULL DEFAULT '{}', fingerprint TEXT NOT NULL DEFAULT '',", "")
-        .replace("CREATE INDEX results_fingerprint ON results (fingerprint, cell);", ""))
+    schema = (
+        V2_SCHEMA
+        if version == 2
+        else (
+            V2_SCHEMA.replace("tallies TEXT NOT NULL DEFAULT '{}', fingerprint TEXT NOT NULL DEFAULT '',", "").replace(
+                "CREATE INDEX results_fingerprint ON results (fingerprint, cell);", ""
+            )
+        )
+    )
     db = sqlite3.connect(path)
     db.executescript(schema)
     db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(version),))
@@ -125,9 +141,25 @@ def _old_store(path: Path, version: int) -> int:
             for nproc in (1, 2):
                 at = 100.0 if case == "z" else 100.0 + n * 10 - nproc * 25 * (case == "y")  # z: a three-way tie
                 outcome = (Outcome.REPRODUCED, Outcome.FIXED, Outcome.ERROR)[(n + nproc) % 3].value
-                values = [run, case, "bug", nproc, "cpu", "local" if nproc == 1 else "torch-2.5.1", outcome,
-                          "fixed", f"reason {n}", json.dumps({"torch": f"2.{n}"}), "3.11.7", "[]", 1.0,
-                          f"log {n}", "", at, 1]
+                values = [
+                    run,
+                    case,
+                    "bug",
+                    nproc,
+                    "cpu",
+                    "local" if nproc == 1 else "torch-2.5.1",
+                    outcome,
+                    "fixed",
+                    f"reason {n}",
+                    json.dumps({"torch": f"2.{n}"}),
+                    "3.11.7",
+                    "[]",
+                    1.0,
+                    f"log {n}",
+                    "",
+                    at,
+                    1,
+                ]
                 if version == 2:
                     values += ["{}", f"fp-{case}"]
                 db.execute(f"INSERT INTO results VALUES ({', '.join('?' * len(values))})", values)
@@ -152,8 +184,10 @@ def test_older_store_upgraded_in_place_keeps_every_result_and_the_latest(tmp_pat
     assert {r.reason for r in newest_z} == {"reason 2"}  # the tie goes to the greatest run id, as it always did
     assert ResultStore(path).latest() == latest  # opening again: nothing rebuilt differently
     for run in {run for run, _, _ in store.results()}:  # one run: its own results, in key order
-        assert store.latest(run) == sorted(((c, r) for rid, c, r in store.results() if rid == run),
-                                           key=lambda cr: (cr[1].case, cr[1].variant, cr[1].nproc, cr[1].device, cr[0]))
+        assert store.latest(run) == sorted(
+            ((c, r) for rid, c, r in store.results() if rid == run),
+            key=lambda cr: (cr[1].case, cr[1].variant, cr[1].nproc, cr[1].device, cr[0]),
+        )
 
 
 def test_latest_after_merge_of_shards_equals_the_slow_definition(tmp_path: Path) -> None:
@@ -195,9 +229,11 @@ def test_a_store_an_older_bugmatrix_wrote_to_since_is_made_right_when_opened(tmp
     store.save(store.begin_run("new", "host"), timed("x", 100.0))
     db = sqlite3.connect(path)  # what bugmatrix 2 does: its own rows, no `latest`, and its version number
     db.execute("INSERT INTO runs VALUES ('old-run', 0, 1, 'complete', 'host', 'bugmatrix run')")
-    db.execute("INSERT INTO results SELECT 'old-run', case_id, variant, nproc, device, cell, 'reproduced', expected, "
-               "reason, versions, python, ranks, duration_s, log_excerpt, stacks, 500.0, launched, tallies, "
-               "fingerprint, digest FROM results")
+    db.execute(
+        "INSERT INTO results SELECT 'old-run', case_id, variant, nproc, device, cell, 'reproduced', expected, "
+        "reason, versions, python, ranks, duration_s, log_excerpt, stacks, 500.0, launched, tallies, "
+        "fingerprint, digest FROM results"
+    )
     db.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
     db.commit()
     db.close()
@@ -225,5 +261,7 @@ def test_concurrent_saves_keep_latest_consistent(tmp_path: Path) -> None:
     assert len(store.results()) == 4 * 10  # each worker's run holds 10 keys (replaced 3 times each)
     assert store.latest() == slow_latest(store) and len(store.latest()) == 10
     assert {run for run, _, _ in store.results()} == {f"run-{w}" for w in range(4)}
-    assert all(r.started_at == 1000.0 + (20 + k) * 4 + 3 for k, (_, r) in
-               enumerate(sorted(store.latest(), key=lambda cr: cr[1].started_at)))
+    assert all(
+        r.started_at == 1000.0 + (20 + k) * 4 + 3
+        for k, (_, r) in enumerate(sorted(store.latest(), key=lambda cr: cr[1].started_at))
+    )

@@ -9,15 +9,31 @@ from harness.model.outcome import Outcome
 from harness.model.result import Result
 
 HISTORY = [  # (version recorded, outcome, date): main's version string says nothing about history
-    ("0.3.0", Outcome.FIXED, 1), ("0.4.0.dev0 @ " + "b" * 40, Outcome.FIXED, 2),
-    ("0.4.0.dev0 @ " + "a" * 40, Outcome.REPRODUCED, 3), ("0.4.0.dev0 @ " + "c" * 40, Outcome.FIXED, 4),
+    ("0.3.0", Outcome.FIXED, 1),
+    ("0.4.0.dev0 @ " + "b" * 40, Outcome.FIXED, 2),
+    ("0.4.0.dev0 @ " + "a" * 40, Outcome.REPRODUCED, 3),
+    ("0.4.0.dev0 @ " + "c" * 40, Outcome.FIXED, 4),
     ("0.3.1", Outcome.FIXED, 5),
 ]
 
 
 def results() -> list[tuple[str, Result]]:
-    return [(f"cell-{i}", Result(case="c", variant="bug", nproc=1, device="cpu", outcome=o, expected=None, reason="",
-                                 versions={"litgpt": v})) for i, (v, o, _) in enumerate(HISTORY)]
+    return [
+        (
+            f"cell-{i}",
+            Result(
+                case="c",
+                variant="bug",
+                nproc=1,
+                device="cpu",
+                outcome=o,
+                expected=None,
+                reason="",
+                versions={"litgpt": v},
+            ),
+        )
+        for i, (v, o, _) in enumerate(HISTORY)
+    ]
 
 
 def test_commits_are_placed_by_date() -> None:
@@ -38,9 +54,11 @@ def test_commits_that_cannot_be_dated_are_not_placed_by_their_version_string() -
         assert axis.changes() == []
         summary = axis.summary()
         assert "regressed" not in summary and "never reproduced" not in summary, summary
-        assert summary == ("not placed in history (no local clone dates these commits; set BUGMATRIX_MIRROR_LITGPT): "
-                           "0.4.0.dev0 @ aaaaaaaaaaaa reproduced, 0.4.0.dev0 @ bbbbbbbbbbbb fixed, "
-                           "0.4.0.dev0 @ cccccccccccc fixed")
+        assert summary == (
+            "not placed in history (no local clone dates these commits; set BUGMATRIX_MIRROR_LITGPT): "
+            "0.4.0.dev0 @ aaaaaaaaaaaa reproduced, 0.4.0.dev0 @ bbbbbbbbbbbb fixed, "
+            "0.4.0.dev0 @ cccccccccccc fixed"
+        )
 
 
 def test_a_pinned_commit_whose_environment_could_not_be_made_is_still_dated() -> None:
@@ -50,10 +68,25 @@ def test_a_pinned_commit_whose_environment_could_not_be_made_is_still_dated() ->
     history = [*HISTORY[:3], broken, *HISTORY[3:]]
     dates = {}
     for v, _, d in history:
-        dates[v.partition(" @ ")[2] or v.removeprefix("git:")] = datetime(2024, 4, d, 12 if v == broken[0] else 0,
-                                                                          tzinfo=timezone.utc)
-    rows = [(f"cell-{i}", Result(case="c", variant="bug", nproc=1, device="cpu", outcome=o, expected=None, reason="",
-                                 versions={"litgpt": v})) for i, (v, o, _) in enumerate(history)]
+        dates[v.partition(" @ ")[2] or v.removeprefix("git:")] = datetime(
+            2024, 4, d, 12 if v == broken[0] else 0, tzinfo=timezone.utc
+        )
+    rows = [
+        (
+            f"cell-{i}",
+            Result(
+                case="c",
+                variant="bug",
+                nproc=1,
+                device="cpu",
+                outcome=o,
+                expected=None,
+                reason="",
+                versions={"litgpt": v},
+            ),
+        )
+        for i, (v, o, _) in enumerate(history)
+    ]
     seen: list[tuple[str, str | None]] = []
 
     def dater(package: str, version: str, commit: str | None) -> datetime:
@@ -74,12 +107,29 @@ def test_a_pinned_commit_whose_environment_could_not_be_made_is_still_dated() ->
 def test_a_cell_that_could_not_say_does_not_hide_one_that_did() -> None:
     """Two cells at lightning 2.6.6: `default` reproduced, a coupling cell could not be built (infra). The version
     reproduces (it read "never reproduced; could not say: 2.6.6" before); two verdicts that differ are `mixed`."""
-    def at(cell: str, version: str, outcome: Outcome) -> tuple[str, Result]:
-        return (cell, Result(case="c", variant="bug", nproc=1, device="cpu", outcome=outcome, expected=None,
-                             reason="", versions={"lightning": version}))
 
-    [axis] = axes([at("lightning-2.5.6", "2.5.6", Outcome.FIXED), at("default", "2.6.6", Outcome.REPRODUCED),
-                   at("lightning-2.6.6-torch-2.5.1", "2.6.6", Outcome.INFRA)])
+    def at(cell: str, version: str, outcome: Outcome) -> tuple[str, Result]:
+        return (
+            cell,
+            Result(
+                case="c",
+                variant="bug",
+                nproc=1,
+                device="cpu",
+                outcome=outcome,
+                expected=None,
+                reason="",
+                versions={"lightning": version},
+            ),
+        )
+
+    [axis] = axes(
+        [
+            at("lightning-2.5.6", "2.5.6", Outcome.FIXED),
+            at("default", "2.6.6", Outcome.REPRODUCED),
+            at("lightning-2.6.6-torch-2.5.1", "2.6.6", Outcome.INFRA),
+        ]
+    )
     assert [(p.version, p.status) for p in axis.points] == [("2.5.6", "fixed"), ("2.6.6", "reproduced")]
     assert axis.changes() == [("regressed", "2.5.6", "2.6.6")]
     [axis] = axes([at("a", "2.6.6", Outcome.FIXED), at("b", "2.6.6", Outcome.REPRODUCED)])
@@ -92,16 +142,37 @@ def test_a_coupling_is_read_along_its_second_package_never_as_never_reproduced(m
     2.6.6 fixed in the sentence."""
     from harness.output.reports import build_report, to_cases_markdown
 
-    case = make_case("print('x')\n", case_id="lightning-9-coupled", packages=["torch", "lightning"],
-                     variants={"bug": {"expect": [{"when": {"torch": ">=2.12"}, "outcome": "reproduced"},
-                                                  {"outcome": "fixed"}]}})
-    cells = [("lightning-2.5.6", "2.5.6", "2.9.1", Outcome.FIXED), ("lightning-2.6.6-torch-2.11.0", "2.6.6", "2.11.0",
-             Outcome.FIXED), ("lightning-2.6.6-torch-2.12.0", "2.6.6", "2.12.0", Outcome.REPRODUCED)]
-    found = [(cell, Result(case=case.id, variant="bug", nproc=1, device="cpu", outcome=o, expected=None, reason="",
-                           versions={"lightning": light, "torch": torch}, tallies={o.value: 3}))
-             for cell, light, torch, o in cells]
-    report = build_report(found, {case.id: ["torch", "lightning"]},
-                          between=lambda c, package, device, a, b: ())  # every pair adjacent
+    case = make_case(
+        "print('x')\n",
+        case_id="lightning-9-coupled",
+        packages=["torch", "lightning"],
+        variants={"bug": {"expect": [{"when": {"torch": ">=2.12"}, "outcome": "reproduced"}, {"outcome": "fixed"}]}},
+    )
+    cells = [
+        ("lightning-2.5.6", "2.5.6", "2.9.1", Outcome.FIXED),
+        ("lightning-2.6.6-torch-2.11.0", "2.6.6", "2.11.0", Outcome.FIXED),
+        ("lightning-2.6.6-torch-2.12.0", "2.6.6", "2.12.0", Outcome.REPRODUCED),
+    ]
+    found = [
+        (
+            cell,
+            Result(
+                case=case.id,
+                variant="bug",
+                nproc=1,
+                device="cpu",
+                outcome=o,
+                expected=None,
+                reason="",
+                versions={"lightning": light, "torch": torch},
+                tallies={o.value: 3},
+            ),
+        )
+        for cell, light, torch, o in cells
+    ]
+    report = build_report(
+        found, {case.id: ["torch", "lightning"]}, between=lambda c, package, device, a, b: ()
+    )  # every pair adjacent
     report.cases = {case.id: case}
     [row] = [line for line in to_cases_markdown(report).splitlines() if case.id in line]
     assert "never" not in row
@@ -119,18 +190,39 @@ def test_a_coupling_is_read_along_its_second_package_never_as_never_reproduced(m
     assert (coupled["at"], coupled["package"]) == ("2.6.6", "torch")
     [boundary] = coupled["boundaries"]
     assert (boundary["kind"], boundary["before"], boundary["after"], boundary["adjacent"]) == (
-        "regressed", "2.11.0", "2.12.0", True)
+        "regressed",
+        "2.11.0",
+        "2.12.0",
+        True,
+    )
     assert boundary["tallies"] == {"before": {"fixed": 3}, "after": {"reproduced": 3}}
 
 
 def test_cells_that_disagree_with_nothing_to_tell_them_apart_are_said_so_not_never(make_case) -> None:  # noqa: ANN001
     from harness.output.reports import build_report, to_cases_markdown
 
-    case = make_case("print('x')\n", case_id="torch-9-disagree", packages=["torch"],
-                     variants={"bug": {"expect": [{"outcome": "fixed"}]}})
-    found = [(cell, Result(case=case.id, variant="bug", nproc=1, device="cpu", outcome=o, expected=None, reason="",
-                           versions={"torch": "2.5.1"})) for cell, o in (("torch-2.5.1", Outcome.REPRODUCED),
-                                                                        ("local", Outcome.FIXED))]
+    case = make_case(
+        "print('x')\n",
+        case_id="torch-9-disagree",
+        packages=["torch"],
+        variants={"bug": {"expect": [{"outcome": "fixed"}]}},
+    )
+    found = [
+        (
+            cell,
+            Result(
+                case=case.id,
+                variant="bug",
+                nproc=1,
+                device="cpu",
+                outcome=o,
+                expected=None,
+                reason="",
+                versions={"torch": "2.5.1"},
+            ),
+        )
+        for cell, o in (("torch-2.5.1", Outcome.REPRODUCED), ("local", Outcome.FIXED))
+    ]
     report = build_report(found, {case.id: ["torch"]})
     report.cases = {case.id: case}
     [row] = [line for line in to_cases_markdown(report).splitlines() if case.id in line]

@@ -95,8 +95,14 @@ def cut(files: list[tuple[str, Path]], piece_bytes: int) -> dict:
                 room = piece_bytes
             length = min(room, len(data) - offset)
             piece = manifest["pieces"][-1]
-            piece.append({"file": name, "offset": offset, "length": length,
-                          "segment": f"seg-{len(manifest['pieces']):02d}-{len(piece):03d}"})
+            piece.append(
+                {
+                    "file": name,
+                    "offset": offset,
+                    "length": length,
+                    "segment": f"seg-{len(manifest['pieces']):02d}-{len(piece):03d}",
+                }
+            )
             offset, room = offset + length, room - length
             if offset >= len(data):
                 break
@@ -121,8 +127,15 @@ def write_pieces(manifest: dict, files: dict[str, Path], out: Path) -> list[Path
     return folders
 
 
-def prepare(out: Path, fbgemm_wheel: Path | None, sm: int, piece_bytes: int, python_version: str,
-            bundle: Path | None = None, torchrec: Path | None = None) -> list[Path]:
+def prepare(
+    out: Path,
+    fbgemm_wheel: Path | None,
+    sm: int,
+    piece_bytes: int,
+    python_version: str,
+    bundle: Path | None = None,
+    torchrec: Path | None = None,
+) -> list[Path]:
     """Download (or take) the kit's files, slim fbgemm-gpu, and write the pieces under `out`; the piece folders.
     `bundle` / `torchrec`: folders of wheels to carry instead of downloading them (tests, or a second kit)."""
     import offline_bundle
@@ -137,16 +150,20 @@ def prepare(out: Path, fbgemm_wheel: Path | None, sm: int, piece_bytes: int, pyt
             torchrec = staging / "torchrec"
             torchrec.mkdir()
             offline_bundle.pip_download(TORCHREC, torchrec, python_version, deps=False)
-            subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(torchrec),
-                            *TORCHREC_FROM_SOURCE], check=True)
+            subprocess.run(
+                [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(torchrec), *TORCHREC_FROM_SOURCE],
+                check=True,
+            )
         if fbgemm_wheel is None:
             offline_bundle.pip_download([FBGEMM], staging / "fbgemm", python_version, deps=False)
             fbgemm_wheel = next((staging / "fbgemm").glob("*.whl"))
         slimmed = slim_cuda_wheel.slim(fbgemm_wheel, sm)
         packed = staging / f"fbgemm-sm{sm}.tar.xz"
         packed.write_bytes(slimmed.packed)
-        print(f"{fbgemm_wheel.name}: sm_{sm} kept {slimmed.kept / 2**20:.0f} MiB of device code, zeroed "
-              f"{slimmed.zeroed / 2**20:.0f} MiB; {len(slimmed.packed) / 2**20:.1f} MiB of tar.xz")
+        print(
+            f"{fbgemm_wheel.name}: sm_{sm} kept {slimmed.kept / 2**20:.0f} MiB of device code, zeroed "
+            f"{slimmed.zeroed / 2**20:.0f} MiB; {len(slimmed.packed) / 2**20:.1f} MiB of tar.xz"
+        )
         files = {f"bundle/{p.name}": p for p in sorted(bundle.glob("*.whl"))}
         files |= {f"torchrec/{p.name}": p for p in sorted(torchrec.glob("*.whl"))}
         files["fbgemm.tar.xz"] = packed  # last: the first piece holds all the first pass needs
@@ -217,8 +234,10 @@ def assemble(stash: Path, places: list[Path]) -> tuple[dict[str, Path], list[str
     name, what is missing: 'piece K' per absent piece)."""
     manifest_at = next((p / MANIFEST for p in [stash, *places] if _kit_id(p)), None)
     if manifest_at is None:
-        raise KitError(f"no {MANIFEST} in {stash} or {', '.join(map(str, places)) or 'the checkout'}: "
-                       "send the pieces first (`gpu_kit.py receive`)")
+        raise KitError(
+            f"no {MANIFEST} in {stash} or {', '.join(map(str, places)) or 'the checkout'}: "
+            "send the pieces first (`gpu_kit.py receive`)"
+        )
     manifest = json.loads(manifest_at.read_text())
     where = {}
     for folder in [p for p in [*places, stash] if _kit_id(p) == manifest["kit"]]:
@@ -226,16 +245,18 @@ def assemble(stash: Path, places: list[Path]) -> tuple[dict[str, Path], list[str
             where[seg_file.name] = seg_file
     files_dir = stash / "files"
     done: dict[str, Path] = {}
-    missing_pieces = sorted({k for k, piece in enumerate(manifest["pieces"], 1) for seg in piece
-                             if seg["segment"] not in where})
+    missing_pieces = sorted(
+        {k for k, piece in enumerate(manifest["pieces"], 1) for seg in piece if seg["segment"] not in where}
+    )
     for name, info in manifest["files"].items():
         segments = [seg for piece in manifest["pieces"] for seg in piece if seg["file"] == name]
         if any(seg["segment"] not in where for seg in segments):
             continue
         data = b"".join(where[seg["segment"]].read_bytes() for seg in sorted(segments, key=lambda s: s["offset"]))
         if sha256(data) != info["sha256"]:
-            raise KitError(f"{name}: reassembled file does not match its sha256 in {manifest_at}: send its pieces "
-                           "again")
+            raise KitError(
+                f"{name}: reassembled file does not match its sha256 in {manifest_at}: send its pieces again"
+            )
         target = files_dir / name
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
@@ -259,14 +280,23 @@ class Log:
         with self.path.open("a") as fh:
             fh.write(line + "\n")
 
-    def step(self, name: str, command: list[str], env: dict[str, str], stdout: Path | None = None,
-             timeout: float = 1800) -> tuple[int, float, str]:
+    def step(
+        self, name: str, command: list[str], env: dict[str, str], stdout: Path | None = None, timeout: float = 1800
+    ) -> tuple[int, float, str]:
         """Run one step; (exit code, seconds, its output's tail). Output goes to `stdout` when given."""
         started = time.monotonic()
-        with (open(stdout, "w") if stdout else tempfile.TemporaryFile("w+")) as out:
+        with open(stdout, "w") if stdout else tempfile.TemporaryFile("w+") as out:
             try:
-                proc = subprocess.run(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.PIPE, text=True,
-                                      timeout=timeout, check=False)
+                proc = subprocess.run(
+                    command,
+                    cwd=ROOT,
+                    env=env,
+                    stdout=out,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    timeout=timeout,
+                    check=False,
+                )
                 code, err = proc.returncode, proc.stderr
             except subprocess.TimeoutExpired:
                 code, err = 124, f"timed out after {timeout:.0f} s"
@@ -301,9 +331,25 @@ def install(python: str, wheels: list[Path], site: Path, log: Log, env: dict[str
     site.mkdir(parents=True, exist_ok=True)
     if not wheels:
         return True
-    code, _, tail = log.step(f"install {site.name}", [python, "-m", "pip", "install", "-q", "--no-index",
-                                                     "--no-deps", "--no-compile", "--no-cache-dir", "--upgrade",
-                                                     "--target", str(site), *map(str, wheels)], env)
+    code, _, tail = log.step(
+        f"install {site.name}",
+        [
+            python,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-index",
+            "--no-deps",
+            "--no-compile",
+            "--no-cache-dir",
+            "--upgrade",
+            "--target",
+            str(site),
+            *map(str, wheels),
+        ],
+        env,
+    )
     if code:
         log.say(tail)
     return code == 0
@@ -328,9 +374,21 @@ def case_ids(cases: list[str] | None) -> tuple[list[str], list[str]]:
 STEPS = ("a", "b", "two-rank", "bench", "report")
 
 
-def run(out: Path, stash: Path, pieces: list[Path], device: str, python: str, repeat: int, jobs: int,
-        cases: list[str] | None, variants: list[str] | None, two_rank: tuple[str, str], bench: tuple[str, str],
-        bench_runs: int, steps: tuple[str, ...] = STEPS) -> int:
+def run(
+    out: Path,
+    stash: Path,
+    pieces: list[Path],
+    device: str,
+    python: str,
+    repeat: int,
+    jobs: int,
+    cases: list[str] | None,
+    variants: list[str] | None,
+    two_rank: tuple[str, str],
+    bench: tuple[str, str],
+    bench_runs: int,
+    steps: tuple[str, ...] = STEPS,
+) -> int:
     """The GPU session's work (see the module doc): the machine, then `steps` in order; the exit code. The store and
     kit.log live in the stash, so that a second call (another piece, other steps) adds to them; each call copies
     them into `out` ($OUT is emptied before every call)."""
@@ -339,16 +397,22 @@ def run(out: Path, stash: Path, pieces: list[Path], device: str, python: str, re
     files, missing = assemble(stash, pieces)
     bundle = [p for n, p in sorted(files.items()) if n.startswith("bundle/")]
     torchrec = [p for n, p in sorted(files.items()) if n.startswith("torchrec/")]
-    log.say(f"kit: {len(files)} file(s) complete" + (f"; missing: {', '.join(missing)}" if missing else "")
-            + f"; steps: {' '.join(steps)}")
+    log.say(
+        f"kit: {len(files)} file(s) complete"
+        + (f"; missing: {', '.join(missing)}" if missing else "")
+        + f"; steps: {' '.join(steps)}"
+    )
     base = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     base.update(PYTHONUNBUFFERED="1")
     failed = False
 
     site_a, site_b = stash / "site-a", stash / "site-b"
     ok_a = _site(python, site_a, bundle, None, log, base)
-    ok_b = "b" in steps and "fbgemm.tar.xz" in files and _site(python, site_b, bundle + torchrec,
-                                                               files["fbgemm.tar.xz"], log, base)
+    ok_b = (
+        "b" in steps
+        and "fbgemm.tar.xz" in files
+        and _site(python, site_b, bundle + torchrec, files["fbgemm.tar.xz"], log, base)
+    )
     env_a = {**base, "PYTHONPATH": f"{site_a}{os.pathsep}{ROOT}"}
     env_b = {**base, "PYTHONPATH": f"{site_b}{os.pathsep}{ROOT}"}
 
@@ -363,16 +427,36 @@ def run(out: Path, stash: Path, pieces: list[Path], device: str, python: str, re
 
     db = stash / "kit.db"
     first, second = case_ids(cases)
-    harness = [python, "-m", "harness", "run", "--device", device, "--python", python, "--nproc", "1",
-               "--repeat", str(repeat), "-j", str(jobs), "--redo", "--db", str(db), "--json"]
+    harness = [
+        python,
+        "-m",
+        "harness",
+        "run",
+        "--device",
+        device,
+        "--python",
+        python,
+        "--nproc",
+        "1",
+        "--repeat",
+        str(repeat),
+        "-j",
+        str(jobs),
+        "--redo",
+        "--db",
+        str(db),
+        "--json",
+    ]
     harness += [arg for v in variants or [] for arg in ("--variant", v)]
     for step, selected, env, ok in (("a", first, env_a, ok_a), ("b", second, env_b, ok_b)):
         if step not in steps or not selected:
             continue
         name = f"pass-{step}"
         if not ok:
-            log.say(f"[{name}] not run: its files are missing or did not install "
-                    f"({', '.join(missing) or 'see the install line above'}): send the missing pieces first")
+            log.say(
+                f"[{name}] not run: its files are missing or did not install "
+                f"({', '.join(missing) or 'see the install line above'}): send the missing pieces first"
+            )
             failed = True
             continue
         code, _, tail = log.step(name, [*harness, *selected], env, stdout=out / f"{name}.json")
@@ -382,27 +466,80 @@ def run(out: Path, stash: Path, pieces: list[Path], device: str, python: str, re
 
     if "two-rank" in steps:  # on a machine with fewer GPUs: a skip decided before any launch
         case, variant = two_rank
-        code, took, tail = log.step("world-size-2", [python, "-m", "harness", "run", case, "--variant", variant,
-                                                     "--nproc", "2", "--device", device, "--python", python,
-                                                     "--redo", "--db", str(db), "--json"], env_a,
-                                    stdout=out / "world-size-2.json")
+        code, took, tail = log.step(
+            "world-size-2",
+            [
+                python,
+                "-m",
+                "harness",
+                "run",
+                case,
+                "--variant",
+                variant,
+                "--nproc",
+                "2",
+                "--device",
+                device,
+                "--python",
+                python,
+                "--redo",
+                "--db",
+                str(db),
+                "--json",
+            ],
+            env_a,
+            stdout=out / "world-size-2.json",
+        )
         verdict = _two_rank(out / "world-size-2.json", took, device, machine)
         log.say(f"[world-size-2] {verdict}")
         failed |= verdict.startswith("NOT")
 
     if "bench" in steps and bench_runs > 0:  # the harness's cost against bare torchrun
         case, variant = bench
-        code, _, tail = log.step("overhead", [python, "benchmarks/bench_launch_overhead.py", "--case", case,
-                                              "--variant", variant, "--nproc", "1", "--device", device, "--runs",
-                                              str(bench_runs), "--batch", "1"], env_a, stdout=out / "overhead.txt")
+        code, _, tail = log.step(
+            "overhead",
+            [
+                python,
+                "benchmarks/bench_launch_overhead.py",
+                "--case",
+                case,
+                "--variant",
+                variant,
+                "--nproc",
+                "1",
+                "--device",
+                device,
+                "--runs",
+                str(bench_runs),
+                "--batch",
+                "1",
+            ],
+            env_a,
+            stdout=out / "overhead.txt",
+        )
         lines = (out / "overhead.txt").read_text().strip().splitlines()
         log.say(f"[overhead] {lines[-1] if lines else tail.strip()[-500:]}")
         failed |= code != 0
 
     if "report" in steps:  # over the store; no matrix: nothing may reach for a package index
-        log.step("report", [python, "-m", "harness", "report", "--db", str(db), "--matrix",
-                            str(stash / "no-matrix.yaml"), "--format", "markdown", "-o", str(out / "report.md")],
-                 env_a)
+        log.step(
+            "report",
+            [
+                python,
+                "-m",
+                "harness",
+                "report",
+                "--db",
+                str(db),
+                "--matrix",
+                str(stash / "no-matrix.yaml"),
+                "--format",
+                "markdown",
+                "-o",
+                str(out / "report.md"),
+            ],
+            env_a,
+        )
     pin = f" --pin torch={machine['torch']}" if machine.get("torch") else ""  # the build tag the metadata lacks
     log.say(f"fold it here: uv run bugmatrix record fold <files_at>/kit.db --cell {cell_name(machine)}{pin}")
     for name in ("kit.db", "kit.log", "machine.json"):
@@ -444,8 +581,11 @@ def _summary(path: Path) -> str:
     counts: dict[str, int] = {}
     for r in results:
         counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
-    missed = [f"{r['case']}::{r['variant']} {r['outcome']} (expected {r['expected']})" for r in results
-              if r.get("expected") and r["outcome"] not in ("skip",) and r["outcome"] != r["expected"]]
+    missed = [
+        f"{r['case']}::{r['variant']} {r['outcome']} (expected {r['expected']})"
+        for r in results
+        if r.get("expected") and r["outcome"] not in ("skip",) and r["outcome"] != r["expected"]
+    ]
     line = f"{len(results)} results: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
     return line + (f"; not as expected: {'; '.join(missed)}" if missed else "; all as expected")
 
@@ -484,37 +624,68 @@ def main(argv: list[str] | None = None) -> int:
     u = steps.add_parser("run", help="there: run everything (see the module doc)")
     u.add_argument("--out", type=Path, default=Path(os.environ.get("OUT") or "bugmatrix-kit-out"))
     u.add_argument("--stash", type=Path, default=STASH)
-    u.add_argument("--device", default=os.environ.get("BUGMATRIX_DEVICE") or "cuda",
-                   help="cpu or cuda (default $BUGMATRIX_DEVICE, else cuda)")
+    u.add_argument(
+        "--device",
+        default=os.environ.get("BUGMATRIX_DEVICE") or "cuda",
+        help="cpu or cuda (default $BUGMATRIX_DEVICE, else cuda)",
+    )
     u.add_argument("--python", default=sys.executable, help="the interpreter with torch (default: this one)")
     u.add_argument("--repeat", type=int, default=3)
     u.add_argument("-j", "--jobs", type=int, default=max(1, min(14, (os.cpu_count() or 2) - 2)))
     u.add_argument("--cases", nargs="*", help="only the cases whose folder contains one of these (default: all)")
     u.add_argument("--variant", nargs="*", help="only these variants (default: all)")
     u.add_argument("--two-rank", nargs=2, default=list(TWO_RANK), metavar=("CASE", "VARIANT"))
-    u.add_argument("--pieces", type=Path, nargs="*", default=sorted((ROOT / ".kit").glob("piece-*")),
-                   help="piece folders carried with this call (default .kit/piece-*), besides the stash")
+    u.add_argument(
+        "--pieces",
+        type=Path,
+        nargs="*",
+        default=sorted((ROOT / ".kit").glob("piece-*")),
+        help="piece folders carried with this call (default .kit/piece-*), besides the stash",
+    )
     u.add_argument("--bench", nargs=2, default=list(BENCH), metavar=("CASE", "VARIANT"))
     u.add_argument("--bench-runs", type=int, default=7, help="overhead pairs (0: no benchmark)")
-    u.add_argument("--steps", nargs="+", choices=STEPS, default=list(STEPS),
-                   help="a: the torch, lightning, litgpt cases; b: torchrec and fbgemm; two-rank; bench; report "
-                   "(default: all)")
+    u.add_argument(
+        "--steps",
+        nargs="+",
+        choices=STEPS,
+        default=list(STEPS),
+        help="a: the torch, lightning, litgpt cases; b: torchrec and fbgemm; two-rank; bench; report (default: all)",
+    )
     args = parser.parse_args(argv)
     try:
         if args.step == "prepare":
             if args.fbgemm_wheel and not args.fbgemm_wheel.is_file():
                 raise KitError(f"--fbgemm-wheel {args.fbgemm_wheel}: no such file")
-            prepare(args.out, args.fbgemm_wheel, args.sm, int(args.piece_mib * 2**20), args.python_version,
-                    args.bundle, args.torchrec)
+            prepare(
+                args.out,
+                args.fbgemm_wheel,
+                args.sm,
+                int(args.piece_mib * 2**20),
+                args.python_version,
+                args.bundle,
+                args.torchrec,
+            )
             return 0
         if args.step == "receive":
             print(f"{args.piece}: {receive(args.piece, args.stash)} segment(s) into {args.stash}")
             return 0
         if args.device not in ("cpu", "cuda"):
             raise KitError(f"$BUGMATRIX_DEVICE={args.device}: expected cpu or cuda")
-        return run(args.out, args.stash, args.pieces, args.device, args.python, args.repeat, args.jobs, args.cases,
-                   args.variant, tuple(args.two_rank), tuple(args.bench), args.bench_runs,
-                   tuple(args.steps))
+        return run(
+            args.out,
+            args.stash,
+            args.pieces,
+            args.device,
+            args.python,
+            args.repeat,
+            args.jobs,
+            args.cases,
+            args.variant,
+            tuple(args.two_rank),
+            tuple(args.bench),
+            args.bench_runs,
+            tuple(args.steps),
+        )
     except KitError as exc:
         print(f"gpu_kit: {exc}", file=sys.stderr)
         return 2

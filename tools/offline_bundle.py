@@ -32,10 +32,28 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 ROOT = Path(__file__).resolve().parent.parent
 NOT_FOR_A_LOCAL_RUN = {"uv", "pytest", "pytest-xdist"}  # environments, pytest items: not used by `run --python`
 # What the nvidia-h200 image already holds among the harness's needs (device notes, read 2026-11-17).
-IMAGE_HAS = ["packaging", "pyyaml", "rich", "psutil", "pygments", "markdown-it-py", "mdurl", "typing-extensions",
-             "pytest", "pytest-xdist", "execnet", "pluggy", "iniconfig"]
-PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
-             "manylinux1_x86_64"]
+IMAGE_HAS = [
+    "packaging",
+    "pyyaml",
+    "rich",
+    "psutil",
+    "pygments",
+    "markdown-it-py",
+    "mdurl",
+    "typing-extensions",
+    "pytest",
+    "pytest-xdist",
+    "execnet",
+    "pluggy",
+    "iniconfig",
+]
+PLATFORMS = [
+    "manylinux_2_28_x86_64",
+    "manylinux_2_27_x86_64",
+    "manylinux_2_17_x86_64",
+    "manylinux2014_x86_64",
+    "manylinux1_x86_64",
+]
 
 RUN_SH = """#!/usr/bin/env bash
 # Runs bugmatrix's cases on this machine's own python3 (its torch), with no network: see tools/offline_bundle.py.
@@ -74,8 +92,9 @@ def requirements(pyproject: Path = ROOT / "pyproject.toml", lock: Path = ROOT / 
     its `run` extra, less uv and pytest), each pinned to the version uv.lock holds (what the tests ran with)."""
     project = tomllib.loads(pyproject.read_text())["project"]
     deps = [*project["dependencies"], *project.get("optional-dependencies", {}).get("run", [])]
-    locked = {canonicalize_name(p["name"]): p["version"] for p in tomllib.loads(lock.read_text())["package"]
-              if "version" in p}
+    locked = {
+        canonicalize_name(p["name"]): p["version"] for p in tomllib.loads(lock.read_text())["package"] if "version" in p
+    }
     names = [canonicalize_name(Requirement(d).name) for d in deps]
     return [f"{name}=={locked[name]}" if name in locked else name for name in names if name not in NOT_FOR_A_LOCAL_RUN]
 
@@ -83,8 +102,18 @@ def requirements(pyproject: Path = ROOT / "pyproject.toml", lock: Path = ROOT / 
 def pip_download(specs: list[str], out: Path, python_version: str, deps: bool) -> None:
     """`pip download` wheels for the target interpreter and platform into `out` (binary only)."""
     pip = [sys.executable, "-m", "pip"] if importlib.util.find_spec("pip") else ["uv", "tool", "run", "pip"]
-    command = [*pip, "download", "-q", "--only-binary=:all:", "--python-version",
-               python_version, "--implementation", "cp", "-d", str(out)]
+    command = [
+        *pip,
+        "download",
+        "-q",
+        "--only-binary=:all:",
+        "--python-version",
+        python_version,
+        "--implementation",
+        "cp",
+        "-d",
+        str(out),
+    ]
     for platform in PLATFORMS:
         command += ["--platform", platform]
     if not deps:
@@ -111,8 +140,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out", type=Path, help="the bundle folder (e.g. .whl, ignored by git)")
     parser.add_argument("--python-version", default="3.12", help="the target interpreter's version (default 3.12)")
     parser.add_argument("--have", nargs="*", default=IMAGE_HAS, help="distributions the target already has")
-    parser.add_argument("--with", dest="extra", action="append", default=[],
-                        help="another requirement to carry, without its dependencies (repeatable)")
+    parser.add_argument(
+        "--with",
+        dest="extra",
+        action="append",
+        default=[],
+        help="another requirement to carry, without its dependencies (repeatable)",
+    )
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     pip_download(requirements(), args.out, args.python_version, deps=True)

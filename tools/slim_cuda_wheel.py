@@ -64,7 +64,7 @@ def fatbin_section(data: bytes | bytearray | mmap.mmap) -> tuple[int, int] | Non
     for i in range(shnum):
         name_at, offset, size = header(i)
         start = names_at + name_at
-        if bytes(data[start:data.find(b"\0", start)]) == b".nv_fatbin":
+        if bytes(data[start : data.find(b"\0", start)]) == b".nv_fatbin":
             return offset, size
     return None
 
@@ -87,7 +87,7 @@ def keep_arch(buf: bytearray | mmap.mmap, offset: int, size: int, sm: int) -> tu
             if arch == sm:
                 kept += payload
             else:
-                buf[start:start + payload] = bytes(payload)
+                buf[start : start + payload] = bytes(payload)
                 zeroed += payload
             entry = start + payload
         pos = entries_end
@@ -154,8 +154,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     out = args.output or args.wheel.with_name(args.wheel.name.removesuffix(".whl") + f"-sm{args.sm}.tar.xz")
     out.write_bytes(result.packed)
-    print(f"sm_{args.sm}: kept {result.kept / 2**20:.0f} MiB of device code, zeroed {result.zeroed / 2**20:.0f} MiB; "
-          f"{len(result.packed) / 2**20:.1f} MiB of tar.xz: {out}")
+    print(
+        f"sm_{args.sm}: kept {result.kept / 2**20:.0f} MiB of device code, zeroed {result.zeroed / 2**20:.0f} MiB; "
+        f"{len(result.packed) / 2**20:.1f} MiB of tar.xz: {out}"
+    )
     return 0
 
 

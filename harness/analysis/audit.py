@@ -98,8 +98,10 @@ class Target:
 
     def environment(self) -> Environment:
         """The pins as the rule evaluator sees an installed environment."""
-        packages = {name: Installed(name=pin.distribution, version=pin.version or "0", commit=pin.commit)
-                    for name, pin in self.pins.items()}
+        packages = {
+            name: Installed(name=pin.distribution, version=pin.version or "0", commit=pin.commit)
+            for name, pin in self.pins.items()
+        }
         return Environment(python="", python_version="", packages=packages)
 
     def public(self) -> dict[str, str]:
@@ -202,12 +204,29 @@ class Answer:
     def to_json(self) -> dict:
         """The `--json` shape of one entry: an affected one as it always was; the others say `why`."""
         if self.affected:
-            return {"case": self.case, "variant": self.variant, "title": self.title, "upstream": self.upstream,
-                    "outcome": self.status, "precision": self.precision, "fixed_in": self.fixed_in,
-                    "workarounds": self.workarounds, "reproduce": self.reproduce, "versions": self.versions}
-        return {"case": self.case, "variant": self.variant, "title": self.title, "upstream": self.upstream,
-                "outcome": self.status, "why": self.why, "precision": self.precision, "basis": self.basis,
-                "versions": self.versions}
+            return {
+                "case": self.case,
+                "variant": self.variant,
+                "title": self.title,
+                "upstream": self.upstream,
+                "outcome": self.status,
+                "precision": self.precision,
+                "fixed_in": self.fixed_in,
+                "workarounds": self.workarounds,
+                "reproduce": self.reproduce,
+                "versions": self.versions,
+            }
+        return {
+            "case": self.case,
+            "variant": self.variant,
+            "title": self.title,
+            "upstream": self.upstream,
+            "outcome": self.status,
+            "why": self.why,
+            "precision": self.precision,
+            "basis": self.basis,
+            "versions": self.versions,
+        }
 
 
 @dataclass
@@ -272,8 +291,10 @@ def _skip_kind(rules: list[Rule]) -> str:
 
 def _when_text(rule: Rule) -> str:
     """A rule's conditions in words: `torch <2.4.0`, `litgpt @ 60140755d7db, ...`, `device cuda` ("" for none)."""
-    return ", ".join(f"{key} @ {', '.join(sha[:12] for sha in cond.git)}" if isinstance(cond, GitCondition)
-                     else f"{key} {cond}" for key, cond in rule.when.items())
+    return ", ".join(
+        f"{key} @ {', '.join(sha[:12] for sha in cond.git)}" if isinstance(cond, GitCondition) else f"{key} {cond}"
+        for key, cond in rule.when.items()
+    )
 
 
 def _rule_packages(variant: Variant, device: str) -> set[str]:
@@ -341,16 +362,18 @@ def _pins_text(rules: list[Rule], case: Case, target: Target, device: str) -> st
     return text + f" on {device}" if not named or any("device" in r.when for r in rules) else text
 
 
-def _cannot_run(case: Case, variant: str, target: Target, device: str,
-                exact: list[_Cell]) -> tuple[str, str, str, str] | None:
+def _cannot_run(
+    case: Case, variant: str, target: Target, device: str, exact: list[_Cell]
+) -> tuple[str, str, str, str] | None:
     """(status, basis, precision, why) where the case cannot run at the target's pins: the rules say `skip` there
     or a cell measured these pins skip (then the rule's `because` answers: absent -> not affected, untestable ->
     cannot say), or a pin is outside `supports:` (cannot say); None where it can run."""
     spec = case.spec
     rules = _skip_rules(spec.variants[variant], [(target.environment(), n) for n in spec.nproc], device)
     if exact:  # measured skip here: why, by the rules at these pins, else by those that held for what was run
-        rules = rules or _skip_rules(spec.variants[variant], [(environment_of(r), r.nproc) for c in exact
-                                                               for r in c.results], device)
+        rules = rules or _skip_rules(
+            spec.variants[variant], [(environment_of(r), r.nproc) for c in exact for r in c.results], device
+        )
         basis, said = "exact", "; measured skip at these exact pins"
     elif rules is not None:
         basis, said = "rules", ""
@@ -358,8 +381,12 @@ def _cannot_run(case: Case, variant: str, target: Target, device: str,
         outside = _outside(case, target)
         if not outside:
             return None
-        return (SKIP, "rules", f"outside the case's supports: {outside}, where its script cannot run (not "
-                "extrapolated)", f"outside supports: {outside}")
+        return (
+            SKIP,
+            "rules",
+            f"outside the case's supports: {outside}, where its script cannot run (not extrapolated)",
+            f"outside supports: {outside}",
+        )
     kind = _skip_kind(rules or [])
     where = _pins_text(rules or [], case, target, device)
     rule = next((r for r in rules or [] if r.because == kind), None)
@@ -367,11 +394,19 @@ def _cannot_run(case: Case, variant: str, target: Target, device: str,
     if kind == ABSENT:
         return SKIP, basis, f"absent in {where}: the code this bug lives in does not exist there{cited}{said}", ABSENT
     if kind == UNTESTABLE:
-        return (SKIP, basis, f"untestable at {where}: the code exists but the case cannot test it there{cited}{said}",
-                f"untestable at {where}{cited}")
+        return (
+            SKIP,
+            basis,
+            f"untestable at {where}: the code exists but the case cannot test it there{cited}{said}",
+            f"untestable at {where}{cited}",
+        )
     said = said or "; from the case's rules"
-    return (SKIP, basis, f"skip at {where}{said}: the rules do not say why (absent or untestable)",
-            f"skip at {where}, the rules do not say why")
+    return (
+        SKIP,
+        basis,
+        f"skip at {where}{said}: the rules do not say why (absent or untestable)",
+        f"skip at {where}, the rules do not say why",
+    )
 
 
 class Auditor:
@@ -394,10 +429,13 @@ class Auditor:
         """The packages of `candidates` along which the record measured a change of outcome."""
         key = (case, variant, device, frozenset(candidates))
         if key not in self._boundaries:  # the cells' status and versions as `cells` found them; no other axis built
-            cells = {c.name: (UNKNOWN if c.status == SKIP else c.status, c.versions)  # a skip is no change of outcome
-                     for c in self.cells(case, variant, device)}
-            self._boundaries[key] = {a.package for a in cell_axes(case, variant, device, cells, candidates)
-                                     if a.changes()}
+            cells = {
+                c.name: (UNKNOWN if c.status == SKIP else c.status, c.versions)  # a skip is no change of outcome
+                for c in self.cells(case, variant, device)
+            }
+            self._boundaries[key] = {
+                a.package for a in cell_axes(case, variant, device, cells, candidates) if a.changes()
+            }
         return self._boundaries[key]
 
     def deciding(self, case: Case, variant: str, device: str, target: Target) -> list[str]:
@@ -413,14 +451,26 @@ class Auditor:
     def answer(self, case: Case, variant: str, target: Target, device: str, with_workarounds: bool = True) -> Answer:
         """The record's answer for `case` x `variant` at the target's pins on `device` (module docstring)."""
         spec = case.spec
-        versions = {target.pins[logical_name(p)].distribution: target.pins[logical_name(p)].text
-                    for p in spec.packages if logical_name(p) in target.pins}
-        base = dict(case=case.id, variant=variant, workaround=spec.variants[variant].workaround, title=spec.title,
-                    upstream=spec.upstream[0], versions=versions)
+        versions = {
+            target.pins[logical_name(p)].distribution: target.pins[logical_name(p)].text
+            for p in spec.packages
+            if logical_name(p) in target.pins
+        }
+        base = dict(
+            case=case.id,
+            variant=variant,
+            workaround=spec.variants[variant].workaround,
+            title=spec.title,
+            upstream=spec.upstream[0],
+            versions=versions,
+        )
         cells = [c for c in self.cells(case.id, variant, device) if c.status != UNKNOWN]
         deciding = self.deciding(case, variant, device, target)
-        notes = [f"{dist} {target.pins[name].text} answered as {name} (the same code under its older name)"
-                 for name, dist in target.renamed.items() if name in {logical_name(p) for p in spec.packages}]
+        notes = [
+            f"{dist} {target.pins[name].text} answered as {name} (the same code under its older name)"
+            for name, dist in target.renamed.items()
+            if name in {logical_name(p) for p in spec.packages}
+        ]
         used: list[_Cell] = []
         along: str | None = None
         why = ""
@@ -441,9 +491,14 @@ class Auditor:
         elif status not in AFFECTED and not why:
             why = precision if status == SKIP else f"{status}: {precision}"  # no verdict here: the precision says why
         if used:
-            differ = sorted({f"{p} {_short(c.versions[p])}" for c in used for p in c.versions
-                             if p not in deciding and (p not in target.pins or not _matches(c.versions[p],
-                                                                                             target.pins[p]))})
+            differ = sorted(
+                {
+                    f"{p} {_short(c.versions[p])}"
+                    for c in used
+                    for p in c.versions
+                    if p not in deciding and (p not in target.pins or not _matches(c.versions[p], target.pins[p]))
+                }
+            )
             if differ:
                 precision += f"; measured with {', '.join(differ)}"
         precision = "; ".join([precision, *notes])
@@ -468,8 +523,9 @@ class Auditor:
             return FIXED
         return sorted(o.value for o in outcomes)[0]
 
-    def _measured(self, case: Case, variant: str, cells: list[_Cell], deciding: list[str], target: Target,
-                  device: str) -> tuple[str, str, str, list[_Cell], str | None]:
+    def _measured(
+        self, case: Case, variant: str, cells: list[_Cell], deciding: list[str], target: Target, device: str
+    ) -> tuple[str, str, str, list[_Cell], str | None]:
         """(status, basis, precision, the cells it rests on, the package it was read along) where no cell was
         measured at these exact pins: interpolated, extrapolated or from the rules, never across a cell measured
         `skip` (it is read as what it is: the case could not run there)."""
@@ -493,30 +549,61 @@ class Auditor:
             ruled = self._rules(case, variant, target, device)
             if low_status and high_status:
                 if low_status == high_status == SKIP:
-                    return (SKIP, "interpolated", f"between {q} {lo_v} and {hi_v}, both measured skip (the case "
-                            "cannot run there): no answer", low_cells + high_cells, q)
+                    return (
+                        SKIP,
+                        "interpolated",
+                        f"between {q} {lo_v} and {hi_v}, both measured skip (the case cannot run there): no answer",
+                        low_cells + high_cells,
+                        q,
+                    )
                 if low_status == high_status:
-                    return (low_status, "interpolated", f"inside measured releases {q} {lo_v} and {hi_v} with no "
-                            "boundary between them (interpolated)", low_cells + high_cells, q)
-                return (ruled, "rules", f"between {q} {lo_v} ({low_status}) and {hi_v} ({high_status}), a boundary "
-                        "not narrowed: from the case's rules (not measured)", [], q)
-            side, status, cells_used = ((hi_v, high_status, high_cells) if high_status
-                                        else (lo_v, low_status, low_cells))
+                    return (
+                        low_status,
+                        "interpolated",
+                        f"inside measured releases {q} {lo_v} and {hi_v} with no boundary between them (interpolated)",
+                        low_cells + high_cells,
+                        q,
+                    )
+                return (
+                    ruled,
+                    "rules",
+                    f"between {q} {lo_v} ({low_status}) and {hi_v} ({high_status}), a boundary "
+                    "not narrowed: from the case's rules (not measured)",
+                    [],
+                    q,
+                )
+            side, status, cells_used = (hi_v, high_status, high_cells) if high_status else (lo_v, low_status, low_cells)
             where = "before the oldest" if high_status else "beyond the newest"
             if status == SKIP:  # a barrier: what lies past a release the case could not run on is not read from it
-                return (SKIP, "extrapolated", f"{where} measured release {q} {side}, measured skip (the case cannot "
-                        "run there): not extrapolated", cells_used, q)
+                return (
+                    SKIP,
+                    "extrapolated",
+                    f"{where} measured release {q} {side}, measured skip (the case cannot run there): not extrapolated",
+                    cells_used,
+                    q,
+                )
             text = f"{where} measured release {q} {side} (extrapolated)"
             if ruled != status and ruled in (REPRODUCED, FIXED):
                 if self._rules(case, variant, _moved(target, q, cells_used[0].versions[q]), device) == status:
                     # the rules agree with the measurement there and change between it and the pins: a boundary
                     # lies between, which nothing measured crosses (as between two measured sides)
-                    return (ruled, "rules", f"{where} measured release {q} {side} ({status}), across a boundary the "
-                            "case's rules put between: from the case's rules (not measured)", [], q)
+                    return (
+                        ruled,
+                        "rules",
+                        f"{where} measured release {q} {side} ({status}), across a boundary the "
+                        "case's rules put between: from the case's rules (not measured)",
+                        [],
+                        q,
+                    )
                 text += f"; the case's rules say {ruled}"
             return status or UNKNOWN, "extrapolated", text, cells_used, q
-        return (self._rules(case, variant, target, device), "rules",
-                "not measured at these pins: from the case's rules", [], None)
+        return (
+            self._rules(case, variant, target, device),
+            "rules",
+            "not measured at these pins: from the case's rules",
+            [],
+            None,
+        )
 
     def _fixed_in(self, cells: list[_Cell], deciding: list[str], target: Target, along: str | None) -> str | None:
         order = ([along] if along else []) + [p for p in deciding if p != along]
@@ -524,8 +611,13 @@ class Auditor:
             if q not in target.pins:
                 continue
             others = [p for p in deciding if p != q]
-            line = [c for c in cells if q in c.versions and " @ " not in c.versions[q]
-                    and all(_matches(c.versions.get(p), target.pins[p]) for p in others)]
+            line = [
+                c
+                for c in cells
+                if q in c.versions
+                and " @ " not in c.versions[q]
+                and all(_matches(c.versions.get(p), target.pins[p]) for p in others)
+            ]
             points: dict[tuple, list[_Cell]] = defaultdict(list)
             for c in line:
                 points[_key(c.versions[q])].append(c)
@@ -544,8 +636,15 @@ class Auditor:
             base = min(results, key=lambda r: r.nproc)
             recorded = {logical_name(d): (d, v) for d, v in base.versions.items()}
         else:
-            base = Result(case=case.id, variant=variant, nproc=case.spec.nproc[0], device=device,
-                          outcome=Outcome.REPRODUCED, expected=None, reason="")
+            base = Result(
+                case=case.id,
+                variant=variant,
+                nproc=case.spec.nproc[0],
+                device=device,
+                outcome=Outcome.REPRODUCED,
+                expected=None,
+                reason="",
+            )
             recorded = {}
         names = {logical_name(p) for p in case.spec.packages} | set(recorded)
         versions = {}
@@ -578,8 +677,14 @@ def _undecided(auditor: Auditor, case: Case, variant: str, target: Target, devic
     return sorted(deciding & missing)
 
 
-def audit(results: list[tuple[str, Result]], cases: list[Case], target: Target, device: str = "cpu",
-          ignore: Iterable[str] = (), auditor: Auditor | None = None) -> list[Answer]:
+def audit(
+    results: list[tuple[str, Result]],
+    cases: list[Case],
+    target: Target,
+    device: str = "cpu",
+    ignore: Iterable[str] = (),
+    auditor: Auditor | None = None,
+) -> list[Answer]:
     """Every applicable case x variant's answer at the target's pins on `device` (bug variants and workarounds;
     see `Answer.affected`). A case whose primary package is not pinned, or that does not run on `device`, is not
     applicable; a variant that an unpinned package decides has no answer (`unpinned` names it)."""
@@ -595,8 +700,14 @@ def audit(results: list[tuple[str, Result]], cases: list[Case], target: Target, 
     return out
 
 
-def unpinned(results: list[tuple[str, Result]], cases: list[Case], target: Target, device: str = "cpu",
-             ignore: Iterable[str] = (), auditor: Auditor | None = None) -> list[Uncovered]:
+def unpinned(
+    results: list[tuple[str, Result]],
+    cases: list[Case],
+    target: Target,
+    device: str = "cpu",
+    ignore: Iterable[str] = (),
+    auditor: Auditor | None = None,
+) -> list[Uncovered]:
     """Each package the environment does not pin that decides a case `audit` could otherwise answer (its primary
     package is pinned), with the cases it would answer: what to pin for a complete answer."""
     auditor = auditor or Auditor(results, cases)
@@ -607,8 +718,10 @@ def unpinned(results: list[tuple[str, Result]], cases: list[Case], target: Targe
             for variant in case.spec.variants:
                 for package in _undecided(auditor, case, variant, target, device):
                     wanted[package].add(case.id)
-    return [Uncovered(package, "", f"not pinned, and it decides {', '.join(sorted(ids))} (pin it to answer them)")
-            for package, ids in sorted(wanted.items())]
+    return [
+        Uncovered(package, "", f"not pinned, and it decides {', '.join(sorted(ids))} (pin it to answer them)")
+        for package, ids in sorted(wanted.items())
+    ]
 
 
 def by_kind(answers: Iterable[Answer]) -> dict[str, list[Answer]]:
@@ -641,9 +754,13 @@ class Change:
     def to_json(self) -> dict:
         """`{"case", "variant", "change", "before", "after"}` with each side's answer (None where not applicable)."""
         case, variant = self.item
-        return {"case": case, "variant": variant, "change": self.kind,
-                "before": self.before.to_json() if self.before else None,
-                "after": self.after.to_json() if self.after else None}
+        return {
+            "case": case,
+            "variant": variant,
+            "change": self.kind,
+            "before": self.before.to_json() if self.before else None,
+            "after": self.after.to_json() if self.after else None,
+        }
 
 
 def compare(before: list[Answer], after: list[Answer]) -> list[Change]:

@@ -68,8 +68,21 @@ def compare(old: list[tuple[str, Result]], new: list[tuple[str, Result]]) -> lis
             kind = FLAKY
         else:
             kind = CHANGED
-        changes.append(Change(kind, r.case, r.variant, r.nproc, r.device, cell, prev.outcome, r.outcome,
-                              r.expected, r.versions, r.tally))
+        changes.append(
+            Change(
+                kind,
+                r.case,
+                r.variant,
+                r.nproc,
+                r.device,
+                cell,
+                prev.outcome,
+                r.outcome,
+                r.expected,
+                r.versions,
+                r.tally,
+            )
+        )
     order = {REGRESSION: 0, FIX: 1, FLAKY: 2, CHANGED: 3}
     return sorted(changes, key=lambda c: (order[c.kind], c.item))
 
@@ -77,6 +90,9 @@ def compare(old: list[tuple[str, Result]], new: list[tuple[str, Result]]) -> lis
 def comparison(changes: list[Change], old: str, new: str) -> dict[str, Any]:
     """The JSON form of a comparison: what `bugmatrix compare --json` prints and the nightly keeps as compare.json."""
     unexpected = [c for c in changes if c.unexpected]
-    return {"old": old, "new": new, "unexpected_regressions": len(unexpected),
-            "changes": [json.loads(json.dumps(c.__dict__ | {"unexpected": c.unexpected}, default=str))
-                        for c in changes]}
+    return {
+        "old": old,
+        "new": new,
+        "unexpected_regressions": len(unexpected),
+        "changes": [json.loads(json.dumps(c.__dict__ | {"unexpected": c.unexpected}, default=str)) for c in changes],
+    }

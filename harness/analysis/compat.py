@@ -334,8 +334,9 @@ def _evidence(table: list[Probe], rows: list[dict[str, str]]) -> tuple[list[Prob
     )
 
 
-_NO_WHEEL_FOR_PYTHON = re.compile(r"has no wheels with a matching Python|no wheels? (?:are )?compatible with .*Python",
-                                  re.I)
+_NO_WHEEL_FOR_PYTHON = re.compile(
+    r"has no wheels with a matching Python|no wheels? (?:are )?compatible with .*Python", re.I
+)
 
 
 def not_for_this_python(probe: Probe) -> bool:

@@ -41,7 +41,8 @@ def coverage(jobs: Iterable[Job], rows: Iterable[dict]) -> list[CellCoverage]:
     outcomes: dict[tuple, set[str]] = defaultdict(set)
     for row in rows:
         outcomes[(row["case"], row["variant"], row["nproc"], row["device"], row["cell"], row.get("digest", ""))].add(
-            row["outcome"])
+            row["outcome"]
+        )
     digests: dict[tuple[str, str], str] = {}
     cells: dict[str, CellCoverage] = {}
     for job in jobs:

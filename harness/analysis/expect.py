@@ -151,13 +151,19 @@ class Derivation:
         """What the rules rest on, for the record (`record/rules.jsonl`): the date they were set, the rules in
         words, the boundaries, and the runs and cells (with the version and outcome) of the results used."""
         return {
-            "case": self.case.id, "variant": self.variant, "set": today, "rules": rules_text(self.new or []),
+            "case": self.case.id,
+            "variant": self.variant,
+            "set": today,
+            "rules": rules_text(self.new or []),
             "boundaries": list(self.boundaries) or ["no change of outcome"],
             "runs": sorted({p.run_id for p in self.points}),
             "on": sorted(f"{d} nproc {n}" for d, n in {p.group for p in self.points}),
-            "cells": [f"{c} ({v} {o})" for c, v, o in sorted(
-                {(p.cell, short(p.version), p.outcome.value) for p in self.points},
-                key=lambda t: (_key(t[1]), t[0]))],
+            "cells": [
+                f"{c} ({v} {o})"
+                for c, v, o in sorted(
+                    {(p.cell, short(p.version), p.outcome.value) for p in self.points}, key=lambda t: (_key(t[1]), t[0])
+                )
+            ],
         }
 
 
@@ -183,8 +189,16 @@ def rules_text(rules: list[Rule]) -> str:
 def _meaning(rules: list[Rule]) -> list[tuple[str, dict[str, Any]]]:
     """The rules as compared for a change: a version condition by the versions it allows (`<2.9` is `<2.9.0`), the
     other conditions (device, nproc, git) as written."""
-    return [(rule.outcome.value, {key: SpecifierSet(cond) if isinstance(cond, str) and key not in (DEVICE, NPROC)
-                                  else cond for key, cond in rule.when.items()}) for rule in rules]
+    return [
+        (
+            rule.outcome.value,
+            {
+                key: SpecifierSet(cond) if isinstance(cond, str) and key not in (DEVICE, NPROC) else cond
+                for key, cond in rule.when.items()
+            },
+        )
+        for rule in rules
+    ]
 
 
 def _key(version: str) -> tuple[Version, int, str]:
@@ -228,8 +242,10 @@ def _derive(d: Derivation, measured: list[Measured], between: Between | None) ->
         version = _version_of(r, package)
         where = f"{cell} ({r.device}, nproc {r.nproc})"
         if r.outcome is Outcome.FLAKY:
-            raise Refused(f"flaky in {where} at {package} {version}: {r.tally or 'repeats disagreed'}; run it again "
-                          "(--repeat K) until it is decided, or make the case deterministic")
+            raise Refused(
+                f"flaky in {where} at {package} {version}: {r.tally or 'repeats disagreed'}; run it again "
+                "(--repeat K) until it is decided, or make the case deterministic"
+            )
         if version is None or (r.outcome is Outcome.SKIP and not r.launched):
             continue
         if r.outcome in IGNORED:
@@ -250,18 +266,30 @@ def _derive(d: Derivation, measured: list[Measured], between: Between | None) ->
         for version, ps in at.items():
             seen = {p.outcome for p in ps}
             if len(seen) > 1:
-                differ = sorted({k for p in ps for k, v in p.result.versions.items()
-                                 if any(q.result.versions.get(k) != v for q in ps)})
-                shown = ", ".join(f"{p.cell} {p.outcome.value}" + "".join(
-                    f" with {k} {p.result.versions.get(k, '-')}" for k in differ)
-                    for p in sorted(ps, key=lambda p: p.cell))
-                raise Refused(f"mixed at {package} {short(version)} ({group[0]}, nproc {group[1]}): {shown}; the "
-                              f"outcome depends on more than {package} (another package's version?): write these "
-                              "rules by hand")
+                differ = sorted(
+                    {
+                        k
+                        for p in ps
+                        for k, v in p.result.versions.items()
+                        if any(q.result.versions.get(k) != v for q in ps)
+                    }
+                )
+                shown = ", ".join(
+                    f"{p.cell} {p.outcome.value}"
+                    + "".join(f" with {k} {p.result.versions.get(k, '-')}" for k in differ)
+                    for p in sorted(ps, key=lambda p: p.cell)
+                )
+                raise Refused(
+                    f"mixed at {package} {short(version)} ({group[0]}, nproc {group[1]}): {shown}; the "
+                    f"outcome depends on more than {package} (another package's version?): write these "
+                    "rules by hand"
+                )
             outcome_at[group][version] = seen.pop()
     ran_all = {(g, v) for g, at in by_group.items() for v in at} | {
-        ((r.device, r.nproc), _version_of(r, package)) for _, _, r in measured
-        if (r.case, r.variant) == (case.id, d.variant) and r.outcome in IGNORED}
+        ((r.device, r.nproc), _version_of(r, package))
+        for _, _, r in measured
+        if (r.case, r.variant) == (case.id, d.variant) and r.outcome in IGNORED
+    }
     partitions = _partitions(outcome_at)
     kept = _kept_rules(d, points)
     derived: list[Rule] = []
@@ -271,8 +299,7 @@ def _derive(d: Derivation, measured: list[Measured], between: Between | None) ->
         for g in groups:
             merged.update(outcome_at[g])
         run_here = {v for (g, v) in ran_all if g in groups and v is not None}
-        derived += _axis_rules(d, merged, run_here, sorted({g[0] for g in groups}), between,
-                               {} if last else conds)
+        derived += _axis_rules(d, merged, run_here, sorted({g[0] for g in groups}), between, {} if last else conds)
     rules = _merge_git(kept, derived)
     _check(d, rules, points)
     for tail in [r for r in derived if r.when and set(r.when) <= {DEVICE, NPROC}]:
@@ -292,8 +319,10 @@ def _said_why(old: list[Rule], rules: list[Rule]) -> list[Rule]:
     if len(said) != 1 or None in said:
         return rules
     because = said.pop()
-    return [r.model_copy(update={"because": because}) if r.outcome is Outcome.SKIP and r.because is None else r
-            for r in rules]
+    return [
+        r.model_copy(update={"because": because}) if r.outcome is Outcome.SKIP and r.because is None else r
+        for r in rules
+    ]
 
 
 def _partitions(outcome_at: dict[tuple[str, int], dict[str, Outcome]]) -> list[tuple[dict[str, Any], list]]:
@@ -301,7 +330,11 @@ def _partitions(outcome_at: dict[tuple[str, int], dict[str, Outcome]]) -> list[t
     conditions that single it out; the largest group last (it keeps no condition)."""
     groups = sorted(outcome_at)
     keys: list[Callable[[tuple[str, int]], tuple[Any, ...]]] = [
-        lambda g: (), lambda g: (g[0],), lambda g: (g[1],), lambda g: g]
+        lambda g: (),
+        lambda g: (g[0],),
+        lambda g: (g[1],),
+        lambda g: g,
+    ]
     for key in keys:
         parts: dict[tuple[Any, ...], list[tuple[str, int]]] = defaultdict(list)
         for g in groups:
@@ -326,8 +359,13 @@ def _partitions(outcome_at: dict[tuple[str, int], dict[str, Outcome]]) -> list[t
             conds[NPROC] = sorted(nprocs)
         out.append((conds, members))
     # the partition with the most results keeps no condition: on a tie, the one with cpu, then the smallest nproc
-    out.sort(key=lambda cm: (sum(len(outcome_at[g]) for g in cm[1]), any(g[0] == "cpu" for g in cm[1]),
-                             -min(g[1] for g in cm[1])))
+    out.sort(
+        key=lambda cm: (
+            sum(len(outcome_at[g]) for g in cm[1]),
+            any(g[0] == "cpu" for g in cm[1]),
+            -min(g[1] for g in cm[1]),
+        )
+    )
     return out
 
 
@@ -340,8 +378,14 @@ def _consistent(maps: list[dict[str, Outcome]]) -> bool:
     return True
 
 
-def _axis_rules(d: Derivation, at: dict[str, Outcome], run_here: set[str], devices: list[str],
-                between: Between | None, conds: dict[str, Any]) -> list[Rule]:
+def _axis_rules(
+    d: Derivation,
+    at: dict[str, Outcome],
+    run_here: set[str],
+    devices: list[str],
+    between: Between | None,
+    conds: dict[str, Any],
+) -> list[Rule]:
     """The rules of one partition: git rules, then one range rule per segment that differs from the newest, then
     the catch-all (with `conds`, unless this partition is the last)."""
     package = d.package
@@ -365,30 +409,49 @@ def _axis_rules(d: Derivation, at: dict[str, Outcome], run_here: set[str], devic
         spec = upper if i == 0 else f">={Version(seg[0]).public},{upper}"
         ranges.append(Rule(when={package: spec, **conds}, outcome=at[seg[0]]))
     tail = Rule(when=dict(conds), outcome=catch_all) if conds else Rule(outcome=catch_all)
-    by_ranges = Variant(expect=[*[Rule(when={k: v for k, v in r.when.items() if k == package}, outcome=r.outcome)
-                                  for r in ranges], Rule(outcome=catch_all)])
+    by_ranges = Variant(
+        expect=[
+            *[Rule(when={k: v for k, v in r.when.items() if k == package}, outcome=r.outcome) for r in ranges],
+            Rule(outcome=catch_all),
+        ]
+    )
     wrong: dict[Outcome, list[str]] = defaultdict(list)
     for v in commits:
-        env = Environment(python="", python_version="", packages={
-            canonicalize_name(package): Installed(name=package, version=v.partition(" @ ")[0])})
+        env = Environment(
+            python="",
+            python_version="",
+            packages={canonicalize_name(package): Installed(name=package, version=v.partition(" @ ")[0])},
+        )
         if expected_outcome(by_ranges, env, 0, "") != at[v]:
             wrong[at[v]].append(v.partition(" @ ")[2])
     gits = [Rule(when={package: GitCondition(git=shas), **conds}, outcome=o) for o, shas in wrong.items()]
     return [*gits, *ranges, tail]
 
 
-def _adjacent(d: Derivation, before: str, after: str, old: Outcome, new: Outcome, run_here: set[str],
-              devices: list[str], between: Between | None, label: str = "") -> None:
+def _adjacent(
+    d: Derivation,
+    before: str,
+    after: str,
+    old: Outcome,
+    new: Outcome,
+    run_here: set[str],
+    devices: list[str],
+    between: Between | None,
+    label: str = "",
+) -> None:
     """Refuse unless nothing lies between `before` and `after` on the index (for each device); record the
     boundary's text."""
     kind = {(Outcome.REPRODUCED, Outcome.FIXED): "fixed", (Outcome.FIXED, Outcome.REPRODUCED): "regressed"}.get(
-        (old, new))
+        (old, new)
+    )
     for device in devices:
         cands = between(d.case.id, d.package, device, before, after) if between else None
         if cands is None:
             why = "no package index was consulted" if between is None else "the index does not list them"
-            raise Refused(f"{old.value} in {d.package} {before}, {new.value} in {after} ({device}): what lies "
-                          f"between is unknown ({why})")
+            raise Refused(
+                f"{old.value} in {d.package} {before}, {new.value} in {after} ({device}): what lies "
+                f"between is unknown ({why})"
+            )
         run = {_norm(v) for v in run_here}
         untested = tuple(v for v in cands if _norm(v) not in run)
         undecided = tuple(v for v in cands if _norm(v) in run)
@@ -396,16 +459,21 @@ def _adjacent(d: Derivation, before: str, after: str, old: Outcome, new: Outcome
             if kind:
                 text = Boundary(kind, before, after, untested, undecided).text()
             else:
-                text = (f"{old.value} in {before}, {new.value} in {after}, with {len(untested)} release(s) not run"
-                        + (f" and {', '.join(undecided)} undecided" if undecided else ""))
+                text = f"{old.value} in {before}, {new.value} in {after}, with {len(untested)} release(s) not run" + (
+                    f" and {', '.join(undecided)} undecided" if undecided else ""
+                )
             bugmatrix = f"bugmatrix {cases_dir_option(d.case.folder.parent)}"
-            hint = (f"narrow it with `{bugmatrix}narrow {d.case.id} --package {d.package} --device {device}`" if kind
-                    else f"run the releases between (`{bugmatrix}bisect {d.case.id} --package {d.package} --variant "
-                    f"{d.variant} --device {device} --old {before} --new {after}`, at each world size: `--nproc N`)")
+            hint = (
+                f"narrow it with `{bugmatrix}narrow {d.case.id} --package {d.package} --device {device}`"
+                if kind
+                else f"run the releases between (`{bugmatrix}bisect {d.case.id} --package {d.package} --variant "
+                f"{d.variant} --device {device} --old {before} --new {after}`, at each world size: `--nproc N`)"
+            )
             raise Refused(f"{d.package}: {text}: the boundary is an interval; {hint}")
     word = kind or f"{new.value}"
-    d.boundaries.append(f"{word} in {d.package} {short(after)} ({short(before)} {old.value})"
-                        + (f" ({label})" if label else ""))
+    d.boundaries.append(
+        f"{word} in {d.package} {short(after)} ({short(before)} {old.value})" + (f" ({label})" if label else "")
+    )
 
 
 def _norm(version: str) -> str:
@@ -431,8 +499,9 @@ def _kept_rules(d: Derivation, points: list[Point]) -> list[tuple[int, Rule]]:
         if any(rule_holds(rule, *e) for e in envs):
             if i not in deciding and unmeasured and DEVICE not in rule.when:
                 for device in unmeasured:
-                    kept.append((-1, Rule(when={**rule.when, DEVICE: device}, outcome=rule.outcome,
-                                            because=rule.because)))
+                    kept.append(
+                        (-1, Rule(when={**rule.when, DEVICE: device}, outcome=rule.outcome, because=rule.because))
+                    )
                 shadowed = True
                 continue
             narrowed = _without_measured_commits(rule, points)
@@ -441,8 +510,10 @@ def _kept_rules(d: Derivation, points: list[Point]) -> list[tuple[int, Rule]]:
             rule = narrowed
         kept.append((i, rule))
     if shadowed:
-        kept += [(-1, Rule(when={DEVICE: device}, outcome=d.old[-1].outcome, because=d.old[-1].because))
-                 for device in unmeasured]
+        kept += [
+            (-1, Rule(when={DEVICE: device}, outcome=d.old[-1].outcome, because=d.old[-1].because))
+            for device in unmeasured
+        ]
     d.kept = [i for i, _ in kept]
     return kept
 
@@ -466,9 +537,18 @@ def _merge_git(kept: list[tuple[int, Rule]], derived: list[Rule]) -> list[Rule]:
     rules = [r for _, r in kept]
     for rule in derived:
         gits = [k for k, c in rule.when.items() if isinstance(c, GitCondition)]
-        twin = next((i for i, r in enumerate(rules) if gits and r.outcome == rule.outcome
-                     and set(r.when) == set(rule.when) and isinstance(r.when.get(gits[0]), GitCondition)
-                     and all(r.when[k] == v for k, v in rule.when.items() if k != gits[0])), None)
+        twin = next(
+            (
+                i
+                for i, r in enumerate(rules)
+                if gits
+                and r.outcome == rule.outcome
+                and set(r.when) == set(rule.when)
+                and isinstance(r.when.get(gits[0]), GitCondition)
+                and all(r.when[k] == v for k, v in rule.when.items() if k != gits[0])
+            ),
+            None,
+        )
         if twin is None:
             rules.append(rule)
             continue
@@ -477,8 +557,11 @@ def _merge_git(kept: list[tuple[int, Rule]], derived: list[Rule]) -> list[Rule]:
         new = rule.when[gits[0]]
         assert isinstance(new, GitCondition)
         shas = [*old.git, *(s for s in new.git if not any(s.startswith(o) for o in old.git))]
-        rules[twin] = Rule(when={**rules[twin].when, gits[0]: GitCondition(git=shas)}, outcome=rule.outcome,
-                           because=rules[twin].because)
+        rules[twin] = Rule(
+            when={**rules[twin].when, gits[0]: GitCondition(git=shas)},
+            outcome=rule.outcome,
+            because=rules[twin].because,
+        )
     return rules
 
 
@@ -488,9 +571,11 @@ def _check(d: Derivation, rules: list[Rule], points: list[Point]) -> None:
     for p in points:
         got = expected_outcome(variant, environment_of(p.result), p.result.nproc, p.result.device)
         if got != p.outcome:
-            raise Refused(f"the derived rules would expect {got.value} in {p.cell} ({p.result.device}, nproc "
-                          f"{p.result.nproc}, {d.package} {short(p.version)}) where {p.outcome.value} was measured "
-                          f"(an existing rule the store cannot speak to overlaps it?): write these rules by hand")
+            raise Refused(
+                f"the derived rules would expect {got.value} in {p.cell} ({p.result.device}, nproc "
+                f"{p.result.nproc}, {d.package} {short(p.version)}) where {p.outcome.value} was measured "
+                f"(an existing rule the store cannot speak to overlaps it?): write these rules by hand"
+            )
 
 
 # --- writing case.yaml ------------------------------------------------------------------------------------------
@@ -511,8 +596,9 @@ class Edit:
             name = str(self.path.resolve().relative_to(Path.cwd().resolve()))
         except ValueError:
             name = name.lstrip("/")
-        return "".join(difflib.unified_diff(self.before.splitlines(True), self.after.splitlines(True),
-                                            f"a/{name}", f"b/{name}"))
+        return "".join(
+            difflib.unified_diff(self.before.splitlines(True), self.after.splitlines(True), f"a/{name}", f"b/{name}")
+        )
 
 
 def _yaml() -> Any:
@@ -639,8 +725,9 @@ def write_case(edit: Edit) -> Case:
     return Case(id=folder.name, folder=folder, spec=loaded.spec)
 
 
-def derive_all(cases: list[Case], measured: list[Measured], between: Between | None,
-               variants: Iterable[str] = ()) -> list[Derivation]:
+def derive_all(
+    cases: list[Case], measured: list[Measured], between: Between | None, variants: Iterable[str] = ()
+) -> list[Derivation]:
     """`derive` for every variant of every case (only `variants`, when given) that has results in `measured`."""
     have = {(r.case, r.variant) for _, _, r in measured}
     wanted = set(variants)
@@ -652,5 +739,18 @@ def derive_all(cases: list[Case], measured: list[Measured], between: Between | N
     return out
 
 
-__all__ = ["DECISIVE", "Derivation", "Edit", "Point", "Refused", "derive", "derive_all",
-           "environment_of", "measurements", "primary_package", "rewrite", "rules_text", "write_case"]
+__all__ = [
+    "DECISIVE",
+    "Derivation",
+    "Edit",
+    "Point",
+    "Refused",
+    "derive",
+    "derive_all",
+    "environment_of",
+    "measurements",
+    "primary_package",
+    "rewrite",
+    "rules_text",
+    "write_case",
+]

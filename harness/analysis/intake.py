@@ -48,8 +48,9 @@ def launches_of(result: Result) -> int:
     return sum(result.tallies.values()) if result.tallies else int(result.launched)
 
 
-def _first_adjacent(latest: dict[tuple, tuple[str, Result]], case: Case, between: Between | None,
-                    dater: Dater | None) -> str:
+def _first_adjacent(
+    latest: dict[tuple, tuple[str, Result]], case: Case, between: Between | None, dater: Dater | None
+) -> str:
     results = list(latest.values())
     for axis in axes(results, {case.id: list(case.spec.packages)}, dater):
         for boundary in axis.boundaries(between):
@@ -58,8 +59,13 @@ def _first_adjacent(latest: dict[tuple, tuple[str, Result]], case: Case, between
     return ""
 
 
-def intake_of(case: Case, entries: list[tuple[str, str, Result]], digests: Digests, between: Between | None = None,
-              dater: Dater | None = None) -> Intake:
+def intake_of(
+    case: Case,
+    entries: list[tuple[str, str, Result]],
+    digests: Digests,
+    between: Between | None = None,
+    dater: Dater | None = None,
+) -> Intake:
     """`case`'s intake from its `(run, cell, result)` entries (every result of the case, superseded included)."""
     ordered = sorted(entries, key=lambda e: (e[2].started_at, e[0]))
     drafts = [e for e in ordered if NOT_WRITTEN in e[2].reason]
@@ -84,8 +90,13 @@ def intake_of(case: Case, entries: list[tuple[str, str, Result]], digests: Diges
     return Intake(case.id, start, None, "", launches)
 
 
-def intakes(entries: list[tuple[str, str, Result]], cases: list[Case], digests: Digests,
-            between: Between | None = None, dater: Dater | None = None) -> list[Intake]:
+def intakes(
+    entries: list[tuple[str, str, Result]],
+    cases: list[Case],
+    digests: Digests,
+    between: Between | None = None,
+    dater: Dater | None = None,
+) -> list[Intake]:
     """Every case's intake, in case order (see the module docstring)."""
     by_case: dict[str, list[tuple[str, str, Result]]] = defaultdict(list)
     for entry in entries:

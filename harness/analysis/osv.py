@@ -136,8 +136,10 @@ def grid(case: Case, variant: str, package: str, measured: Iterable[str], listin
     spelled = {v: v for v in listed}
     points = {spelled.get(v, v) for v in points}  # `2.3` of a rule is written as the release lists it: `2.3.0`
     edges = sorted(points)
-    between = {next((v for v in listed if low < v < high), None)
-               for low, high in zip(edges, [*edges[1:], Version("999999")], strict=False)}
+    between = {
+        next((v for v in listed if low < v < high), None)
+        for low, high in zip(edges, [*edges[1:], Version("999999")], strict=False)
+    }
     return sorted(points | (between - {None}))  # type: ignore[operator]
 
 
@@ -148,8 +150,9 @@ def deciding(auditor: Auditor, case: Case, variant: str, device: str) -> list[st
     return auditor.deciding(case, variant, device, everything)
 
 
-def _answers(auditor: Auditor, case: Case, variant: str, device: str, packages: list[str],
-             grids: dict[str, list[Version]]) -> dict[tuple[Version, ...], Answer]:
+def _answers(
+    auditor: Auditor, case: Case, variant: str, device: str, packages: list[str], grids: dict[str, list[Version]]
+) -> dict[tuple[Version, ...], Answer]:
     """Audit's answer at every combination of the deciding packages' grid versions."""
     out = {}
     for combo in itertools.product(*(grids[p] for p in packages)):
@@ -172,8 +175,9 @@ def _short(answer: Answer) -> str:
     return f"{answer.status} ({answer.basis}: {answer.precision})"
 
 
-def ranges_of(along: list[Version], said: dict[Version, tuple[str, Answer]],
-              listed: list[Version]) -> tuple[list[list[dict[str, str]]], list[str]]:
+def ranges_of(
+    along: list[Version], said: dict[Version, tuple[str, Answer]], listed: list[Version]
+) -> tuple[list[list[dict[str, str]]], list[str]]:
     """(OSV ranges, each range's precision) along one package's grid: one range per run of `in` versions, from
     `introduced` to `fixed` where audit says not affected next, to `last_affected` (the newest listed release
     before the next grid version) where it cannot say next, open where the run reaches the newest."""
@@ -214,20 +218,23 @@ def matches(ranges: list[list[dict[str, str]]], version: Version) -> bool:
     for events in ranges:
         start = _bound(events[0]["introduced"])
         end = events[1] if len(events) > 1 else {}
-        if start <= version and ("fixed" not in end or version < _bound(end["fixed"])) and (
-                "last_affected" not in end or version <= _bound(end["last_affected"])):
+        if (
+            start <= version
+            and ("fixed" not in end or version < _bound(end["fixed"]))
+            and ("last_affected" not in end or version <= _bound(end["last_affected"]))
+        ):
             return True
     return False
 
 
-def _ranges(auditor: Auditor, case: Case, variant: str, device: str,
-            listing: Listing) -> dict[str, tuple[list[list[dict[str, str]]], list[str]]]:
+def _ranges(
+    auditor: Auditor, case: Case, variant: str, device: str, listing: Listing
+) -> dict[str, tuple[list[list[dict[str, str]]], list[str]]]:
     """package -> (ranges, precision) for every deciding package of `variant` on `device`: a version is `in` where
     some versions of the other deciding packages put it in, else `out` where some put it out, else `unsaid`."""
     packages = deciding(auditor, case, variant, device)
     cells = auditor.cells(case.id, variant, device)
-    grids = {p: grid(case, variant, p, [c.versions[p] for c in cells if p in c.versions], listing)
-             for p in packages}
+    grids = {p: grid(case, variant, p, [c.versions[p] for c in cells if p in c.versions], listing) for p in packages}
     answers = _answers(auditor, case, variant, device, packages, grids)
     rank = {IN: 0, OUT: 1, UNSAID: 2}
     basis = {"exact": 0, "interpolated": 1, "extrapolated": 2, "rules": 3}  # the answer quoted: the best measured
@@ -248,8 +255,9 @@ def share(ranges: list[list[dict[str, str]]], measured: set[Version]) -> float:
     return sum(matches(ranges, v) for v in measured) / len(measured) if measured else 1.0
 
 
-def listed_package(ranged: dict[str, list[list[dict[str, str]]]], measured: dict[str, set[Version]],
-                   primary: str) -> str:
+def listed_package(
+    ranged: dict[str, list[list[dict[str, str]]]], measured: dict[str, set[Version]], primary: str
+) -> str:
     """The one package an advisory lists (module docstring): the primary, unless its range holds every version of
     it the record measured (it narrows nothing), then the package whose range holds the smallest share of its
     measured versions."""
@@ -272,34 +280,48 @@ def _device(entries: list[tuple[str, Result]]) -> str:
     return "cpu" if "cpu" in verdicts or "cuda" not in verdicts else "cuda"
 
 
-def document(case: Case, variant: str, entries: list[tuple[str, Result]], listing: Listing, auditor: Auditor,
-             siblings: list[str]) -> dict:
+def document(
+    case: Case, variant: str, entries: list[tuple[str, Result]], listing: Listing, auditor: Auditor, siblings: list[str]
+) -> dict:
     """The OSV advisory of one case's bug variant from its results (`entries`: the case's, every variant)."""
     spec = case.spec
     bugs = [name for name, v in spec.variants.items() if not v.workaround]
     device = _device([(c, r) for c, r in entries if r.variant in bugs])
     ranged = {p: v for p, v in _ranges(auditor, case, variant, device, listing).items() if v[0]}
     cells = auditor.cells(case.id, variant, device)
-    measured = {p: {v for c in cells if p in c.versions and (v := _public(c.versions[p].partition(" @ ")[0]))}
-                for p in ranged}
+    measured = {
+        p: {v for c in cells if p in c.versions and (v := _public(c.versions[p].partition(" @ ")[0]))} for p in ranged
+    }
     primary = logical_name(primary_package(spec.packages))
     listed = listed_package({p: v[0] for p, v in ranged.items()}, measured, primary) if ranged else None
     affected = []
     if listed is not None:
         runs, precision = ranged[listed]
-        versions = sorted({str(v) for c in cells if c.status in ("reproduced", "mixed") and listed in c.versions
-                           and (v := _public(c.versions[listed])) is not None and matches(runs, v)}, key=Version)
+        versions = sorted(
+            {
+                str(v)
+                for c in cells
+                if c.status in ("reproduced", "mixed")
+                and listed in c.versions
+                and (v := _public(c.versions[listed])) is not None
+                and matches(runs, v)
+            },
+            key=Version,
+        )
         for name in _names(listed, device):
-            entry: dict = {"package": {"ecosystem": ECOSYSTEM, "name": name},
-                           "ranges": [{"type": "ECOSYSTEM", "events": events} for events in runs],
-                           "versions": versions,
-                           "database_specific": {"package": listed, "device": device, "precision": precision}}
+            entry: dict = {
+                "package": {"ecosystem": ECOSYSTEM, "name": name},
+                "ranges": [{"type": "ECOSYSTEM", "events": events} for events in runs],
+                "versions": versions,
+                "database_specific": {"package": listed, "device": device, "precision": precision},
+            }
             if name in ALIASES.get(listed, ()):
                 entry["database_specific"]["note"] = f"the same code as {listed} under its older name"
             affected.append(entry)
     others = {}
-    verdicts = {r.device for _, r in entries if r.variant == variant and r.outcome in (Outcome.REPRODUCED,
-                                                                                         Outcome.FIXED)}
+    verdicts = {
+        r.device for _, r in entries if r.variant == variant and r.outcome in (Outcome.REPRODUCED, Outcome.FIXED)
+    }
     for other in sorted(verdicts - {device}):  # a device that measured no verdict has nothing to tell apart
         seen = {p: v[0] for p, v in _ranges(auditor, case, variant, other, listing).items()}
         if seen != {p: v[0] for p, v in ranged.items()}:
@@ -307,20 +329,31 @@ def document(case: Case, variant: str, entries: list[tuple[str, Result]], listin
     mine = [r for _, r in entries if r.variant == variant] or [r for _, r in entries]
     reproducing = [r for r in mine if r.device == device and r.outcome is Outcome.REPRODUCED]
     reproduce = repro_command(case, max(reproducing, key=lambda r: (r.started_at, r.nproc))) if reproducing else ""
-    condition = [{"when": {k: (v if isinstance(v, str | list) else v.model_dump()) for k, v in r.when.items()},
-                  "outcome": r.outcome.value, **({"because": r.because} if r.because else {})}
-                 for r in spec.variants[variant].expect]
+    condition = [
+        {
+            "when": {k: (v if isinstance(v, str | list) else v.model_dump()) for k, v in r.when.items()},
+            "outcome": r.outcome.value,
+            **({"because": r.because} if r.because else {}),
+        }
+        for r in spec.variants[variant].expect
+    ]
     coupled = sorted(ranged) if len(ranged) > 1 else []  # audit's answer turns along each of them
-    details = [f"bugmatrix case {case.id}, variant {variant}: {spec.title}.", "",
-               ' '.join(spec.variants[variant].description.split()) or "the bug path", "",
-               f"Measured on {device}; the ranges are `bugmatrix audit`'s answers (precision in database_specific)."]
+    details = [
+        f"bugmatrix case {case.id}, variant {variant}: {spec.title}.",
+        "",
+        " ".join(spec.variants[variant].description.split()) or "the bug path",
+        "",
+        f"Measured on {device}; the ranges are `bugmatrix audit`'s answers (precision in database_specific).",
+    ]
     if device != "cpu":
         details.append(f"Only measured on {device}: a CPU install may not have this bug.")
     if coupled:
-        details.append(f"A coupling: the bug needs {' and '.join(f'{p} in range' for p in coupled)} at once; OSV "
-                       f"clients OR the affected packages, so only {listed} is listed and an install whose "
-                       f"{', '.join(p for p in coupled if p != listed)} is out of range is over-reported "
-                       "(`bugmatrix audit` is exact).")
+        details.append(
+            f"A coupling: the bug needs {' and '.join(f'{p} in range' for p in coupled)} at once; OSV "
+            f"clients OR the affected packages, so only {listed} is listed and an install whose "
+            f"{', '.join(p for p in coupled if p != listed)} is out of range is over-reported "
+            "(`bugmatrix audit` is exact)."
+        )
     summary = spec.title if variant == bugs[0] else f"{spec.title} (variant {variant})"
     return {
         "schema_version": SCHEMA_VERSION,
@@ -334,8 +367,12 @@ def document(case: Case, variant: str, entries: list[tuple[str, Result]], listin
         "references": [{"type": "REPORT", "url": u} for u in spec.upstream]
         + [{"type": "FIX", "url": u} for u in spec.fixed_by],
         "database_specific": {
-            "case": case.id, "variant": variant, "device": device, "condition": condition,
-            "listed": listed, "primary": primary,
+            "case": case.id,
+            "variant": variant,
+            "device": device,
+            "condition": condition,
+            "listed": listed,
+            "primary": primary,
             "precision": {p: v[1] for p, v in ranged.items()} or f"never reproduced on {device}",
             "coupling": {p: ranged[p][0] for p in coupled},
             "reproduce": reproduce,
@@ -344,8 +381,9 @@ def document(case: Case, variant: str, entries: list[tuple[str, Result]], listin
     }
 
 
-def documents(results: Iterable[tuple[str, Result]], cases: list[Case],
-              releases: dict[str, dict[str, dict]]) -> dict[str, dict]:
+def documents(
+    results: Iterable[tuple[str, Result]], cases: list[Case], releases: dict[str, dict[str, dict]]
+) -> dict[str, dict]:
     """Every advisory by id: one per case and bug variant that reproduces on its device, and the case's first bug
     variant always (cases with no recorded result have none)."""
     results = list(results)

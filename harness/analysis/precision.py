@@ -21,8 +21,9 @@ from harness.matrix.index import releases as index_releases
 from harness.model.case import Case
 
 
-def allowed_releases(matrix: Matrix, case: Case, package: str, device: str, pre: bool = False,
-                     supports: bool = True) -> list[str]:
+def allowed_releases(
+    matrix: Matrix, case: Case, package: str, device: str, pre: bool = False, supports: bool = True
+) -> list[str]:
     """Released versions of `package` on the matrix's index, oldest first, that the case (`supports`, unless
     `supports` is False) and the matrix's pairings allow (not yanked; pre-releases only with `pre`): what a
     bisection or narrowing may probe."""
@@ -87,8 +88,12 @@ def _commits_between(matrix: Matrix, package: str, before: str, after: str) -> t
         ends.append(resolve_ref(repo, commit) if commit else resolve_ref(repo, version))
     if None in ends:
         return _counted_between(package, before, after)
-    proc = subprocess.run(["git", "-C", str(repo), "rev-list", "--first-parent", "--reverse", f"{ends[0]}..{ends[1]}"],
-                          capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        ["git", "-C", str(repo), "rev-list", "--first-parent", "--reverse", f"{ends[0]}..{ends[1]}"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if proc.returncode != 0:
         return None
     return tuple(proc.stdout.split()[:-1])

@@ -33,8 +33,9 @@ def repro_command(case: Case, result: Result, matrix: Matrix | None = None, pyth
     for dist, recorded in sorted(result.versions.items()):
         version, _, commit = recorded.partition(" @ ")
         if commit:
-            source = case.spec.sources.get(logical_name(dist)) or (matrix.source(logical_name(dist)) if matrix
-                                                                    else None)
+            source = case.spec.sources.get(logical_name(dist)) or (
+                matrix.source(logical_name(dist)) if matrix else None
+            )
             withs.append(f"{dist} @ git+{git_url(source)}@{commit}" if source else f"{dist}=={version}")
         else:
             withs.append(f"{dist}=={version}")
@@ -51,8 +52,17 @@ def repro_command(case: Case, result: Result, matrix: Matrix | None = None, pyth
     for requirement in withs:
         command += ["--with", requirement]
     args = case.spec.variants[result.variant].args if result.variant in case.spec.variants else []
-    command += ["python", "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={result.nproc}",
-                script_path(case), "--device", result.device, *args]
+    command += [
+        "python",
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={result.nproc}",
+        script_path(case),
+        "--device",
+        result.device,
+        *args,
+    ]
     return shlex.join(command)
 
 
@@ -61,8 +71,11 @@ def results_at(results: list[tuple[str, Result]], axis: Axis, version: str) -> l
     point = next((p for p in axis.points if p.version == version), None)
     if point is None:
         return []
-    return [r for c, r in results if c in point.cells and (r.case, r.variant, r.device) ==
-            (axis.case, axis.variant, axis.device)]
+    return [
+        r
+        for c, r in results
+        if c in point.cells and (r.case, r.variant, r.device) == (axis.case, axis.variant, axis.device)
+    ]
 
 
 def _largest(found: list[Result], nproc: int | None = None) -> Result | None:
@@ -84,17 +97,28 @@ def sides(results: list[tuple[str, Result]], axis: Axis, boundary: Boundary) -> 
     return _largest(before, nproc), _largest(after, nproc)
 
 
-def upstream_comment(case: Case, axis: Axis, boundary: Boundary, results: list[tuple[str, Result]],
-                     matrix: Matrix | None = None, when: datetime | None = None) -> str:
+def upstream_comment(
+    case: Case,
+    axis: Axis,
+    boundary: Boundary,
+    results: list[tuple[str, Result]],
+    matrix: Matrix | None = None,
+    when: datetime | None = None,
+) -> str:
     """Markdown to paste into the upstream issue: the boundary with its precision, and the command for each side."""
-    lines = [f"**bugmatrix**: `{case.id}` (`{axis.variant}`, {axis.device}) along `{axis.package}`: "
-             f"{boundary.text()}."]
+    lines = [f"**bugmatrix**: `{case.id}` (`{axis.variant}`, {axis.device}) along `{axis.package}`: {boundary.text()}."]
     labels = ("still reproduces", "fixed") if boundary.kind == "fixed" else ("works", "reproduces again")
-    for label, version, result in zip(labels, (boundary.before, boundary.after), sides(results, axis, boundary),
-                                      strict=True):
+    for label, version, result in zip(
+        labels, (boundary.before, boundary.after), sides(results, axis, boundary), strict=True
+    ):
         if result is not None:
-            lines += ["", f"{axis.package} {version} ({label}: `{result.outcome.value}`):", "```",
-                      repro_command(case, result, matrix), "```"]
+            lines += [
+                "",
+                f"{axis.package} {version} ({label}: `{result.outcome.value}`):",
+                "```",
+                repro_command(case, result, matrix),
+                "```",
+            ]
     if when is not None:
         lines += ["", f"_Measured {when:%Y-%m-%d}; the case is {case.spec.upstream[0]}_"]
     return "\n".join(lines)

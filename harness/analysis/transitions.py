@@ -83,8 +83,11 @@ class Boundary:
         if self.untested is None:
             notes.append(f"what lies between is unknown: {self.unknown_because}")
         elif self.untested:
-            notes.append(f"{len(self.untested)} release{'s' * (len(self.untested) != 1)} not run"
-                         if " @ " not in self.before + self.after else f"{len(self.untested)} commit(s) not run")
+            notes.append(
+                f"{len(self.untested)} release{'s' * (len(self.untested) != 1)} not run"
+                if " @ " not in self.before + self.after
+                else f"{len(self.untested)} commit(s) not run"
+            )
         if self.undecided:
             notes.append(f"could not say: {', '.join(map(short, self.undecided))}")
         return f"{self.kind} between {before} and {after} ({'; '.join(notes)})"
@@ -128,21 +131,26 @@ class Axis:
 
     def narrow_command(self, cases_dir: Path | None = None) -> str:
         """The command that closes this axis's interval boundaries (`--cases-dir` when the case lives elsewhere)."""
-        return (f"bugmatrix {cases_dir_option(cases_dir)}narrow {self.case} --package {self.package} "
-                f"--device {self.device}")
+        return (
+            f"bugmatrix {cases_dir_option(cases_dir)}narrow {self.case} --package {self.package} --device {self.device}"
+        )
 
     def boundaries(self, between: Between | None = None) -> list[Boundary]:
         """Each fix and regression along the axis with its precision (see the module docstring)."""
         out = []
         for kind, before, after in self.changes():
             run = [p.version for p in self.points]
-            inside = run[run.index(before) + 1:run.index(after)]  # points run between: all could not say
+            inside = run[run.index(before) + 1 : run.index(after)]  # points run between: all could not say
             candidates = between(self.case, self.package, self.device, before, after) if between else None
             ran = set(run) | {commit_of(v)[1] for v in run}  # a commit is run as "<version> @ <sha>" or "git:<sha>"
             untested = None if candidates is None else tuple(v for v in candidates if v not in ran)
-            because = ("no package index was consulted" if between is None
-                       else "no local clone of the repository to place the commits" if " @ " in before + after
-                       else "the index does not list them")
+            because = (
+                "no package index was consulted"
+                if between is None
+                else "no local clone of the repository to place the commits"
+                if " @ " in before + after
+                else "the index does not list them"
+            )
             out.append(Boundary(kind, before, after, untested, tuple(inside), because if untested is None else ""))
         return out
 
@@ -171,8 +179,10 @@ class Axis:
         for b in self.boundaries(between):
             parts.append(b.text() + (f" — narrow with `{self.narrow_command(cases_dir)}`" if b.untested else ""))
         if self.mixed_in:
-            parts.append(f"reproduces in some cells, not others (another package decides): "
-                         f"{', '.join(map(short, self.mixed_in))}")
+            parts.append(
+                f"reproduces in some cells, not others (another package decides): "
+                f"{', '.join(map(short, self.mixed_in))}"
+            )
         undecided = [v for v in self.unknown_in if v not in self.mixed_in]
         if undecided:
             parts.append(f"could not say: {', '.join(map(short, undecided))}")
@@ -197,7 +207,7 @@ def short(version: str, digits: int = 12) -> str:
     """`0.4.0.dev0 @ 47806045a376` rather than the full 40-digit commit (`git:47806045a376` for a pin never
     installed)."""
     if version.startswith(GIT_PIN):
-        return version[:len(GIT_PIN) + digits]
+        return version[: len(GIT_PIN) + digits]
     release, _, commit = version.partition(" @ ")
     return f"{release} @ {commit[:digits]}" if commit else release
 
@@ -232,8 +242,14 @@ def axes(
     return out
 
 
-def cell_axes(case: str, variant: str, device: str, cells: dict[str, tuple[str, dict[str, str]]],
-              wanted: Collection[str] | None = None, dater: Dater | None = None) -> list[Axis]:
+def cell_axes(
+    case: str,
+    variant: str,
+    device: str,
+    cells: dict[str, tuple[str, dict[str, str]]],
+    wanted: Collection[str] | None = None,
+    dater: Dater | None = None,
+) -> list[Axis]:
     """The axes of one case x variant x device (only along `wanted` packages, when given), from its cells' status
     and versions: cell -> (`cell_status`, `cell_versions`)."""
     names: set[str] = set().union(*(versions for _, versions in cells.values()))

@@ -7,11 +7,28 @@ from __future__ import annotations
 
 # The commands in the order `bugmatrix --help` lists them; each is the module harness/commands/<name>.py (a `-` in
 # the command's name is a `_` in its module's).
-COMMANDS = ("list", "new", "run", "matrix", "env", "report", "compare", "bisect", "narrow", "expect", "compat",
-            "record", "audit", "osv", "docs", "check-case", "merge", "nightly")
+COMMANDS = (
+    "list",
+    "new",
+    "run",
+    "matrix",
+    "env",
+    "report",
+    "compare",
+    "bisect",
+    "narrow",
+    "expect",
+    "compat",
+    "record",
+    "audit",
+    "osv",
+    "docs",
+    "check-case",
+    "merge",
+    "nightly",
+)
 DESCRIPTION = "The `bugmatrix` command line: list cases, run them (here or across matrix cells), manage environments."
 
 
 class UsageError(Exception):
     """A command line that cannot be carried out as asked; one line, exit 2."""
-

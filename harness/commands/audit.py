@@ -44,32 +44,65 @@ AFFECTED, NONE = ExitCode.FAILED, ExitCode.OK
 
 def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
     """Register `audit` and its options."""
-    p = sub.add_parser("audit", help="am I affected? every recorded bug that applies to an environment's exact "
-                       "versions (a requirements file, an interpreter, pkg==ver), with its precision; launches nothing",
-                       parents=[parents["--db"], parents["--record"]])
+    p = sub.add_parser(
+        "audit",
+        help="am I affected? every recorded bug that applies to an environment's exact "
+        "versions (a requirements file, an interpreter, pkg==ver), with its precision; launches nothing",
+        parents=[parents["--db"], parents["--record"]],
+    )
     p.add_argument("pins", nargs="*", metavar="PKG==VERSION", help="the versions to audit (instead of -r/--python)")
-    p.add_argument("-r", "--requirement", type=Path, help="a requirements file (`pip freeze`, `uv pip compile`) or "
-                   "a lockfile: `uv.lock`, `pylock.toml`, `pylock.NAME.toml` (by name, else by content)")
-    p.add_argument("--python", help="an interpreter whose installed versions to audit (it gets "
-                   "$BUGMATRIX_INSPECT_S seconds, default 30, to list them)")
-    p.add_argument("--from", dest="from_", metavar="A", help="upgrade view: the set before (a requirements file, "
-                   "a lockfile, an interpreter or pkg==ver,pkg==ver)")
+    p.add_argument(
+        "-r",
+        "--requirement",
+        type=Path,
+        help="a requirements file (`pip freeze`, `uv pip compile`) or "
+        "a lockfile: `uv.lock`, `pylock.toml`, `pylock.NAME.toml` (by name, else by content)",
+    )
+    p.add_argument(
+        "--python",
+        help="an interpreter whose installed versions to audit (it gets "
+        "$BUGMATRIX_INSPECT_S seconds, default 30, to list them)",
+    )
+    p.add_argument(
+        "--from",
+        dest="from_",
+        metavar="A",
+        help="upgrade view: the set before (a requirements file, a lockfile, an interpreter or pkg==ver,pkg==ver)",
+    )
     p.add_argument("--to", metavar="B", help="upgrade view: the set after")
-    p.add_argument("--python-platform", metavar="PLATFORM", help="the platform a lockfile's (or requirement "
-                   "markers') resolution is read for, as uv names it: linux, macos, windows or a target such as "
-                   "x86_64-manylinux_2_28 (default: this machine)")
-    p.add_argument("--python-version", metavar="X.Y", help="the Python version a lockfile's resolution is read for "
-                   "(default: this interpreter's)")
-    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="the device the bugs are asked for "
-                   "(default cpu)")
+    p.add_argument(
+        "--python-platform",
+        metavar="PLATFORM",
+        help="the platform a lockfile's (or requirement "
+        "markers') resolution is read for, as uv names it: linux, macos, windows or a target such as "
+        "x86_64-manylinux_2_28 (default: this machine)",
+    )
+    p.add_argument(
+        "--python-version",
+        metavar="X.Y",
+        help="the Python version a lockfile's resolution is read for (default: this interpreter's)",
+    )
+    p.add_argument(
+        "--device", choices=["cpu", "cuda"], default="cpu", help="the device the bugs are asked for (default cpu)"
+    )
     p.add_argument("--ignore", action="append", default=[], metavar="CASE", help="leave this case out (repeatable)")
-    p.add_argument("--files", nargs="+", type=Path, metavar="FILE", help="audit each requirements or lock file on "
-                   "its own (what a pre-commit hook passes): exit 1 if a bug applies to one of them, else 5 if one "
-                   "checks nothing")
+    p.add_argument(
+        "--files",
+        nargs="+",
+        type=Path,
+        metavar="FILE",
+        help="audit each requirements or lock file on "
+        "its own (what a pre-commit hook passes): exit 1 if a bug applies to one of them, else 5 if one "
+        "checks nothing",
+    )
     p.add_argument("--json", action="store_true", help="the same as --format json")
-    p.add_argument("--format", choices=["text", "markdown", "json", "sarif"], default="text",
-                   help="sarif: SARIF 2.1.0 for code scanning, one result per bug that applies, located at the line "
-                   "of the file that pins it (one environment only)")
+    p.add_argument(
+        "--format",
+        choices=["text", "markdown", "json", "sarif"],
+        default="text",
+        help="sarif: SARIF 2.1.0 for code scanning, one result per bug that applies, located at the line "
+        "of the file that pins it (one environment only)",
+    )
 
 
 def _read(args: argparse.Namespace, known: dict[str, set[str]], spec: str | None = None):  # noqa: ANN202
@@ -83,15 +116,20 @@ def _read(args: argparse.Namespace, known: dict[str, set[str]], spec: str | None
             path = Path(spec)
             if path.is_dir() and (path / "bin" / "python").exists():
                 return _installed(path / "bin" / "python", known, spec, chosen)
-            if (path.is_file() and os.access(path, os.X_OK) and path.suffix not in (".txt", ".in", ".lock", ".toml")
-                    and path.name != "uv.lock"):
+            if (
+                path.is_file()
+                and os.access(path, os.X_OK)
+                and path.suffix not in (".txt", ".in", ".lock", ".toml")
+                and path.name != "uv.lock"
+            ):
                 return _installed(path, known, spec, chosen)
             if path.is_file() or path.suffix in (".txt", ".in", ".lock", ".toml"):
                 return _read_file(path, known, environment, chosen)
             if "==" in spec or " @ " in spec:
                 return target_of(*parse_pins([spec], environment=environment.values), known, spec)
-            raise UsageError(f"{spec}: not a requirements file, a lockfile, an interpreter or "
-                             "pkg==version[,pkg==version]")
+            raise UsageError(
+                f"{spec}: not a requirements file, a lockfile, an interpreter or pkg==version[,pkg==version]"
+            )
         if args.requirement is not None:
             return _read_file(args.requirement, known, environment, chosen)
         if args.pins:
@@ -139,8 +177,10 @@ def _installed(python: str | Path, known: dict[str, set[str]], label: str, chose
     from harness.launch.interpreter import inspect_interpreter
 
     if chosen:
-        raise UsageError(f"--python-platform/--python-version choose what a lockfile or requirements file is read "
-                         f"for; the interpreter {label} has its own")
+        raise UsageError(
+            f"--python-platform/--python-version choose what a lockfile or requirements file is read "
+            f"for; the interpreter {label} has its own"
+        )
     return target_of_environment(inspect_interpreter(python), known, label)
 
 
@@ -169,8 +209,9 @@ def _audit(args: argparse.Namespace) -> int:
     if fmt == "sarif" and upgrade:
         raise UsageError("--format sarif answers one environment, not an upgrade view (--from/--to)")
     if fmt in ("json", "sarif") and args.files and len(args.files) > 1:
-        raise UsageError(f"--format {fmt} answers one environment: give one file (-r FILE), not --files with "
-                         f"{len(args.files)}")
+        raise UsageError(
+            f"--format {fmt} answers one environment: give one file (-r FILE), not --files with {len(args.files)}"
+        )
     if not args.cases_dir.is_dir():
         raise UsageError(f"--cases-dir {args.cases_dir}: no such folder")
     cases = every_case(args.cases_dir)
@@ -179,8 +220,9 @@ def _audit(args: argparse.Namespace) -> int:
     known = audit.known_packages(results, cases)
     auditor = audit.Auditor(results, cases)
     if not upgrade:
-        targets = ([_read_file(f, known, *_environment(args)) for f in args.files] if args.files
-                   else [_read(args, known)])
+        targets = (
+            [_read_file(f, known, *_environment(args)) for f in args.files] if args.files else [_read(args, known)]
+        )
         codes = []
         for target in targets:
             answers = audit.audit(results, cases, target, args.device, args.ignore, auditor)
@@ -201,8 +243,13 @@ def _audit(args: argparse.Namespace) -> int:
                     print(view.to_text(kinds, target.not_covered, target.label, args.device, len(answers)), end="")
             # cannot_say never fails a gate: only a bug that applies; a workaround answered alone checks no bug
             answered = any(kinds.values())
-            codes.append(_nothing_checked([target], answered) if not target.pins or not answered
-                         else AFFECTED if kinds["affected"] else NONE)
+            codes.append(
+                _nothing_checked([target], answered)
+                if not target.pins or not answered
+                else AFFECTED
+                if kinds["affected"]
+                else NONE
+            )
         return AFFECTED if AFFECTED in codes else ExitCode.NOTHING_RAN if ExitCode.NOTHING_RAN in codes else NONE
     from harness.analysis.compat import measured
     from harness.analysis.compat import upgrade as pairings_of
@@ -227,8 +274,10 @@ def _audit(args: argparse.Namespace) -> int:
         fixed = sum(c.kind == "fixes" for c in changes)
         markers_for = before.markers_for or after.markers_for
         resolved = f" (read for {markers_for})" if markers_for else ""
-        print(f"\n{before.label} -> {after.label}{resolved} on {args.device}: fixes {fixed}, brings in {brought}, "
-              f"keeps {sum(c.kind == 'keeps' for c in changes)}")
+        print(
+            f"\n{before.label} -> {after.label}{resolved} on {args.device}: fixes {fixed}, brings in {brought}, "
+            f"keeps {sum(c.kind == 'keeps' for c in changes)}"
+        )
     return AFFECTED if any(c.kind == "brings" for c in changes) else NONE
 
 
@@ -248,10 +297,16 @@ def _nothing_checked(targets: list, answered: bool = True) -> ExitCode:
     labels = " and ".join(t.label or "this environment" for t in targets)
     uncovered = sorted({f"{u.package} {u.version}".strip() for t in targets for u in t.not_covered})[:5]
     pinned = any(t.pins for t in targets)
-    why = ("its pins answer no recorded case: what decides them is not pinned" if pinned and not answered
-           else "pins no package the record has results for to one version")
-    print(f"bugmatrix audit: nothing checked: {labels} {why}"
-          + (f" (not covered: {', '.join(uncovered)})" if uncovered else ""), file=sys.stderr)
+    why = (
+        "its pins answer no recorded case: what decides them is not pinned"
+        if pinned and not answered
+        else "pins no package the record has results for to one version"
+    )
+    print(
+        f"bugmatrix audit: nothing checked: {labels} {why}"
+        + (f" (not covered: {', '.join(uncovered)})" if uncovered else ""),
+        file=sys.stderr,
+    )
     return ExitCode.NOTHING_RAN
 
 

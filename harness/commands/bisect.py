@@ -16,8 +16,11 @@ from harness.model.exitcode import ExitCode
 
 def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
     """Register `bisect` and its options."""
-    p = sub.add_parser("bisect", help="find the release (and commit) where a case's outcome changes",
-                       parents=[parents[f] for f in ("--json", "--db", "--matrix", "--envs", "--jobs", "--record")])
+    p = sub.add_parser(
+        "bisect",
+        help="find the release (and commit) where a case's outcome changes",
+        parents=[parents[f] for f in ("--json", "--db", "--matrix", "--envs", "--jobs", "--record")],
+    )
     p.add_argument("case", help="case id (or a unique part of it)")
     p.add_argument("--package", required=True, help="the package to move, e.g. torchrec")
     p.add_argument("--variant", default="bug")
@@ -31,8 +34,12 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
     p.add_argument("--old-ref", help="bisect commits from this ref (skips the release level)")
     p.add_argument("--new-ref", help="... to this ref")
     p.add_argument("--no-commits", action="store_true", help="stop at the release level")
-    p.add_argument("--dates", type=dates, metavar="START..END",
-                   help="bisect the dev builds of these days (YYYY-MM-DD..YYYY-MM-DD) before commits")
+    p.add_argument(
+        "--dates",
+        type=dates,
+        metavar="START..END",
+        help="bisect the dev builds of these days (YYYY-MM-DD..YYYY-MM-DD) before commits",
+    )
     p.add_argument("--channel", help="the `indexes` entry serving the dev builds (e.g. PyTorch's nightly)")
 
 
@@ -55,12 +62,15 @@ def run(args: argparse.Namespace) -> ExitCode:
     cases, _ = discover(args.cases_dir)
     matches = [c for c in cases if c.id == args.case] or select(cases, [args.case])
     if not matches:
-        err.print(f"[red]no case in {args.cases_dir} matches {args.case!r}[/] (`bugmatrix list` shows them)",
-                  soft_wrap=True)
+        err.print(
+            f"[red]no case in {args.cases_dir} matches {args.case!r}[/] (`bugmatrix list` shows them)", soft_wrap=True
+        )
         return ExitCode.USAGE_ERROR
     if len(matches) > 1:
-        err.print(f"[red]case {args.case!r} matches {len(matches)} cases[/] ({', '.join(c.id for c in matches)})",
-                  soft_wrap=True)
+        err.print(
+            f"[red]case {args.case!r} matches {len(matches)} cases[/] ({', '.join(c.id for c in matches)})",
+            soft_wrap=True,
+        )
         return ExitCode.USAGE_ERROR
     case = matches[0]
     if args.variant not in case.spec.variants:
@@ -68,20 +78,39 @@ def run(args: argparse.Namespace) -> ExitCode:
         return ExitCode.USAGE_ERROR
     if logical_name(args.package) not in {logical_name(p) for p in case.spec.packages}:
         # moving a package the case does not install cannot change its outcome: refused before a run is begun
-        raise UsageError(f"--package {args.package}: {case.id} installs {', '.join(case.spec.packages)}; "
-                         "bisect one of those")
+        raise UsageError(
+            f"--package {args.package}: {case.id} installs {', '.join(case.spec.packages)}; bisect one of those"
+        )
     request = BisectRequest(
-        case, args.variant, args.nproc or max(case.spec.nproc), args.device or default_devices()[0], args.package,
-        args.old, args.new, args.pre, git=args.git, old_ref=args.old_ref, new_ref=args.new_ref,
-        commits=not args.no_commits, dates=args.dates, channel=args.channel,
+        case,
+        args.variant,
+        args.nproc or max(case.spec.nproc),
+        args.device or default_devices()[0],
+        args.package,
+        args.old,
+        args.new,
+        args.pre,
+        git=args.git,
+        old_ref=args.old_ref,
+        new_ref=args.new_ref,
+        commits=not args.no_commits,
+        dates=args.dates,
+        channel=args.channel,
     )
     store = ctx.reader(writable=True)
     probed: dict[str, Result] = {}  # each candidate's result, reused probes included
     with recording(store, command_line(), machine_name()) as run_id:
         try:
             matrix = ctx.matrix
-            probing = Probing(matrix, ctx.environments(matrix), store, run_id, cores=args.jobs, repeat=args.repeat,
-                              say=lambda line: err.print(line, soft_wrap=True))
+            probing = Probing(
+                matrix,
+                ctx.environments(matrix),
+                store,
+                run_id,
+                cores=args.jobs,
+                repeat=args.repeat,
+                say=lambda line: err.print(line, soft_wrap=True),
+            )
             levels = bisect(probing, request, probed)
         except (BisectError, BisectRefused, MatrixError, GitError) as exc:  # a refusal is a complete, recorded run
             err.print(f"[red]bisect refused:[/] {exc}", soft_wrap=True)
@@ -92,8 +121,10 @@ def run(args: argparse.Namespace) -> ExitCode:
     else:
         console = ctx.out
         for level, r in levels:
-            console.print(f"{level} level: {len(r.probes)} probes: "
-                          + ", ".join(f"{c}={o.value}" for c, o in r.probes), soft_wrap=True)
+            console.print(
+                f"{level} level: {len(r.probes)} probes: " + ", ".join(f"{c}={o.value}" for c, o in r.probes),
+                soft_wrap=True,
+            )
         console.print(summary, soft_wrap=True, markup=False, highlight=False)
         if levels:
             console.print("\nTo reproduce each side anywhere:", highlight=False)

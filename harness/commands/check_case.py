@@ -49,10 +49,17 @@ CLEAN, PROBLEMS, NOTHING = ExitCode.OK, ExitCode.FAILED, ExitCode.NOTHING_RAN
 
 def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
     """Register `check-case` and its options."""
-    p = sub.add_parser("check-case", help="check case folders against cases/README.md (the canonical set-up, "
-                       "every documented flag run by a variant, a valid case.yaml); launches nothing")
-    p.add_argument("patterns", nargs="*", metavar="CASE", help="case folder names, or parts of them, or paths of "
-                   "case folders (default: all)")
+    p = sub.add_parser(
+        "check-case",
+        help="check case folders against cases/README.md (the canonical set-up, "
+        "every documented flag run by a variant, a valid case.yaml); launches nothing",
+    )
+    p.add_argument(
+        "patterns",
+        nargs="*",
+        metavar="CASE",
+        help="case folder names, or parts of them, or paths of case folders (default: all)",
+    )
     # Also accepted after the command; the global `bugmatrix --cases-dir DIR check-case` works too.
     p.add_argument("--cases-dir", type=Path, default=argparse.SUPPRESS, help="folder of case folders")
     p.set_defaults(func=cmd_check_case)
@@ -101,8 +108,9 @@ def case_problems(folder: Path) -> list[str]:
     source = case.script.read_text()
     variant_args = [list(v.args) for v in case.spec.variants.values()]
     where = f"{folder}/{case.spec.script}"
-    return ([f"{folder}/case.yaml: {p}" for p in skip_rules_unexplained(case.spec)]
-            + [f"{where}: {p}" for p in check_script(source) + check_flags_run(source, variant_args)])
+    return [f"{folder}/case.yaml: {p}" for p in skip_rules_unexplained(case.spec)] + [
+        f"{where}: {p}" for p in check_script(source) + check_flags_run(source, variant_args)
+    ]
 
 
 def skip_rules_unexplained(spec: CaseSpec) -> list[str]:
@@ -110,10 +118,13 @@ def skip_rules_unexplained(spec: CaseSpec) -> list[str]:
     `Rule.because`): `bugmatrix audit` answers not_affected or cannot_say by it, never a guess."""
     from harness.model.outcome import Outcome
 
-    return [f"variants.{name}.expect[{i}].because: a skip rule must say why it skips (absent: the bug's code does "
-            "not exist in those versions; untestable: it exists but the case cannot test it there)"
-            for name, variant in spec.variants.items() for i, rule in enumerate(variant.expect)
-            if rule.outcome is Outcome.SKIP and rule.because is None]
+    return [
+        f"variants.{name}.expect[{i}].because: a skip rule must say why it skips (absent: the bug's code does "
+        "not exist in those versions; untestable: it exists but the case cannot test it there)"
+        for name, variant in spec.variants.items()
+        for i, rule in enumerate(variant.expect)
+        if rule.outcome is Outcome.SKIP and rule.because is None
+    ]
 
 
 EXIT_CALLS = {"sys.exit", "exit", "quit", "os._exit", "_exit"}
@@ -229,9 +240,7 @@ def check_script(source: str) -> list[str]:
     for opt in device_opts:
         kw = {k.arg: k.value for k in opt.keywords}
         choices = kw.get("choices")
-        names = (
-            {_const_str(e) for e in choices.elts} if isinstance(choices, (ast.List, ast.Tuple, ast.Set)) else None
-        )
+        names = {_const_str(e) for e in choices.elts} if isinstance(choices, (ast.List, ast.Tuple, ast.Set)) else None
         if names != {"cpu", "cuda"}:
             problems.append(f"line {opt.lineno}: --device must have choices ['cpu', 'cuda']")
         default = kw.get("default")

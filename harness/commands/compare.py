@@ -17,8 +17,11 @@ from harness.model.exitcode import ExitCode
 
 def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
     """Register `compare` and its options."""
-    p = sub.add_parser("compare", help="what changed between two runs (default: the latest two)",
-                       parents=[parents["--json"], parents["--db"], parents["--record"]])
+    p = sub.add_parser(
+        "compare",
+        help="what changed between two runs (default: the latest two)",
+        parents=[parents["--json"], parents["--db"], parents["--record"]],
+    )
     p.add_argument("runs", nargs="*", help="RUN_A RUN_B (older, newer)")
     p.add_argument("--against", type=Path, help="compare the newest run of --db with the newest of this store")
     p.add_argument("--markdown", action="store_true", help="Markdown output (for a step summary)")
@@ -45,8 +48,10 @@ def run(args: argparse.Namespace) -> ExitCode:
         runs = [r.run_id for r in store.runs(with_results=True)]  # an empty run is never compared
         names = tuple(args.runs) if len(args.runs) == 2 else tuple(runs[-2:])
         if len(names) != 2 or any(n not in runs for n in names):
-            err.print(f"[red]need two runs with results to compare[/] (in {args.db}: {', '.join(runs) or 'none'})",
-                      soft_wrap=True)
+            err.print(
+                f"[red]need two runs with results to compare[/] (in {args.db}: {', '.join(runs) or 'none'})",
+                soft_wrap=True,
+            )
             return ExitCode.USAGE_ERROR
         old, new = store.latest(names[0]), store.latest(names[1])
     changes = compare(old, new)
@@ -58,10 +63,15 @@ def run(args: argparse.Namespace) -> ExitCode:
     else:
         console = ctx.out
         console.print(f"comparing {names[0]} -> {names[1]}: {len(changes)} change(s)")
-        marks = {"regressed": "[bold red]+[/]", "fixed": "[green]-[/]", "flaky": "[magenta]~[/]",
-                 "changed": "[yellow]x[/]"}
+        marks = {
+            "regressed": "[bold red]+[/]",
+            "fixed": "[green]-[/]",
+            "flaky": "[magenta]~[/]",
+            "changed": "[yellow]x[/]",
+        }
         for c in changes:
             note = " [bold red](unexpected)[/]" if c.unexpected else f" ({c.tally})" if c.tally else ""
-            console.print(f"{marks[c.kind]} {c.kind:9} {c.item}: {shown(c.before)} -> {shown(c.after)}{note}",
-                          soft_wrap=True)
+            console.print(
+                f"{marks[c.kind]} {c.kind:9} {c.item}: {shown(c.before)} -> {shown(c.after)}{note}", soft_wrap=True
+            )
     return ExitCode.FAILED if unexpected else ExitCode.OK

@@ -24,28 +24,55 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
         "and litgpt, and show the measured table (see harness/analysis/compat.py)",
         parents=[parents[f] for f in ("--json", "--db", "--matrix", "--envs", "--jobs", "--record")],
     )
-    p.add_argument("--lane", action="append", choices=["fbgemm", "torchrec", "lightning", "litgpt"],
-                   help="probe only these lanes (repeatable; default: all)")
+    p.add_argument(
+        "--lane",
+        action="append",
+        choices=["fbgemm", "torchrec", "lightning", "litgpt"],
+        help="probe only these lanes (repeatable; default: all)",
+    )
     # open-ended: a release uploaded tonight is probed tonight (docs/compat.md's tables name their bounds)
     for lane, default in (("torch", ">=2.4"), ("fbgemm", ">=1.0"), ("lightning", ">=2.0"), ("litgpt", ">=0.4")):
-        p.add_argument(f"--{lane}", default=default, metavar="SPEC",
-                       help=f"{lane} releases to probe, the newest of each minor (default {default!r})")
-    p.add_argument("--disk-budget", type=size,
-                   help="e.g. 25G: evict finished environments and cached torch stacks (the walk goes one torch at "
-                   "a time)")
+        p.add_argument(
+            f"--{lane}",
+            default=default,
+            metavar="SPEC",
+            help=f"{lane} releases to probe, the newest of each minor (default {default!r})",
+        )
+    p.add_argument(
+        "--disk-budget",
+        type=size,
+        help="e.g. 25G: evict finished environments and cached torch stacks (the walk goes one torch at a time)",
+    )
     p.add_argument("--repeat", type=positive, default=1, metavar="K", help="launch each probe K times")
     p.add_argument("--redo", action="store_true", help="probe again what the store already holds")
-    p.add_argument("--resume-from", type=Path, action="append", metavar="STORE",
-                   help="first copy the compat results of this store (a file, or a folder holding "
-                   f"{NIGHTLY_DB}: last night's) into --db, so that only what is new is probed (repeatable)")
+    p.add_argument(
+        "--resume-from",
+        type=Path,
+        action="append",
+        metavar="STORE",
+        help="first copy the compat results of this store (a file, or a folder holding "
+        f"{NIGHTLY_DB}: last night's) into --db, so that only what is new is probed (repeatable)",
+    )
     p.add_argument("--no-probe", action="store_true", help="probe nothing: show the table in the store")
-    p.add_argument("--check", action="store_true", help="probe nothing; exit 1 when a pairing row of "
-                   "matrix.yaml claims a pairing the measurement contradicts, or misses one that works")
-    p.add_argument("--rows", action="store_true",
-                   help="probe nothing; print the pairing rows the measurement supports (matrix.yaml `couplings`)")
-    p.add_argument("--upgrade", nargs=2, metavar=("A", "B"), help="probe nothing; what the table says about "
-                   "moving from pinned set A to B (cell names, or torch=2.7.1,fbgemm-gpu=1.2.0) and which "
-                   "catalogue cases change outcome between them")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="probe nothing; exit 1 when a pairing row of "
+        "matrix.yaml claims a pairing the measurement contradicts, or misses one that works",
+    )
+    p.add_argument(
+        "--rows",
+        action="store_true",
+        help="probe nothing; print the pairing rows the measurement supports (matrix.yaml `couplings`)",
+    )
+    p.add_argument(
+        "--upgrade",
+        nargs=2,
+        metavar=("A", "B"),
+        help="probe nothing; what the table says about "
+        "moving from pinned set A to B (cell names, or torch=2.7.1,fbgemm-gpu=1.2.0) and which "
+        "catalogue cases change outcome between them",
+    )
     p.add_argument("--probes-dir", type=Path, help="folder of the probe scripts (default: probes/ beside harness/)")
     p.add_argument("--format", choices=["table", "markdown", "html", "json"], default="table")
     p.add_argument("-o", "--output", type=Path, help="write the table to this file instead of stdout")
@@ -96,9 +123,17 @@ def run(args: argparse.Namespace) -> ExitCode:
             recording(store, command_line(), machine_name()) as run_id,
             progress_bar("compat", err, transient=True, disable=args.json or not terminal) as progress,
         ):
-            probing = Probing(matrix, ctx.environments(matrix), store, run_id, cores=args.jobs, repeat=args.repeat,
-                              redo=args.redo, observers=[ProgressDisplay(progress) if terminal else LaunchLines(err)],
-                              say=lambda line: err.print(line, soft_wrap=True, highlight=False, markup=False))
+            probing = Probing(
+                matrix,
+                ctx.environments(matrix),
+                store,
+                run_id,
+                cores=args.jobs,
+                repeat=args.repeat,
+                redo=args.redo,
+                observers=[ProgressDisplay(progress) if terminal else LaunchLines(err)],
+                say=lambda line: err.print(line, soft_wrap=True, highlight=False, markup=False),
+            )
             done = walk(grid, probes, probing, disk_budget=args.disk_budget)
         unknown = sum(1 for _, r in done if compat.verdict(r)[0] is compat.Kind.UNKNOWN)
         err.print(

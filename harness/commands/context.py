@@ -38,21 +38,36 @@ def options() -> dict[str, argparse.ArgumentParser]:
         if flag == "--json":
             parent.add_argument("--json", action="store_true", help="machine-readable output")
         elif flag == "--db":
-            parent.add_argument("--db", type=Path, default=None, help=f"results store (default $BUGMATRIX_DB, else "
-                                f"{DB_FALLBACK}); a reading command given one that does not exist stops (exit 2)")
+            parent.add_argument(
+                "--db",
+                type=Path,
+                default=None,
+                help=f"results store (default $BUGMATRIX_DB, else "
+                f"{DB_FALLBACK}); a reading command given one that does not exist stops (exit 2)",
+            )
         elif flag == "--record":
-            parent.add_argument("--record", type=Path, default=default_record(),
-                                help=f"the committed record that reading commands layer the store over (default "
-                                f"$BUGMATRIX_RECORD, else {RECORD_FALLBACK})")
+            parent.add_argument(
+                "--record",
+                type=Path,
+                default=default_record(),
+                help=f"the committed record that reading commands layer the store over (default "
+                f"$BUGMATRIX_RECORD, else {RECORD_FALLBACK})",
+            )
         elif flag == "--matrix":
-            parent.add_argument("--matrix", type=Path, default=default_matrix(),
-                                help=f"matrix file (default {DEFAULT_MATRIX})")
+            parent.add_argument(
+                "--matrix", type=Path, default=default_matrix(), help=f"matrix file (default {DEFAULT_MATRIX})"
+            )
         elif flag == "--envs":
-            parent.add_argument("--envs", type=Path, default=default_envs(),
-                                help=f"environments folder (default $BUGMATRIX_ENVS, else {ENVS_FALLBACK})")
+            parent.add_argument(
+                "--envs",
+                type=Path,
+                default=default_envs(),
+                help=f"environments folder (default $BUGMATRIX_ENVS, else {ENVS_FALLBACK})",
+            )
         elif flag == "--jobs":
-            parent.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1,
-                                help="cores to use (a 2-rank case takes 2)")
+            parent.add_argument(
+                "-j", "--jobs", type=int, default=os.cpu_count() or 1, help="cores to use (a 2-rank case takes 2)"
+            )
         found[flag] = parent
     return found
 
@@ -69,8 +84,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     from harness.model.basics import default_cases_dir
 
     parser = argparse.ArgumentParser(prog="bugmatrix", description=DESCRIPTION)
-    parser.add_argument("--version", action=ShowVersion, help="the code's version and commit, and the record's "
-                        "newest result and commit")
+    parser.add_argument(
+        "--version", action=ShowVersion, help="the code's version and commit, and the record's newest result and commit"
+    )
     parser.add_argument("--cases-dir", type=Path, default=default_cases_dir(), help="folder of case folders")
     sub = parser.add_subparsers(dest="command", required=True)
     parents = options()
@@ -89,8 +105,13 @@ class ShowVersion(argparse.Action):
     def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, help: str | None = None) -> None:
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
-                 option_string: str | None = None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
         from harness.session.version import version_text
 
         print(version_text())
@@ -195,8 +216,15 @@ class Context:
         from harness.session.readers import open_reader
 
         args = self.args
-        return open_reader(args.db, args.db_given, discover(args.cases_dir)[0], args.record, writable,
-                           getattr(args, "probes_dir", None) or PROBES_DIR, creates=creates)
+        return open_reader(
+            args.db,
+            args.db_given,
+            discover(args.cases_dir)[0],
+            args.record,
+            writable,
+            getattr(args, "probes_dir", None) or PROBES_DIR,
+            creates=creates,
+        )
 
     def writable(self, option: str) -> Path:
         """The folder `option` (`--record`, `--cases-dir`) names, for a command that writes there; the installed
@@ -205,8 +233,10 @@ class Context:
 
         path = getattr(self.args, option.lstrip("-").replace("-", "_"))
         if packaged(path):
-            raise UsageError(f"{option} {path}: the installed wheel's own copy, read-only: run from a clone, or name "
-                             f"a folder of your own with {option}")
+            raise UsageError(
+                f"{option} {path}: the installed wheel's own copy, read-only: run from a clone, or name "
+                f"a folder of your own with {option}"
+            )
         return path
 
     def sources(self) -> str:

@@ -36,10 +36,16 @@ def run(args: argparse.Namespace) -> ExitCode:
         table = Table(title=f"environments in {args.envs}")
         for column in ("key", "cell", "versions", "as of", "size"):
             table.add_column(column, overflow="fold")
-        rows = [[str(env["key"]), str(env["cell"]),
-                 " ".join(f"{k}=={v}" for k, v in sorted(env["versions"].items())),  # type: ignore[union-attr]
-                 str(env["as_of"] or "-"), f"{disk_usage(cache.path(str(env['key']))) / (1 << 30):.2f} GiB"]
-                for env in cache.list()]
+        rows = [
+            [
+                str(env["key"]),
+                str(env["cell"]),
+                " ".join(f"{k}=={v}" for k, v in sorted(env["versions"].items())),  # type: ignore[union-attr]
+                str(env["as_of"] or "-"),
+                f"{disk_usage(cache.path(str(env['key']))) / (1 << 30):.2f} GiB",
+            ]
+            for env in cache.list()
+        ]
         console.print(whole_columns(table, rows, {"key", "cell"}))
         return ExitCode.OK
     try:
@@ -51,10 +57,13 @@ def run(args: argparse.Namespace) -> ExitCode:
     if args.action == "prune":
         keep = {resolve_cell(matrix, c).key for c in cells} if args.cells else set()
         removed = cache.prune(keep)
-        held = [f.name for f in cache.root.iterdir()
-                if f.is_dir() and not f.name.startswith(".") and f.name not in keep]
-        console.print(f"removed {len(removed)} environment(s)"
-                      + (f"; kept {len(held)} in use by another bugmatrix process" if held else ""))
+        held = [
+            f.name for f in cache.root.iterdir() if f.is_dir() and not f.name.startswith(".") and f.name not in keep
+        ]
+        console.print(
+            f"removed {len(removed)} environment(s)"
+            + (f"; kept {len(held)} in use by another bugmatrix process" if held else "")
+        )
         if args.cache:
             console.print(clean_cache() or "uv cache: nothing to clean")
         return ExitCode.OK

@@ -15,14 +15,21 @@ from harness.model.exitcode import ExitCode
 
 def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
     """Register `expect` and its options."""
-    p = sub.add_parser("expect", help="derive each variant's expect rules from the store's boundaries and "
-                       "show the diff against case.yaml (--write: rewrite the expect blocks)",
-                       parents=[parents[f] for f in ("--json", "--db", "--matrix", "--record")])
+    p = sub.add_parser(
+        "expect",
+        help="derive each variant's expect rules from the store's boundaries and "
+        "show the diff against case.yaml (--write: rewrite the expect blocks)",
+        parents=[parents[f] for f in ("--json", "--db", "--matrix", "--record")],
+    )
     p.add_argument("cases", nargs="*", help="case ids (substrings); default: every case with results")
     p.add_argument("--variant", action="append", help="only these variants (repeatable)")
     p.add_argument("--run", action="append", help="only the results of this run (repeatable; default: all)")
-    p.add_argument("--write", action="store_true", help="rewrite the changed expect blocks (comments, order "
-                   "and the rest of the file kept) and record what they rest on in the record's rules.jsonl")
+    p.add_argument(
+        "--write",
+        action="store_true",
+        help="rewrite the changed expect blocks (comments, order "
+        "and the rest of the file kept) and record what they rest on in the record's rules.jsonl",
+    )
     p.add_argument("--check", action="store_true", help="exit 1 when a case.yaml would change")
 
 
@@ -79,6 +86,10 @@ def run(args: argparse.Namespace) -> ExitCode:
         for path in written:
             err.print(f"wrote {path}", soft_wrap=True, highlight=False, markup=False)
         if edits and not args.write:
-            err.print(f"{len(edits)} case file(s) would change: `bugmatrix expect --write` rewrites them",
-                      soft_wrap=True, highlight=False, markup=False)
+            err.print(
+                f"{len(edits)} case file(s) would change: `bugmatrix expect --write` rewrites them",
+                soft_wrap=True,
+                highlight=False,
+                markup=False,
+            )
     return ExitCode.FAILED if refused or (args.check and edits and not args.write) else ExitCode.OK

@@ -16,12 +16,22 @@ from harness.model.exitcode import ExitCode
 def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
     """Register `matrix` and its options."""
     p = sub.add_parser("matrix", help="show the cells of the matrix", parents=[parents["--json"], parents["--matrix"]])
-    p.add_argument("--github", action="store_true",
-                   help="print the nightly workflow's GitHub Actions job matrix (one line of JSON)")
-    p.add_argument("--cells", default="", help="with --github: only these cells (names or globs, "
-                   "separated by commas or spaces; default: all)")
-    p.add_argument("--cases", default="", help="with --github: only the cases whose id contains one of "
-                   "these substrings (separated by commas or spaces; default: all)")
+    p.add_argument(
+        "--github",
+        action="store_true",
+        help="print the nightly workflow's GitHub Actions job matrix (one line of JSON)",
+    )
+    p.add_argument(
+        "--cells",
+        default="",
+        help="with --github: only these cells (names or globs, separated by commas or spaces; default: all)",
+    )
+    p.add_argument(
+        "--cases",
+        default="",
+        help="with --github: only the cases whose id contains one of "
+        "these substrings (separated by commas or spaces; default: all)",
+    )
 
 
 def run(args: argparse.Namespace) -> ExitCode:

@@ -14,8 +14,11 @@ from harness.model.exitcode import ExitCode
 
 def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
     """Register `merge`."""
-    p = sub.add_parser("merge", help="fold results stores (e.g. nightly shards) into one, without duplicates",
-                       parents=[parents["--db"]])
+    p = sub.add_parser(
+        "merge",
+        help="fold results stores (e.g. nightly shards) into one, without duplicates",
+        parents=[parents["--db"]],
+    )
     p.add_argument("sources", nargs="+", type=Path)
 
 

@@ -20,8 +20,11 @@ from harness.model.exitcode import ExitCode
 
 def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
     """Register `narrow` and its options."""
-    p = sub.add_parser("narrow", help="bisect every interval boundary in the store until it is adjacent",
-                       parents=[parents[f] for f in ("--json", "--db", "--matrix", "--envs", "--jobs", "--record")])
+    p = sub.add_parser(
+        "narrow",
+        help="bisect every interval boundary in the store until it is adjacent",
+        parents=[parents[f] for f in ("--json", "--db", "--matrix", "--envs", "--jobs", "--record")],
+    )
     p.add_argument("cases", nargs="*", help="case ids (substrings); default: every case with an interval")
     p.add_argument("--package", action="append", help="only boundaries along this package (repeatable)")
     p.add_argument("--device", action="append", choices=["cpu", "cuda"], help="only this device (repeatable)")
@@ -45,8 +48,10 @@ def run(args: argparse.Namespace) -> ExitCode:
     err = ctx.err
     cases = {c.id: c for c in ctx.cases(args.cases)[0]}
     if args.cases and not cases:  # never "every boundary is adjacent" over a case it could not read
-        raise UsageError(f"no case matching {' '.join(args.cases)} in {args.cases_dir} (a case kept elsewhere: "
-                         "bugmatrix --cases-dir DIR narrow ...)")
+        raise UsageError(
+            f"no case matching {' '.join(args.cases)} in {args.cases_dir} (a case kept elsewhere: "
+            "bugmatrix --cases-dir DIR narrow ...)"
+        )
     matrix = ctx.matrix
     store = ctx.reader(writable=not args.dry_run)
     between = between_on_index(matrix, cases)
@@ -54,8 +59,9 @@ def run(args: argparse.Namespace) -> ExitCode:
     if not latest:  # nothing measured is never "every boundary is adjacent"
         err.print(f"no results in {args.record} or {args.db}: nothing to narrow", soft_wrap=True, highlight=False)
         return ExitCode.NOTHING_RAN
-    chosen = selected_axes(latest, cases, matrix, set(args.package or ()), set(args.device or ()),
-                           set(cases) if args.cases else None)
+    chosen = selected_axes(
+        latest, cases, matrix, set(args.package or ()), set(args.device or ()), set(cases) if args.cases else None
+    )
     targets, measured = [], 0
     for target in interval_targets(chosen, between, matrix):
         why = measured_between(target, latest, cases)
@@ -66,30 +72,51 @@ def run(args: argparse.Namespace) -> ExitCode:
             targets.append(target)
     undated = [axis for axis in chosen if axis.unplaced]
     for axis in undated:  # a boundary may hide among them: never say "every boundary is adjacent" over them
-        err.print(f"{axis.label}: {axis.unplaced_text()}",
-                  soft_wrap=True, markup=False, highlight=False)
+        err.print(f"{axis.label}: {axis.unplaced_text()}", soft_wrap=True, markup=False, highlight=False)
     if args.dry_run or not targets:
         for t in targets:
             print(f"{t.axis.label}: {t.boundary.text()}")
         if not targets and undated:
-            err.print(f"no interval boundary among the placed results; {len(undated)} axis(es) above hold commits "
-                      "that cannot be placed without a local clone", soft_wrap=True)
+            err.print(
+                f"no interval boundary among the placed results; {len(undated)} axis(es) above hold commits "
+                "that cannot be placed without a local clone",
+                soft_wrap=True,
+            )
             return ExitCode.FAILED
         if not targets:
-            unread = sorted({r.case for _, r in latest if r.case not in cases
-                             and (not args.cases or any(p in r.case for p in args.cases))})
+            unread = sorted(
+                {
+                    r.case
+                    for _, r in latest
+                    if r.case not in cases and (not args.cases or any(p in r.case for p in args.cases))
+                }
+            )
             if unread:  # results of cases not in --cases-dir: their boundaries were not looked at
-                err.print(f"not looked at: the results of {len(unread)} case(s) not in {args.cases_dir} "
-                          f"({', '.join(unread[:5])}{' …' if len(unread) > 5 else ''}; pass --cases-dir)",
-                          soft_wrap=True, highlight=False)
+                err.print(
+                    f"not looked at: the results of {len(unread)} case(s) not in {args.cases_dir} "
+                    f"({', '.join(unread[:5])}{' …' if len(unread) > 5 else ''}; pass --cases-dir)",
+                    soft_wrap=True,
+                    highlight=False,
+                )
             also = f" or measured between ({measured} above)" if measured else ""
-            err.print(f"no interval boundary to narrow: every boundary of the cases in {args.cases_dir} is adjacent"
-                      f"{also}" if unread else "no interval boundary to narrow: every boundary in the record and the "
-                      f"store is adjacent{also}", soft_wrap=True, highlight=False)
+            err.print(
+                f"no interval boundary to narrow: every boundary of the cases in {args.cases_dir} is adjacent{also}"
+                if unread
+                else f"no interval boundary to narrow: every boundary in the record and the store is adjacent{also}",
+                soft_wrap=True,
+                highlight=False,
+            )
         return ExitCode.FAILED if targets else ExitCode.OK  # --dry-run: 1 while an interval is left (`expect --check`)
     with recording(store, command_line(), machine_name()) as run_id:
-        probing = Probing(matrix, ctx.environments(matrix), store, run_id, cores=args.jobs, repeat=args.repeat,
-                          say=lambda line: err.print(line, soft_wrap=True, markup=False, highlight=False))
+        probing = Probing(
+            matrix,
+            ctx.environments(matrix),
+            store,
+            run_id,
+            cores=args.jobs,
+            repeat=args.repeat,
+            say=lambda line: err.print(line, soft_wrap=True, markup=False, highlight=False),
+        )
         done = narrow(targets, cases, probing, commits=args.commits)
     left = [d for d in done if not d.adjacent]
     pasted = comments(done, store.latest(), cases, between, matrix)

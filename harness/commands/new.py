@@ -16,12 +16,21 @@ from harness.model.exitcode import ExitCode
 def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
     """Register `new` and its options."""
     p = sub.add_parser("new", help="draft a case folder from an upstream issue or PR link (no network)")
-    p.add_argument("url", help="https://github.com/<owner>/<repo>/issues/<N> or .../pull/<N> of pytorch, "
-                   "torchrec, FBGEMM, Lightning or LitGPT")
-    p.add_argument("--slug", required=True, help="a few lowercase words saying what breaks, e.g. "
-                   "ddp-bool-buffer: the case is cases/<library>-<N>-<slug>/")
-    p.add_argument("--packages", help="distributions the case needs, separated by commas (default: the "
-                   "library's, e.g. torch,torchrec,fbgemm-gpu for torchrec)")
+    p.add_argument(
+        "url",
+        help="https://github.com/<owner>/<repo>/issues/<N> or .../pull/<N> of pytorch, "
+        "torchrec, FBGEMM, Lightning or LitGPT",
+    )
+    p.add_argument(
+        "--slug",
+        required=True,
+        help="a few lowercase words saying what breaks, e.g. ddp-bool-buffer: the case is cases/<library>-<N>-<slug>/",
+    )
+    p.add_argument(
+        "--packages",
+        help="distributions the case needs, separated by commas (default: the "
+        "library's, e.g. torch,torchrec,fbgemm-gpu for torchrec)",
+    )
 
 
 def run(args: argparse.Namespace) -> ExitCode:
@@ -48,12 +57,22 @@ def run(args: argparse.Namespace) -> ExitCode:
     (folder / "case.yaml").write_text(scaffold.render_case_yaml(upstream, args.slug, packages))
     (folder / "repro.py").write_text(scaffold.render_repro(upstream, packages))
     console = Context(args).out
-    console.print(escape(f"wrote {folder}/case.yaml and {folder}/repro.py (packages: {', '.join(packages)})"),
-                  soft_wrap=True, highlight=False)
+    console.print(
+        escape(f"wrote {folder}/case.yaml and {folder}/repro.py (packages: {', '.join(packages)})"),
+        soft_wrap=True,
+        highlight=False,
+    )
     if taken:
-        console.print(f"[yellow]note:[/] {upstream.ref} already has a case: {', '.join(taken)}", soft_wrap=True,
-                      highlight=False)
+        console.print(
+            f"[yellow]note:[/] {upstream.ref} already has a case: {', '.join(taken)}", soft_wrap=True, highlight=False
+        )
     run = f"bugmatrix {cases_dir_option(args.cases_dir)}run {case_id}"
-    console.print(escape(f'until both files are written, `{run}` can only skip ("{scaffold.NOT_WRITTEN}"); see '
-                         'cases/README.md, "Starting a case"'), soft_wrap=True, highlight=False)
+    console.print(
+        escape(
+            f'until both files are written, `{run}` can only skip ("{scaffold.NOT_WRITTEN}"); see '
+            'cases/README.md, "Starting a case"'
+        ),
+        soft_wrap=True,
+        highlight=False,
+    )
     return ExitCode.OK

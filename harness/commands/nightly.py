@@ -23,66 +23,123 @@ from harness.session.basics import NIGHTLY_DB, RECORD_FALLBACK, default_record
 def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
     """Register `nightly` and its steps, with their options."""
     matrix, record = parents["--matrix"], parents["--record"]
-    p_nightly = sub.add_parser("nightly", help="the nightly workflow's steps (.github/workflows/nightly.yml); "
-                               "they write $GITHUB_OUTPUT and $GITHUB_STEP_SUMMARY when those are set")
+    p_nightly = sub.add_parser(
+        "nightly",
+        help="the nightly workflow's steps (.github/workflows/nightly.yml); "
+        "they write $GITHUB_OUTPUT and $GITHUB_STEP_SUMMARY when those are set",
+    )
     nightly_steps = p_nightly.add_subparsers(dest="step", required=True)
-    n_plan = nightly_steps.add_parser("plan", help="the cell jobs' matrix (one line of JSON, output `matrix`)",
-                                      parents=[matrix])
+    n_plan = nightly_steps.add_parser(
+        "plan", help="the cell jobs' matrix (one line of JSON, output `matrix`)", parents=[matrix]
+    )
     n_plan.add_argument("--cells", default="", help="names or globs, separated by commas or spaces; default: all")
-    n_plan.add_argument("--cases", default="", help="case-id substrings, separated by commas or spaces; "
-                        "default: all")
-    n_plan.add_argument("--cuda-runners", default="", help="'true': plan the CUDA cells too (a GPU runner is "
-                        "registered); anything else leaves them out, with a notice")
-    n_cell = nightly_steps.add_parser("cell", help="run one cell's cases into RESULTS/SLUG.db, keep the exit code "
-                                      "as RESULTS/SLUG.exit-code, exit with it", parents=[matrix])
+    n_plan.add_argument("--cases", default="", help="case-id substrings, separated by commas or spaces; default: all")
+    n_plan.add_argument(
+        "--cuda-runners",
+        default="",
+        help="'true': plan the CUDA cells too (a GPU runner is "
+        "registered); anything else leaves them out, with a notice",
+    )
+    n_cell = nightly_steps.add_parser(
+        "cell",
+        help="run one cell's cases into RESULTS/SLUG.db, keep the exit code as RESULTS/SLUG.exit-code, exit with it",
+        parents=[matrix],
+    )
     n_cell.add_argument("--cell", required=True)
     n_cell.add_argument("--slug", help="file name for the cell (the plan's `slug`; default: the cell's name)")
     n_cell.add_argument("--cases", default="", help="case-id substrings (the plan's `cases`); default: all")
     n_cell.add_argument("--results", type=Path, default=Path("results"), help="folder (default: results)")
-    n_baseline = nightly_steps.add_parser("baseline", help="download the newest successful scheduled nightly's "
-                                          "results (gh) into a folder; output `found`")
+    n_baseline = nightly_steps.add_parser(
+        "baseline", help="download the newest successful scheduled nightly's results (gh) into a folder; output `found`"
+    )
     n_baseline.add_argument("--dir", type=Path, default=Path("previous"), help="folder (default: previous)")
-    n_aggregate = nightly_steps.add_parser("aggregate", help="merge the shards, report, compare with the baseline; "
-                                           "exit 1 only on an unexpected regression", parents=[matrix])
-    n_aggregate.add_argument("--shards", type=Path, default=Path("shards"),
-                             help="the cells' SLUG.db and SLUG.exit-code files (default: shards)")
-    n_aggregate.add_argument("--results", type=Path, default=Path("results"),
-                             help=f"writes {NIGHTLY_DB}, report.html, compare.json here (default: results)")
+    n_aggregate = nightly_steps.add_parser(
+        "aggregate",
+        help="merge the shards, report, compare with the baseline; exit 1 only on an unexpected regression",
+        parents=[matrix],
+    )
+    n_aggregate.add_argument(
+        "--shards",
+        type=Path,
+        default=Path("shards"),
+        help="the cells' SLUG.db and SLUG.exit-code files (default: shards)",
+    )
+    n_aggregate.add_argument(
+        "--results",
+        type=Path,
+        default=Path("results"),
+        help=f"writes {NIGHTLY_DB}, report.html, compare.json here (default: results)",
+    )
     n_aggregate.add_argument("--plan", default="", help="the plan step's matrix (JSON): the cells expected")
-    n_aggregate.add_argument("--baseline", type=Path, help="compare with this store (or `nightly baseline` "
-                             "folder) instead of the committed record (--record), the nightly's baseline")
-    n_aggregate.add_argument("--record", type=Path, default=default_record(),
-                             help=f"the committed record: the baseline (default $BUGMATRIX_RECORD, else "
-                             f"{RECORD_FALLBACK})")
-    n_issues = nightly_steps.add_parser("issues", help="open or comment on one issue per unexpectedly regressed "
-                                        "case (gh)")
-    n_issues.add_argument("--compare", type=Path, default=Path("results/compare.json"),
-                          help="the aggregate step's compare.json (default: results/compare.json)")
+    n_aggregate.add_argument(
+        "--baseline",
+        type=Path,
+        help="compare with this store (or `nightly baseline` "
+        "folder) instead of the committed record (--record), the nightly's baseline",
+    )
+    n_aggregate.add_argument(
+        "--record",
+        type=Path,
+        default=default_record(),
+        help=f"the committed record: the baseline (default $BUGMATRIX_RECORD, else {RECORD_FALLBACK})",
+    )
+    n_issues = nightly_steps.add_parser(
+        "issues", help="open or comment on one issue per unexpectedly regressed case (gh)"
+    )
+    n_issues.add_argument(
+        "--compare",
+        type=Path,
+        default=Path("results/compare.json"),
+        help="the aggregate step's compare.json (default: results/compare.json)",
+    )
     n_issues.add_argument("--run-url", required=True, help="the nightly run, linked from each issue")
     n_issues.add_argument("--dry-run", action="store_true", help="print the plan as JSON; open nothing")
-    n_record = nightly_steps.add_parser("record-pr", help="fold tonight's results into the record and open or "
-                                        "update one pull request carrying the record's diff and the expect rules it "
-                                        "calls for (git, gh)", parents=[matrix, record])
-    n_record.add_argument("--db", type=Path, default=Path("results") / NIGHTLY_DB,
-                          help=f"tonight's merged store (default: results/{NIGHTLY_DB})")
+    n_record = nightly_steps.add_parser(
+        "record-pr",
+        help="fold tonight's results into the record and open or "
+        "update one pull request carrying the record's diff and the expect rules it "
+        "calls for (git, gh)",
+        parents=[matrix, record],
+    )
+    n_record.add_argument(
+        "--db",
+        type=Path,
+        default=Path("results") / NIGHTLY_DB,
+        help=f"tonight's merged store (default: results/{NIGHTLY_DB})",
+    )
     n_record.add_argument("--run-url", required=True, help="the nightly run, linked from the pull request")
-    n_record.add_argument("--branch", default="bugmatrix/record", help="the pull request's branch "
-                          "(default: bugmatrix/record)")
-    n_record.add_argument("--page", type=Path, action="append",
-                          help="a page whose generated tables the pull request updates (repeatable; default: "
-                          "README.md and the pages under docs/ that hold them)")
+    n_record.add_argument(
+        "--branch", default="bugmatrix/record", help="the pull request's branch (default: bugmatrix/record)"
+    )
+    n_record.add_argument(
+        "--page",
+        type=Path,
+        action="append",
+        help="a page whose generated tables the pull request updates (repeatable; default: "
+        "README.md and the pages under docs/ that hold them)",
+    )
     n_record.add_argument("--dry-run", action="store_true", help="print the pull request's body; write nothing")
-    n_feed = nightly_steps.add_parser("feed", help="the record's OSV advisories in osv.dev's layout under "
-                                      "SITE/osv/ and SITE/osv/DATE/ (PyPI/all.zip, modified_id.csv)",
-                                      parents=[record])
+    n_feed = nightly_steps.add_parser(
+        "feed",
+        help="the record's OSV advisories in osv.dev's layout under "
+        "SITE/osv/ and SITE/osv/DATE/ (PyPI/all.zip, modified_id.csv)",
+        parents=[record],
+    )
     n_feed.add_argument("--site", type=Path, default=Path("site"), help="the built site folder (default: site)")
     n_feed.add_argument("--date", default=None, help="the dated folder's name, YYYY-MM-DD (default: today, UTC)")
 
 
 def run(args: argparse.Namespace) -> ExitCode:
     """Carry out the step asked for."""
-    steps = {"plan": plan, "cell": cell, "baseline": baseline, "aggregate": aggregate, "issues": issues,
-             "record-pr": record_pr, "feed": feed}
+    steps = {
+        "plan": plan,
+        "cell": cell,
+        "baseline": baseline,
+        "aggregate": aggregate,
+        "issues": issues,
+        "record-pr": record_pr,
+        "feed": feed,
+    }
     return ExitCode(steps[args.step](args))
 
 
@@ -111,8 +168,15 @@ def cell(args: argparse.Namespace) -> int:
             options.matrix = matrix
         return execute(options)
 
-    return nightly.run_cell(args.cell, args.slug or args.cell, args.cases, args.results, runner,
-                            nightly.Actions.from_env(), matrix=args.matrix)
+    return nightly.run_cell(
+        args.cell,
+        args.slug or args.cell,
+        args.cases,
+        args.results,
+        runner,
+        nightly.Actions.from_env(),
+        matrix=args.matrix,
+    )
 
 
 def baseline(args: argparse.Namespace) -> int:
@@ -135,8 +199,9 @@ def aggregate(args: argparse.Namespace) -> int:
         return ExitCode.USAGE_ERROR
     matrix = Context(args).optional_matrix(invalid_is_none=True)  # no matrix: the report has no upload dates
     try:
-        decided = nightly.aggregate(args.shards, args.results, include, args.baseline, args.cases_dir, actions,
-                                    matrix, record_root=args.record)
+        decided = nightly.aggregate(
+            args.shards, args.results, include, args.baseline, args.cases_dir, actions, matrix, record_root=args.record
+        )
     except StoreError as exc:
         actions.annotate("error", "Cannot merge", str(exc))
         return ExitCode.USAGE_ERROR
@@ -147,8 +212,9 @@ def issues(args: argparse.Namespace) -> int:
     """`nightly issues`: one issue per unexpectedly regressed case, opened or commented on with gh."""
     from harness.workflows import nightly
 
-    return nightly.open_issues(args.compare, args.run_url, nightly.run_gh, nightly.Actions.from_env(),
-                               dry_run=args.dry_run)
+    return nightly.open_issues(
+        args.compare, args.run_url, nightly.run_gh, nightly.Actions.from_env(), dry_run=args.dry_run
+    )
 
 
 def record_pr(args: argparse.Namespace) -> int:
@@ -158,9 +224,20 @@ def record_pr(args: argparse.Namespace) -> int:
 
     # no matrix: every boundary is then unknown: nothing is derived, each variant says why
     matrix = Context(args).optional_matrix(invalid_is_none=True)
-    return nightly.open_record_pr(args.db, args.record, args.cases_dir, matrix, args.run_url, nightly.run_gh,
-                                  nightly.run_git, nightly.Actions.from_env(), branch=args.branch,
-                                  dry_run=args.dry_run, pages=args.page, refresh=matrix is not None)
+    return nightly.open_record_pr(
+        args.db,
+        args.record,
+        args.cases_dir,
+        matrix,
+        args.run_url,
+        nightly.run_gh,
+        nightly.run_git,
+        nightly.Actions.from_env(),
+        branch=args.branch,
+        dry_run=args.dry_run,
+        pages=args.page,
+        refresh=matrix is not None,
+    )
 
 
 def feed(args: argparse.Namespace) -> int:

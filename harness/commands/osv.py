@@ -31,19 +31,35 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
     """Register `osv export` and `osv serve`."""
     p = sub.add_parser("osv", help="the record as OSV advisories: export them, or serve them as the OSV API")
     steps = p.add_subparsers(dest="step", required=True)
-    export = steps.add_parser("export", help="write one OSV JSON per advisory into DIR, and/or osv.dev's layout "
-                              "(PyPI/all.zip and its index) under --zip ROOT",
-                              parents=[parents["--db"], parents["--record"]])
+    export = steps.add_parser(
+        "export",
+        help="write one OSV JSON per advisory into DIR, and/or osv.dev's layout "
+        "(PyPI/all.zip and its index) under --zip ROOT",
+        parents=[parents["--db"], parents["--record"]],
+    )
     export.add_argument("folder", type=Path, metavar="DIR", nargs="?", default=None)
-    export.add_argument("--zip", type=Path, metavar="ROOT", default=None,
-                        help="also write ROOT/PyPI/all.zip (one JSON per advisory), ROOT/PyPI/<id>.json and "
-                             "modified_id.csv, as osv.dev publishes them: an offline scanner's database")
-    serve = steps.add_parser("serve", help="serve the advisories as the OSV API (query, querybatch, vulns)",
-                             parents=[parents["--db"], parents["--record"]])
+    export.add_argument(
+        "--zip",
+        type=Path,
+        metavar="ROOT",
+        default=None,
+        help="also write ROOT/PyPI/all.zip (one JSON per advisory), ROOT/PyPI/<id>.json and "
+        "modified_id.csv, as osv.dev publishes them: an offline scanner's database",
+    )
+    serve = steps.add_parser(
+        "serve",
+        help="serve the advisories as the OSV API (query, querybatch, vulns)",
+        parents=[parents["--db"], parents["--record"]],
+    )
     serve.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: loopback only)")
     serve.add_argument("--port", type=int, default=8080, help="the port (0: any free port; default 8080)")
-    serve.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
-                       help="drop a connection that sends nothing for this long (default 10: READ_TIMEOUT)")
+    serve.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="drop a connection that sends nothing for this long (default 10: READ_TIMEOUT)",
+    )
 
 
 def advisories(args: argparse.Namespace) -> dict[str, dict]:
@@ -80,8 +96,9 @@ def export(args: argparse.Namespace) -> ExitCode:
         print(f"{args.folder}: {len(paths)} advisory file(s) from {Context(args).sources()}", file=sys.stderr)
     if args.zip is not None:
         zipped, *_ = write_feed(docs, args.zip)
-        print(f"{zipped}: {len(docs)} advisories, with modified_id.csv, from {Context(args).sources()}",
-              file=sys.stderr)
+        print(
+            f"{zipped}: {len(docs)} advisories, with modified_id.csv, from {Context(args).sources()}", file=sys.stderr
+        )
     return ExitCode.OK
 
 
@@ -102,8 +119,12 @@ def serve(args: argparse.Namespace) -> ExitCode:
         raise UsageError(f"{args.host}:{args.port}: cannot listen ({exc.strerror})") from None
     host, port = server.server_address[:2]
     if not ipaddress.ip_address(host).is_loopback:
-        print(f"warning: --host {args.host} is not a loopback address: any machine that can reach this one on port "
-              f"{port} can query it (no authentication, no TLS)", file=sys.stderr, flush=True)
+        print(
+            f"warning: --host {args.host} is not a loopback address: any machine that can reach this one on port "
+            f"{port} can query it (no authentication, no TLS)",
+            file=sys.stderr,
+            flush=True,
+        )
     print(f"serving {len(index.docs)} advisories on http://{host}:{port}/v1/query", file=sys.stderr, flush=True)
     try:
         server.serve_forever()

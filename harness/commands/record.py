@@ -29,33 +29,67 @@ from harness.model.exitcode import ExitCode
 
 def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
     """Register `record` and its steps, with their options."""
-    p = sub.add_parser("record", help="the committed record of every measurement: fold a store into it, import it, "
-                       "generate the pages' tables from it")
+    p = sub.add_parser(
+        "record",
+        help="the committed record of every measurement: fold a store into it, import it, "
+        "generate the pages' tables from it",
+    )
     steps = p.add_subparsers(dest="step", required=True)
-    fold = steps.add_parser("fold", help="fold results stores or `run --json` files into the record (idempotent)",
-                            parents=[parents["--record"], parents["--matrix"]])
-    fold.add_argument("sources", nargs="*", type=Path, help="store files (.db) or `bugmatrix run --json` output "
-                      "(.json); default: .bugmatrix/results.db")
-    fold.add_argument("--cell", help="the cell to record results of the `local` cell under (for .json sources: every "
-                      "result), a name that says the machine and its pins, e.g. h100-torch-2.11.0+cu130")
-    fold.add_argument("--pin", action="append", default=[], metavar="PKG=VERSION",
-                      help="the exact version a result ran with where the file lost it (e.g. torch=2.11.0+cu130: "
-                      "an image's torch whose installed metadata lacks the build tag); for stores, the results "
-                      "recorded under --cell; repeatable")
-    fold.add_argument("--machine", action="append", default=[], metavar="KEY=VALUE",
-                      help="for .json sources: the machine they ran on (cpu=..., cores=..., gpu=..., driver=..., "
-                      "cuda=..., nccl=...); repeatable")
+    fold = steps.add_parser(
+        "fold",
+        help="fold results stores or `run --json` files into the record (idempotent)",
+        parents=[parents["--record"], parents["--matrix"]],
+    )
+    fold.add_argument(
+        "sources",
+        nargs="*",
+        type=Path,
+        help="store files (.db) or `bugmatrix run --json` output (.json); default: .bugmatrix/results.db",
+    )
+    fold.add_argument(
+        "--cell",
+        help="the cell to record results of the `local` cell under (for .json sources: every "
+        "result), a name that says the machine and its pins, e.g. h100-torch-2.11.0+cu130",
+    )
+    fold.add_argument(
+        "--pin",
+        action="append",
+        default=[],
+        metavar="PKG=VERSION",
+        help="the exact version a result ran with where the file lost it (e.g. torch=2.11.0+cu130: "
+        "an image's torch whose installed metadata lacks the build tag); for stores, the results "
+        "recorded under --cell; repeatable",
+    )
+    fold.add_argument(
+        "--machine",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="for .json sources: the machine they ran on (cpu=..., cores=..., gpu=..., driver=..., "
+        "cuda=..., nccl=...); repeatable",
+    )
     fold.add_argument("--offline", action="store_true", help="look nothing up: keep the record's version dates")
     imp = steps.add_parser("import", help="write the record into a results store", parents=[parents["--record"]])
     imp.add_argument("--db", type=Path, required=True, help="the store to write (created when missing)")
-    tables = steps.add_parser("tables", help="regenerate the cases and compatibility tables of a page from the "
-                              "record alone", parents=[parents["--record"], parents["--matrix"]])
-    tables.add_argument("--page", type=Path, action="append", help="a page holding the tables (repeatable; default: "
-                        "README.md and every page under docs/ that holds one: docs/cases.md, docs/compat.md)")
+    tables = steps.add_parser(
+        "tables",
+        help="regenerate the cases and compatibility tables of a page from the record alone",
+        parents=[parents["--record"], parents["--matrix"]],
+    )
+    tables.add_argument(
+        "--page",
+        type=Path,
+        action="append",
+        help="a page holding the tables (repeatable; default: "
+        "README.md and every page under docs/ that holds one: docs/cases.md, docs/compat.md)",
+    )
     tables.add_argument("--check", action="store_true", help="write nothing; exit 1 when the page differs")
-    cov = steps.add_parser("coverage", help="which jobs of `run --all-cells` the record holds a row for (measured "
-                           "with the committed script); exit 1 while any is missing",
-                           parents=[parents["--record"], parents["--matrix"], parents["--json"]])
+    cov = steps.add_parser(
+        "coverage",
+        help="which jobs of `run --all-cells` the record holds a row for (measured "
+        "with the committed script); exit 1 while any is missing",
+        parents=[parents["--record"], parents["--matrix"], parents["--json"]],
+    )
     cov.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="the jobs of this device (default cpu)")
     cov.add_argument("--missing", action="store_true", help="list every missing job, not only the count per cell")
 
@@ -110,8 +144,9 @@ def fold(args: argparse.Namespace) -> ExitCode:
                 raise UsageError(f"{source}: say which machine ran it (--machine gpu=... --machine cpu=...)")
         try:  # a name that breaks the grammar (harness/model/names.py) stops the fold: nothing is written
             if source.suffix == ".json":
-                added, replaced = fold_payload(record, payload, cases, args.cell, machine, pins,
-                                               f"bugmatrix run --json > {source.name}")
+                added, replaced = fold_payload(
+                    record, payload, cases, args.cell, machine, pins, f"bugmatrix run --json > {source.name}"
+                )
             else:
                 added, replaced = fold_store(record, ResultStore(source, readonly=True), cases, args.cell, pins)
         except RecordError as exc:
@@ -122,8 +157,12 @@ def fold(args: argparse.Namespace) -> ExitCode:
         for problem in refresh_versions(record, matrix):
             say.print(f"[yellow]version dates kept from the record:[/] {problem}", soft_wrap=True, highlight=False)
     written = write(args.record, record)
-    say.print(f"{args.record}: {len(record.rows)} row(s); {len(written)} file(s) written"
-              + (f" ({', '.join(written)})" if written else ""), soft_wrap=True, highlight=False)
+    say.print(
+        f"{args.record}: {len(record.rows)} row(s); {len(written)} file(s) written"
+        + (f" ({', '.join(written)})" if written else ""),
+        soft_wrap=True,
+        highlight=False,
+    )
     return ExitCode.OK
 
 
@@ -155,8 +194,10 @@ def tables(args: argparse.Namespace) -> ExitCode:
             raise UsageError(f"{page}: cannot be read ({getattr(exc, 'strerror', None) or exc})") from None
     missing = set(RECORD_REGIONS) - found
     if missing:
-        raise UsageError(f"{', '.join(map(str, pages)) or 'no page'}: no generated region {', '.join(sorted(missing))} "
-                         "(<!-- NAME: ... --> ... <!-- /NAME -->)")
+        raise UsageError(
+            f"{', '.join(map(str, pages)) or 'no page'}: no generated region {', '.join(sorted(missing))} "
+            "(<!-- NAME: ... --> ... <!-- /NAME -->)"
+        )
     generated = generated_tables(args.record, args.cases_dir, args.matrix)
     stale = stale_pages(pages, generated, write=not args.check)
     err = make_console(stderr=True)
@@ -165,8 +206,11 @@ def tables(args: argparse.Namespace) -> ExitCode:
         return ExitCode.OK
     names = ", ".join(map(str, stale))
     if args.check:
-        err.print(f"{names}: the tables differ from what {args.record} generates "
-                  "(`bugmatrix record tables` rewrites them; never edit them by hand)", highlight=False)
+        err.print(
+            f"{names}: the tables differ from what {args.record} generates "
+            "(`bugmatrix record tables` rewrites them; never edit them by hand)",
+            highlight=False,
+        )
         return ExitCode.FAILED
     err.print(f"wrote {names}", highlight=False)
     return ExitCode.OK
@@ -202,11 +246,28 @@ def coverage(args: argparse.Namespace) -> ExitCode:
     others = dict(sum((c.non_verdicts for c in cells), Counter()))
     missing = sum(len(c.missing) for c in cells)
     if args.json:
-        print(json.dumps({"device": args.device, "planned": planned, "verdicts": verdicts, "non_verdicts": others,
-                          "missing": missing, "cells": [
-                              {"cell": c.cell, "planned": c.planned, "verdicts": c.verdicts,
-                               "non_verdicts": dict(sorted(c.non_verdicts.items())), "missing": c.missing}
-                              for c in cells]}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "device": args.device,
+                    "planned": planned,
+                    "verdicts": verdicts,
+                    "non_verdicts": others,
+                    "missing": missing,
+                    "cells": [
+                        {
+                            "cell": c.cell,
+                            "planned": c.planned,
+                            "verdicts": c.verdicts,
+                            "non_verdicts": dict(sorted(c.non_verdicts.items())),
+                            "missing": c.missing,
+                        }
+                        for c in cells
+                    ],
+                },
+                indent=2,
+            )
+        )
         return ExitCode.FAILED if missing else ExitCode.OK
     out = make_console()
     shown = [c for c in cells if c.missing or c.non_verdicts]
@@ -215,17 +276,26 @@ def coverage(args: argparse.Namespace) -> ExitCode:
         for column in ("cell", "planned", "verdicts", "non-verdicts", "missing"):
             table.add_column(column, overflow="fold")
         for c in shown:
-            table.add_row(c.cell, str(c.planned), str(c.verdicts),
-                          ", ".join(f"{n} {o}" for o, n in sorted(c.non_verdicts.items())) or "-", str(len(c.missing)))
+            table.add_row(
+                c.cell,
+                str(c.planned),
+                str(c.verdicts),
+                ", ".join(f"{n} {o}" for o, n in sorted(c.non_verdicts.items())) or "-",
+                str(len(c.missing)),
+            )
         out.print(table)
     if args.missing:
         for c in cells:
             for item in c.missing:
                 out.print(f"missing: {item} cell={c.cell}", soft_wrap=True, markup=False, highlight=False)
     said = ", ".join(f"{n} {o}" for o, n in sorted(others.items()))
-    out.print(f"{planned} {args.device} job(s) planned in {len(cells)} cell(s): {verdicts} with a verdict, "
-              f"{planned - verdicts - missing} with a non-verdict and its reason{f' ({said})' if said else ''}, "
-              f"{missing} missing (no row for the committed script)", soft_wrap=True, highlight=False)
+    out.print(
+        f"{planned} {args.device} job(s) planned in {len(cells)} cell(s): {verdicts} with a verdict, "
+        f"{planned - verdicts - missing} with a non-verdict and its reason{f' ({said})' if said else ''}, "
+        f"{missing} missing (no row for the committed script)",
+        soft_wrap=True,
+        highlight=False,
+    )
     return ExitCode.FAILED if missing else ExitCode.OK
 
 

@@ -15,12 +15,19 @@ from harness.model.exitcode import ExitCode
 
 def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
     """Register `report` and its options."""
-    p = sub.add_parser("report", help="the reproduce/fix picture across cells",
-                       parents=[parents["--db"], parents["--matrix"], parents["--record"]])
+    p = sub.add_parser(
+        "report",
+        help="the reproduce/fix picture across cells",
+        parents=[parents["--db"], parents["--matrix"], parents["--record"]],
+    )
     p.add_argument("cases", nargs="*", help="case ids (substrings); default: every case in the store")
     p.add_argument("--run", help="only this run (default: the newest result of every case x cell)")
-    p.add_argument("--format", choices=["table", "markdown", "html", "json", "cases"], default="table",
-                   help="cases: one Markdown row per case (the table of docs/cases.md)")
+    p.add_argument(
+        "--format",
+        choices=["table", "markdown", "html", "json", "cases"],
+        default="table",
+        help="cases: one Markdown row per case (the table of docs/cases.md)",
+    )
     p.add_argument("-o", "--output", type=Path, help="write to this file instead of stdout")
     p.add_argument("--probes", action="store_true", help="include bisect probes (cells named bisect-*)")
 
@@ -40,16 +47,22 @@ def run(args: argparse.Namespace) -> ExitCode:
     cases, invalid = discover(args.cases_dir)
     for error in invalid:  # a report is read while a case is written: said, not refused (audit refuses)
         ctx.err.print(f"[yellow]invalid case, left out of the report:[/] {error}", soft_wrap=True, highlight=False)
-    asked_unmeasured = args.cases and any(part in case.id for case in cases
-                                          for part in args.cases)  # shown as not measured below
+    asked_unmeasured = args.cases and any(
+        part in case.id for case in cases for part in args.cases
+    )  # shown as not measured below
     if not results and not asked_unmeasured:
         which = f" for run {args.run}" if args.run else ""
         ctx.err.print(f"[yellow]no results in {args.record} or {args.db}{which}[/]")
         return ExitCode.FAILED
     ctx.err.print(f"report of {ctx.sources()}", soft_wrap=True, highlight=False)
     matrix = ctx.optional_matrix(invalid_is_none=True)
-    report = matrix_report.report_for(results, args.cases_dir, [c.name for c in matrix.cells] if matrix else [],
-                                      matrix, probes=args.probes or bool(args.run))
+    report = matrix_report.report_for(
+        results,
+        args.cases_dir,
+        [c.name for c in matrix.cells] if matrix else [],
+        matrix,
+        probes=args.probes or bool(args.run),
+    )
     if args.cases:  # the cases asked for, also those with no result (said as not measured)
         report.cases = {k: c for k, c in report.cases.items() if any(part in k for part in args.cases)}
     if args.format == "table":
@@ -59,8 +72,12 @@ def run(args: argparse.Namespace) -> ExitCode:
         else:
             ctx.out.print(matrix_report.to_table(report))
         return ExitCode.OK
-    text = {"markdown": matrix_report.to_markdown, "html": matrix_report.to_html,
-            "json": matrix_report.to_json, "cases": matrix_report.to_cases_markdown}[args.format](report)
+    text = {
+        "markdown": matrix_report.to_markdown,
+        "html": matrix_report.to_html,
+        "json": matrix_report.to_json,
+        "cases": matrix_report.to_cases_markdown,
+    }[args.format](report)
     if args.output:
         args.output.write_text(text)
         ctx.err.print(f"wrote {args.output}")

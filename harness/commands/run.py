@@ -21,8 +21,11 @@ from harness.session.basics import default_db
 
 def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
     """Register `run` and its options."""
-    p = sub.add_parser("run", help="run cases x variants x world sizes (here, or in matrix cells)",
-                       parents=[parents[f] for f in ("--json", "--db", "--matrix", "--envs", "--jobs")])
+    p = sub.add_parser(
+        "run",
+        help="run cases x variants x world sizes (here, or in matrix cells)",
+        parents=[parents[f] for f in ("--json", "--db", "--matrix", "--envs", "--jobs")],
+    )
     p.add_argument("cases", nargs="*", help="case ids (substrings); default: all")
     p.add_argument("--device", action="append", choices=["cpu", "cuda"], help="default: cuda if present, else cpu")
     p.add_argument("--variant", action="append", help="only these variants (repeatable)")
@@ -30,13 +33,25 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
     p.add_argument("--python", default=sys.executable, help="interpreter of the environment to run in")
     p.add_argument("--cell", action="append", help="run in this matrix cell (repeatable); see `bugmatrix matrix`")
     p.add_argument("--all-cells", action="store_true", help="run in every cell of the matrix")
-    p.add_argument("--disk-budget", type=size, help="e.g. 30G: evict finished environments and cached torch "
-                   "stacks to stay under it")
+    p.add_argument(
+        "--disk-budget",
+        type=size,
+        help="e.g. 30G: evict finished environments and cached torch stacks to stay under it",
+    )
     p.add_argument("--no-store", action="store_true", help="do not record the results")
-    p.add_argument("--repeat", type=positive, default=1, metavar="K",
-                   help="launch each job K times; if they disagree the result is `flaky`, with the tally")
-    p.add_argument("--redo", action="store_true", help="launch again what the store already holds for the "
-                   "same script, run settings and pins (by default a re-run resumes: it reuses those results)")
+    p.add_argument(
+        "--repeat",
+        type=positive,
+        default=1,
+        metavar="K",
+        help="launch each job K times; if they disagree the result is `flaky`, with the tally",
+    )
+    p.add_argument(
+        "--redo",
+        action="store_true",
+        help="launch again what the store already holds for the "
+        "same script, run settings and pins (by default a re-run resumes: it reuses those results)",
+    )
 
 
 @dataclass
@@ -102,9 +117,14 @@ def execute(options: RunOptions) -> ExitCode:
     cases, errors = ctx.cases(options.cases)
     for error in errors:
         err.print(f"[red]invalid case[/] {error}", soft_wrap=True)
-    selection = Selection(cases=tuple(options.cases), variants=tuple(options.variant or ()),
-                          nprocs=tuple(options.nproc or ()), devices=tuple(options.device or ()),
-                          cells=tuple(options.cell or ()), all_cells=options.all_cells)
+    selection = Selection(
+        cases=tuple(options.cases),
+        variants=tuple(options.variant or ()),
+        nprocs=tuple(options.nproc or ()),
+        devices=tuple(options.device or ()),
+        cells=tuple(options.cell or ()),
+        all_cells=options.all_cells,
+    )
     environments: Environments
     if selection.in_matrix:
         try:
@@ -124,8 +144,10 @@ def execute(options: RunOptions) -> ExitCode:
         jobs = plan_local(cases, selection)
         environments, python = LocalEnvironment(env), env
     if not jobs:
-        why = selection.unmatched(cases) or ["the selection leaves no job" + (
-            f" in {options.cases_dir}" if cases else f": no cases in {options.cases_dir}")]
+        why = selection.unmatched(cases) or [
+            "the selection leaves no job"
+            + (f" in {options.cases_dir}" if cases else f": no cases in {options.cases_dir}")
+        ]
         err.print(f"[red]nothing to run:[/] {'; '.join(why)} (nothing recorded)", soft_wrap=True)
         return ExitCode.NOTHING_RAN
     if python is not None and all(unrunnable(job, python) for job in jobs):
@@ -137,12 +159,14 @@ def execute(options: RunOptions) -> ExitCode:
     observers: list[Observer] = [collector]
     with (
         recording(store, command_line(), machine_name()) as run_id,
-        progress_bar("matrix" if selection.in_matrix else "running", err, transient=True,
-                     disable=options.json or not terminal) as progress,
+        progress_bar(
+            "matrix" if selection.in_matrix else "running", err, transient=True, disable=options.json or not terminal
+        ) as progress,
     ):
         observers += [Recorder(store, run_id), ProgressDisplay(progress) if terminal else LaunchLines(err)]
-        session = Session(environments, resume=Resume(store, redo=options.redo), repeat=options.repeat,
-                          observers=observers)
+        session = Session(
+            environments, resume=Resume(store, redo=options.redo), repeat=options.repeat, observers=observers
+        )
         results = session.run(jobs, cores=options.jobs)
     missed = misses(results)
     counted = [r for r in results if counts(r)]
@@ -151,19 +175,33 @@ def execute(options: RunOptions) -> ExitCode:
         code = ExitCode.NOTHING_RAN
     cells = [job.cell_name for job in jobs]
     if options.json:
-        print(run_json(code == ExitCode.OK, run_id, [str(e) for e in errors], [r.item_id for r in collector.reused],
-                       None if python is None else python.python, cells, results))
+        print(
+            run_json(
+                code == ExitCode.OK,
+                run_id,
+                [str(e) for e in errors],
+                [r.item_id for r in collector.reused],
+                None if python is None else python.python,
+                cells,
+                results,
+            )
+        )
         return code
     console = ctx.out
     console.print(results_table(results, cells=cells if selection.in_matrix else None))
     if run_id:
-        console.print(f"recorded as run {run_id} in {store.path}"
-                      + ("; `bugmatrix report` shows the matrix" if selection.in_matrix else ""))
+        console.print(
+            f"recorded as run {run_id} in {store.path}"
+            + ("; `bugmatrix report` shows the matrix" if selection.in_matrix else "")
+        )
     if collector.reused:
-        console.print(f"{len(collector.reused)} result(s) reused from earlier runs with the same script, run settings "
-                      "and pins (not launched again; `--redo` launches them)")
+        console.print(
+            f"{len(collector.reused)} result(s) reused from earlier runs with the same script, run settings "
+            "and pins (not launched again; `--redo` launches them)"
+        )
     if python is not None:
         console.print(f"environment: {python.python} (Python {python.python_version}): {versions_line(results)}")
-    console.print(f"[{'green' if code == ExitCode.OK else 'red'}]{summary_line(results, len(errors))}[/]",
-                  soft_wrap=True)
+    console.print(
+        f"[{'green' if code == ExitCode.OK else 'red'}]{summary_line(results, len(errors))}[/]", soft_wrap=True
+    )
     return code

@@ -14,8 +14,15 @@ CLOSING_TEXT = re.compile(CLOSING.pattern.decode())
 _AGENT_EXIT = re.compile(r"rank\s*:\s*(\d+).*?\n\s*exitcode\s*:\s*(-?\d+)", re.S)
 
 
-__all__ = ["agent_exit_codes", "classify", "closing_pids", "launch_notes", "machine_failure", "rank_status",
-           "signature_line"]
+__all__ = [
+    "agent_exit_codes",
+    "classify",
+    "closing_pids",
+    "launch_notes",
+    "machine_failure",
+    "rank_status",
+    "signature_line",
+]
 
 
 def agent_exit_codes(agent_log: str) -> dict[int, int]:
@@ -28,8 +35,15 @@ def closing_pids(agent_log: str) -> set[int]:
     return {int(pid) for pid, _ in CLOSING_TEXT.findall(agent_log)}
 
 
-def rank_status(record: RankRecord, signature: str, agent_code: int | None = None, *, closed: bool = False,
-                torchrun_signal: int | None = None, grace_s: float = STOP_GRACE_S) -> RankStatus:
+def rank_status(
+    record: RankRecord,
+    signature: str,
+    agent_code: int | None = None,
+    *,
+    closed: bool = False,
+    torchrun_signal: int | None = None,
+    grace_s: float = STOP_GRACE_S,
+) -> RankStatus:
     """One rank's state from its own record and output, by the per-rank rules in harness/model/outcome.py.
 
     `closed`: torchrun sent this rank a closing signal (another rank had failed); `torchrun_signal`: the signal that
@@ -37,22 +51,34 @@ def rank_status(record: RankRecord, signature: str, agent_code: int | None = Non
 
     def status(state: RankState, detail: str) -> RankStatus:
         return RankStatus(
-            rank=record.rank, state=state, exit_code=record.exit_code, detail=detail,
+            rank=record.rank,
+            state=state,
+            exit_code=record.exit_code,
+            detail=detail,
             finished_at=record.finished,
         )
 
     if record.terminated:
         return status(RankState.TERMINATED, "terminated by torchrun after another rank failed")
     if record.finished is None and record.stopped:
-        return status(RankState.TERMINATED, f"stopped after another rank failed: still running {grace_s:g} s after "
-                      "torchrun's SIGTERM (blocked where the signal is not acted on, e.g. in native code), so the "
-                      "harness killed it")
+        return status(
+            RankState.TERMINATED,
+            f"stopped after another rank failed: still running {grace_s:g} s after "
+            "torchrun's SIGTERM (blocked where the signal is not acted on, e.g. in native code), so the "
+            "harness killed it",
+        )
     if record.finished is None and closed:
-        return status(RankState.TERMINATED, "stopped by torchrun after another rank failed (it ended before it "
-                      "could record the signal" + (", while starting)" if record.started is None else ")"))
+        return status(
+            RankState.TERMINATED,
+            "stopped by torchrun after another rank failed (it ended before it "
+            "could record the signal" + (", while starting)" if record.started is None else ")"),
+        )
     if record.finished is None and torchrun_signal is not None:
-        return status(RankState.ERROR, f"killed with the launch: torchrun itself was killed by "
-                      f"{_signal_name(torchrun_signal)} before this rank reached a verdict")
+        return status(
+            RankState.ERROR,
+            f"killed with the launch: torchrun itself was killed by "
+            f"{_signal_name(torchrun_signal)} before this rank reached a verdict",
+        )
     if record.started is None:
         return status(RankState.ERROR, "never started (torchrun or the interpreter failed first)")
     if record.finished is None:
@@ -110,11 +136,20 @@ def _classify(launch: LaunchResult, signature: str) -> tuple[Outcome, str, list[
     codes = agent_exit_codes(launch.agent_log)
     closed = closing_pids(launch.agent_log)
     unknown = closed - {rec.pid for rec in launch.ranks.values() if rec.pid}  # ranks stopped before their record
-    torchrun_signal = -launch.returncode if launch.returncode and launch.returncode < 0 and not launch.timed_out \
-        else None
-    ranks = [rank_status(rec, signature, codes.get(r), closed=rec.pid in closed if rec.pid else bool(unknown),
-                         torchrun_signal=torchrun_signal, grace_s=launch.stop_grace_s)
-             for r, rec in sorted(launch.ranks.items())]
+    torchrun_signal = (
+        -launch.returncode if launch.returncode and launch.returncode < 0 and not launch.timed_out else None
+    )
+    ranks = [
+        rank_status(
+            rec,
+            signature,
+            codes.get(r),
+            closed=rec.pid in closed if rec.pid else bool(unknown),
+            torchrun_signal=torchrun_signal,
+            grace_s=launch.stop_grace_s,
+        )
+        for r, rec in sorted(launch.ranks.items())
+    ]
     if not any(launch.ranks[r].started for r in launch.ranks) and not launch.timed_out:
         return Outcome.ERROR, f"torchrun failed before any rank started: {_last_line(launch.agent_log)}", ranks
     outcome, reason = combine(ranks, timed_out=launch.timed_out)
@@ -126,8 +161,10 @@ def launch_notes(launch: LaunchResult) -> list[str]:
     rank hung; whose output was truncated and how big it was; the stray processes killed after the launch."""
     notes = []
     if launch.timed_out and launch.startup_s is None:
-        notes.append(f"no rank had started: torchrun did not start its workers within {STARTUP_S:g} s (its own "
-                     "start-up, before the case's timeout counts)")
+        notes.append(
+            f"no rank had started: torchrun did not start its workers within {STARTUP_S:g} s (its own "
+            "start-up, before the case's timeout counts)"
+        )
     if launch.timed_out:
         notes += [f"rank {r} {rec.hang_note}" for r, rec in sorted(launch.ranks.items()) if rec.hang_note]
     notes += [f"rank {r} {rec.log_note}" for r, rec in sorted(launch.ranks.items()) if rec.log_note]

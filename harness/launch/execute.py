@@ -51,10 +51,15 @@ def device_missing(device: str, nproc: int = 1) -> str | None:
     if gpus == 0:
         return "needs a CUDA device; this machine has none"
     if nproc > gpus:
-        ignored = (f"; ${DROPPED_RANKS_PER_GPU} is ignored: ranks cannot share a GPU"
-                   if os.environ.get(DROPPED_RANKS_PER_GPU) else "")
-        return (f"world size {nproc} needs {nproc} GPUs for nccl (one rank per GPU: NCCL refuses two ranks on one "
-                f"device, 'Duplicate GPU detected'); this machine has {gpus}{ignored}")
+        ignored = (
+            f"; ${DROPPED_RANKS_PER_GPU} is ignored: ranks cannot share a GPU"
+            if os.environ.get(DROPPED_RANKS_PER_GPU)
+            else ""
+        )
+        return (
+            f"world size {nproc} needs {nproc} GPUs for nccl (one rank per GPU: NCCL refuses two ranks on one "
+            f"device, 'Duplicate GPU detected'); this machine has {gpus}{ignored}"
+        )
     return None
 
 
@@ -63,8 +68,14 @@ def execute(job: Job, env: Environment) -> Result:
     spec, variant = job.case.spec, job.case.spec.variants[job.variant]
     expected = expected_outcome(variant, env, job.nproc, job.device)
     base = dict(
-        case=job.case.id, variant=job.variant, nproc=job.nproc, device=job.device, expected=expected,
-        versions=env.versions_of(spec.recorded_packages), python=env.python_version, started_at=time.time(),
+        case=job.case.id,
+        variant=job.variant,
+        nproc=job.nproc,
+        device=job.device,
+        expected=expected,
+        versions=env.versions_of(spec.recorded_packages),
+        python=env.python_version,
+        started_at=time.time(),
     )
     reason = unrunnable(job, env)
     if reason:
@@ -83,12 +94,16 @@ def execute(job: Job, env: Environment) -> Result:
         shown = [stray[:120] for stray in launched.strays[:5]]
         more = [f"... and {len(launched.strays) - 5} more"] if len(launched.strays) > 5 else []
         logs += "\n--- stray processes killed after the launch ---\n" + "\n".join(shown + more)
-    stacks = "\n".join(
-        f"--- rank {r} ---\n{rec.stacks}" for r, rec in sorted(launched.ranks.items()) if rec.stacks
-    )
+    stacks = "\n".join(f"--- rank {r} ---\n{rec.stacks}" for r, rec in sorted(launched.ranks.items()) if rec.stacks)
     return Result(
-        outcome=outcome, reason=why, ranks=ranks, duration_s=round(launched.duration_s, 2),
-        log_excerpt=excerpt(logs), stacks=stacks, launched=True, **base,
+        outcome=outcome,
+        reason=why,
+        ranks=ranks,
+        duration_s=round(launched.duration_s, 2),
+        log_excerpt=excerpt(logs),
+        stacks=stacks,
+        launched=True,
+        **base,
     )
 
 
@@ -99,8 +114,10 @@ def _rank_excerpt(rank: int, record: RankRecord) -> str:
     head = record.log[:400]
     head = head[: head.rfind("\n") + 1] if "\n" in head else head
     seen = f"[first signature line] {record.seen}\n" if record.seen else ""
-    return (f"--- rank {rank} --- [{record.log_note}]\n{head}[...]\n{seen}"
-            f"{excerpt(record.log.rsplit(' are kept ...]', 1)[-1].lstrip(), 1200)}")
+    return (
+        f"--- rank {rank} --- [{record.log_note}]\n{head}[...]\n{seen}"
+        f"{excerpt(record.log.rsplit(' are kept ...]', 1)[-1].lstrip(), 1200)}"
+    )
 
 
 def execute_repeated(job: Job, env: Environment, repeat: int = 1) -> Result:
@@ -117,8 +134,9 @@ def execute_repeated(job: Job, env: Environment, repeat: int = 1) -> Result:
     if repeat <= 1 or not first.launched:
         return first
     if results[-1].outcome is Outcome.INFRA:  # the machine failed a repeat: the set measured nothing (never flaky)
-        return results[-1].model_copy(update={"started_at": first.started_at,
-                                              "duration_s": round(sum(r.duration_s for r in results), 2)})
+        return results[-1].model_copy(
+            update={"started_at": first.started_at, "duration_s": round(sum(r.duration_s for r in results), 2)}
+        )
     tallies: dict[str, int] = {}
     for r in results:
         tallies[r.outcome.value] = tallies.get(r.outcome.value, 0) + 1
@@ -130,21 +148,43 @@ def execute_repeated(job: Job, env: Environment, repeat: int = 1) -> Result:
         evidence = odd
     else:
         reason, evidence = results[-1].reason, results[-1]
-    return evidence.model_copy(update={
-        "outcome": outcome, "reason": reason, "tallies": tallies, "started_at": first.started_at,
-        "duration_s": round(sum(r.duration_s for r in results), 2),
-    })
+    return evidence.model_copy(
+        update={
+            "outcome": outcome,
+            "reason": reason,
+            "tallies": tallies,
+            "started_at": first.started_at,
+            "duration_s": round(sum(r.duration_s for r in results), 2),
+        }
+    )
 
 
 def skip_result(job: Job, reason: str) -> Result:
     """The result of a job that cannot run on this machine: `skip`, not launched, no verdict on the bug."""
-    return Result(case=job.case.id, variant=job.variant, nproc=job.nproc, device=job.device, outcome=Outcome.SKIP,
-                  expected=None, reason=reason, started_at=time.time(), launched=False)
+    return Result(
+        case=job.case.id,
+        variant=job.variant,
+        nproc=job.nproc,
+        device=job.device,
+        outcome=Outcome.SKIP,
+        expected=None,
+        reason=reason,
+        started_at=time.time(),
+        launched=False,
+    )
 
 
 def infra_result(job: Job, problem: str, versions: dict[str, str] | None = None) -> Result:
     """The result of a job whose cell has no usable environment: `infra`, never a verdict on the bug."""
     return Result(
-        case=job.case.id, variant=job.variant, nproc=job.nproc, device=job.device, outcome=Outcome.INFRA,
-        expected=None, reason=problem[:2000], versions=dict(versions or {}), started_at=time.time(), launched=False,
+        case=job.case.id,
+        variant=job.variant,
+        nproc=job.nproc,
+        device=job.device,
+        outcome=Outcome.INFRA,
+        expected=None,
+        reason=problem[:2000],
+        versions=dict(versions or {}),
+        started_at=time.time(),
+        launched=False,
     )

@@ -92,6 +92,9 @@ def expected_for(variant: Variant, result: Result) -> Result:
     """`result` judged by `variant`'s current rules: a result reused from an earlier run keeps what it observed, and
     its `expected` follows the rules as they are now, whatever it recorded (a row imported from the record recorded
     none); None for an `infra`."""
-    expected = None if expects_nothing(result) else expected_outcome(variant, environment_of(result), result.nproc,
-                                                                      result.device)
+    expected = (
+        None
+        if expects_nothing(result)
+        else expected_outcome(variant, environment_of(result), result.nproc, result.device)
+    )
     return result if expected == result.expected else result.model_copy(update={"expected": expected})

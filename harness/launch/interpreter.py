@@ -39,10 +39,16 @@ def _inspect():  # standard library only, no annotations: its source also runs i
     # Nor what a running process adds inside site-packages (setuptools appends its `_vendor` folder, with vendored
     # dist-infos of older platformdirs/tomli/..., when imported): a fresh interpreter's path has none of those.
     here = os.getcwd() if os.path.isdir(".") else None
-    sites = [os.path.abspath(p) for p in sys.path if p and os.path.basename(os.path.normpath(p)) in (
-        "site-packages", "dist-packages")]
-    path = [p for p in sys.path if p and os.path.abspath(p) != here
-            and not any(os.path.abspath(p).startswith(site + os.sep) for site in sites)]
+    sites = [
+        os.path.abspath(p)
+        for p in sys.path
+        if p and os.path.basename(os.path.normpath(p)) in ("site-packages", "dist-packages")
+    ]
+    path = [
+        p
+        for p in sys.path
+        if p and os.path.abspath(p) != here and not any(os.path.abspath(p).startswith(site + os.sep) for site in sites)
+    ]
     for dist in metadata.distributions(path=path):
         # Name and Version head the metadata file's header block: reading them there is ~10x faster than
         # `dist.metadata` (an email parse of the whole file, per access); anything unusual takes the parser.
@@ -136,8 +142,9 @@ def inspect_interpreter(python: str | Path = sys.executable, timeout: float | No
     except OSError as exc:
         raise InterpreterError(f"{named}: cannot be started ({exc.strerror or exc})") from None
     except subprocess.TimeoutExpired:
-        raise InterpreterError(f"{named}: no package listing in {bound:g} s, killed with what it started "
-                               f"(${INSPECT_TIMEOUT_ENV})") from None
+        raise InterpreterError(
+            f"{named}: no package listing in {bound:g} s, killed with what it started (${INSPECT_TIMEOUT_ENV})"
+        ) from None
     out, err = (stream.decode("utf-8", "replace") for stream in (proc.stdout, proc.stderr))
     if proc.returncode != 0:
         last = next((line.strip() for line in reversed(err.splitlines()) if line.strip()), "no message")
@@ -184,16 +191,15 @@ def _same_interpreter(python: str, executable: str) -> bool:
     venv's bin/python and bin/python3), which finds the same environment. A venv's python and the base interpreter it
     links to are the same file in different folders, with different environments: not the same."""
     try:
-        return (os.path.dirname(python) == os.path.dirname(executable)
-                and os.path.realpath(python) == os.path.realpath(executable))
+        return os.path.dirname(python) == os.path.dirname(executable) and os.path.realpath(python) == os.path.realpath(
+            executable
+        )
     except (OSError, ValueError):
         return False
 
 
 def _environment(python: str | Path, data: dict) -> Environment:
-    packages = {
-        canonicalize_name(name): Installed(name=name, **info) for name, info in data["packages"].items()
-    }
+    packages = {canonicalize_name(name): Installed(name=name, **info) for name, info in data["packages"].items()}
     return Environment(python=str(python), python_version=data["python"], packages=packages)
 
 
@@ -252,8 +258,9 @@ def _gpus_from_proc() -> Gpus | None:
     models = []
     for folder in folders:
         try:
-            fields = dict(line.split(":", 1) for line in (folder / "information").read_text().splitlines()
-                          if ":" in line)
+            fields = dict(
+                line.split(":", 1) for line in (folder / "information").read_text().splitlines() if ":" in line
+            )
         except OSError:
             continue
         minor = fields.get("Device Minor", "").strip()
@@ -317,8 +324,12 @@ def machine_info() -> dict[str, object]:
     $BUGMATRIX_MACHINE adds (a JSON object of strings and numbers, e.g. `{"cuda": "13.0", "nccl": "2.28.9"}`, as
     tools/gpu_kit.py reads them once from the interpreter's torch, off the launch path). A value that is not
     such an object raises InterpreterError naming the variable (one line, exit 2)."""
-    info: dict[str, object] = {"os": platform.system(), "arch": platform.machine(), "cores": os.cpu_count() or 0,
-                               "cpu": _cpu_model()}
+    info: dict[str, object] = {
+        "os": platform.system(),
+        "arch": platform.machine(),
+        "cores": os.cpu_count() or 0,
+        "cpu": _cpu_model(),
+    }
     found = gpus()
     if found.models:
         info["gpu"] = sorted(set(found.models))
@@ -335,8 +346,9 @@ def _machine_env() -> dict[str, object]:
         extra = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InterpreterError(f"${MACHINE_ENV}: not JSON ({exc})") from None
-    if not isinstance(extra, dict) or not all(isinstance(k, str) and isinstance(v, (str, int, float))
-                                              and not isinstance(v, bool) for k, v in extra.items()):
+    if not isinstance(extra, dict) or not all(
+        isinstance(k, str) and isinstance(v, (str, int, float)) and not isinstance(v, bool) for k, v in extra.items()
+    ):
         raise InterpreterError(f"${MACHINE_ENV}: expected a JSON object of strings and numbers, got {text[:80]!r}")
     return extra
 

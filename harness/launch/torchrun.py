@@ -115,8 +115,9 @@ def run_abortable(command: list[str], timeout: float, **popen: Any) -> subproces
     `LaunchAborted`, as it does when the run is already interrupted; after `timeout` seconds its tree is killed and
     `subprocess.TimeoutExpired` raised. Without this, Ctrl-C waited minutes for an install in progress."""
     refuse_if_interrupted()
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, **popen)
+    proc = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, **popen
+    )
     try:
         _register(proc)
         out, err = communicate(proc, timeout)
@@ -181,8 +182,10 @@ class RankRecord:
         if not self.hung:
             return ""
         if self.finished is not None and not self.terminated:
-            return (f"hung after its verdict: its script returned (exit {self.exit_code}) but the process did not "
-                    "exit (a teardown hang: atexit, interpreter shutdown or native destructors)")
+            return (
+                f"hung after its verdict: its script returned (exit {self.exit_code}) but the process did not "
+                "exit (a teardown hang: atexit, interpreter shutdown or native destructors)"
+            )
         if self.seen:
             return f"hung after printing the failure signature, before its script returned: {self.seen[:120]}"
         return "hung before reaching a verdict"
@@ -209,8 +212,14 @@ class LaunchResult:
 def torchrun_command(python: str, script: Path, args: list[str], nproc: int) -> list[str]:
     """The torchrun command line that runs `script` through the rank wrapper on `nproc` local ranks."""
     return [
-        python, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-        str(WRAPPER), str(script), *args,
+        python,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={nproc}",
+        str(WRAPPER),
+        str(script),
+        *args,
     ]
 
 
@@ -241,7 +250,12 @@ def _port_collision(result: LaunchResult) -> bool:
 
 
 def _launch_once(
-    python: str, script: Path, args: list[str], nproc: int, timeout: float, env: dict[str, str] | None,
+    python: str,
+    script: Path,
+    args: list[str],
+    nproc: int,
+    timeout: float,
+    env: dict[str, str] | None,
     signature: str | None,
 ) -> LaunchResult:
     refuse_if_interrupted()
@@ -271,8 +285,13 @@ def _launch_once(
         winding = False  # every rank has exited at the deadline: torchrun gets WIND_DOWN_S more to exit
         with open(agent_log_path, "wb") as agent_log:
             proc = subprocess.Popen(
-                command, stdin=subprocess.DEVNULL, stdout=agent_log, stderr=subprocess.STDOUT,
-                env=child_env, start_new_session=True, cwd=script.parent,
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=agent_log,
+                stderr=subprocess.STDOUT,
+                env=child_env,
+                start_new_session=True,
+                cwd=script.parent,
             )
             try:
                 _register(proc)
@@ -322,8 +341,15 @@ def _launch_once(
         for r in stopped & set(ranks):
             ranks[r].stopped = True
         return LaunchResult(
-            command=command, nproc=nproc, returncode=proc.returncode, timed_out=timed_out,
-            duration_s=duration, agent_log=scan_log(agent_log_path).text, ranks=ranks, strays=strays, marker=marker,
+            command=command,
+            nproc=nproc,
+            returncode=proc.returncode,
+            timed_out=timed_out,
+            duration_s=duration,
+            agent_log=scan_log(agent_log_path).text,
+            ranks=ranks,
+            strays=strays,
+            marker=marker,
             startup_s=startup if startup is not None or timed_out else _startup(ranks, duration),
         )
 
@@ -438,8 +464,10 @@ def _take_stacks(rank_dir: Path) -> set[int]:
     asked: list[Path] = []
     for rank, pid in live.items():
         if not _handles(pid, signal.SIGUSR1):
-            notes[rank].append("faulthandler was not asked: this rank no longer handles SIGUSR1 (its handler was "
-                               "reset or removed), so SIGUSR1 would have killed it")
+            notes[rank].append(
+                "faulthandler was not asked: this rank no longer handles SIGUSR1 (its handler was "
+                "reset or removed), so SIGUSR1 would have killed it"
+            )
             continue
         try:
             os.kill(pid, signal.SIGUSR1)
@@ -474,8 +502,10 @@ def _py_spy_dumps(spy: str, rank_dir: Path, pids: dict[int, int], *, native: boo
         command = [spy, "dump", "--pid", str(pid), *(["--native"] if native else [])]
         try:
             with open(out, "wb") as fh:
-                running[rank] = (subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=fh,
-                                                  stderr=subprocess.STDOUT), out)
+                running[rank] = (
+                    subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT),
+                    out,
+                )
         except OSError as exc:
             failed[rank] = f"py-spy did not start: {exc}"
     deadline = time.monotonic() + limit

@@ -29,7 +29,8 @@ def select(releases: Iterable[Release], rule: AxisRule, as_of: datetime | None =
     """The versions `rule` names among `releases`, oldest first (see the module docstring)."""
     spec = SpecifierSet(rule.releases)
     kept = [
-        r for r in releases
+        r
+        for r in releases
         if not r.yanked
         and (rule.pre or not r.version.is_prerelease)
         and spec.contains(r.version, prereleases=rule.pre or None)
@@ -43,7 +44,7 @@ def select(releases: Iterable[Release], rule: AxisRule, as_of: datetime | None =
             newest[(r.version.release + (0, 0))[:width]] = r
         kept = sorted(newest.values(), key=lambda r: r.version)
     if rule.last:
-        kept = kept[-rule.last:]
+        kept = kept[-rule.last :]
     return [str(r.version) for r in kept]
 
 

@@ -96,8 +96,16 @@ def uv_cache_dir() -> Path | None:
 
 def _pip_install(cell: ResolvedCell, python: Path) -> list[str]:
     """`uv pip install` into `python`'s environment from `cell`'s index, hardlinking from uv's shared cache."""
-    return [*uv_command("pip", "install"), "--quiet", "--python", str(python), "--index-url", cell.cell.index_url,
-            "--link-mode", "hardlink"]
+    return [
+        *uv_command("pip", "install"),
+        "--quiet",
+        "--python",
+        str(python),
+        "--index-url",
+        cell.cell.index_url,
+        "--link-mode",
+        "hardlink",
+    ]
 
 
 def install_command(cell: ResolvedCell, python: Path, overrides: Path, offline: bool = False) -> list[str]:
@@ -154,8 +162,13 @@ class EnvCache:
                 return EnvStatus(key, True, str(self.python(key)), reused=True)
             started = time.monotonic()
             error = self._build_into(cell, offline)
-            status = EnvStatus(key, error is None, str(self.python(key)) if error is None else None,
-                               error or "", round(time.monotonic() - started, 2))
+            status = EnvStatus(
+                key,
+                error is None,
+                str(self.python(key)) if error is None else None,
+                error or "",
+                round(time.monotonic() - started, 2),
+            )
         if not status.ok:
             self._failed[key] = status
         return status
@@ -178,11 +191,20 @@ class EnvCache:
             if error:
                 hint = f" (a busy machine: set ${SMOKE_TIMEOUT_ENV} to wait longer)" if "timed out" in error else ""
                 return f"import smoke check failed ({smoke}): {error}{hint}"
-            (staging / MARKER).write_text(json.dumps({
-                "key": cell.key, "cell": cell.cell.name, "versions": cell.versions,
-                "requirements": cell.requirements, "overrides": cell.overrides,
-                "as_of": cell.as_of.isoformat() if cell.as_of else None, "built_at": time.time(),
-            }, indent=2))
+            (staging / MARKER).write_text(
+                json.dumps(
+                    {
+                        "key": cell.key,
+                        "cell": cell.cell.name,
+                        "versions": cell.versions,
+                        "requirements": cell.requirements,
+                        "overrides": cell.overrides,
+                        "as_of": cell.as_of.isoformat() if cell.as_of else None,
+                        "built_at": time.time(),
+                    },
+                    indent=2,
+                )
+            )
             if not record.is_file() and not offline:
                 self._record_resolution(record, python)
             target = self.path(cell.key)
@@ -209,8 +231,9 @@ class EnvCache:
         return self.root / ".resolved" / f"{key}.txt"
 
     def _record_resolution(self, record: Path, python: Path) -> None:
-        frozen = subprocess.run(uv_command("pip", "freeze", "--python", str(python)), capture_output=True,
-                                text=True, check=False)
+        frozen = subprocess.run(
+            uv_command("pip", "freeze", "--python", str(python)), capture_output=True, text=True, check=False
+        )
         if frozen.returncode != 0 or not frozen.stdout.strip():
             return  # nothing recorded: the next build resolves again
         record.parent.mkdir(parents=True, exist_ok=True)
@@ -293,8 +316,10 @@ def cache_in_use(shared: bool) -> Iterator[None]:
             fcntl.flock(fh, mode | fcntl.LOCK_NB)
         except BlockingIOError:  # say why nothing happens: the wait can last as long as another run's install
             held = "a clean of uv's cache (a --disk-budget)" if shared else "installs in progress"
-            sys.stderr.write(f"waiting for {held} in another bugmatrix process to finish ({path}); "
-                             f"{'installing' if shared else 'cleaning uv cache'} afterwards\n")
+            sys.stderr.write(
+                f"waiting for {held} in another bugmatrix process to finish ({path}); "
+                f"{'installing' if shared else 'cleaning uv cache'} afterwards\n"
+            )
             sys.stderr.flush()
             fcntl.flock(fh, mode)
         try:
@@ -315,7 +340,7 @@ def clean_cache(packages: tuple[str, ...] = BIG_PACKAGES) -> str:
         # under wheels-*/index/<hash>/<name>, the name normalized (nvidia-cublas-cu12; older layouts used `_`)
         for form in {pattern.lower(), pattern.replace("-", "_").lower()}:
             for where in ("wheels-*/pypi/", "wheels-*/index/*/"):
-                for wheel_dir in (listing.glob(where + form) if listing else ()):
+                for wheel_dir in listing.glob(where + form) if listing else ():
                     names.add(wheel_dir.name.replace("_", "-"))
     if not names:
         return ""

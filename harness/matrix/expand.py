@@ -106,9 +106,21 @@ def plan(spec: MatrixSpec, path: Path = DEFAULT_MATRIX) -> tuple[list[Cell], dic
     """Every cell (named cells first) and the problems of the cells that cannot be formed, by name."""
     raw: list[_Raw] = []
     for i, c in enumerate(spec.cells):
-        raw.append(_Raw(f"cells.{i}", c.name, {"pins": dict(c.pins), "device": c.device, "python": c.python,
-                                               "index": c.index, "as_of": c.as_of, "group": None,
-                                               "unpaired": c.unpaired}))
+        raw.append(
+            _Raw(
+                f"cells.{i}",
+                c.name,
+                {
+                    "pins": dict(c.pins),
+                    "device": c.device,
+                    "python": c.python,
+                    "index": c.index,
+                    "as_of": c.as_of,
+                    "group": None,
+                    "unpaired": c.unpaired,
+                },
+            )
+        )
     for i, g in enumerate(spec.groups):
         axes, problem, index_name = _group_axes(spec, g, f"{path}: groups.{i}")
         for combo in _group_combos(g, axes):
@@ -118,12 +130,26 @@ def plan(spec: MatrixSpec, path: Path = DEFAULT_MATRIX) -> tuple[list[Cell], dic
             except (KeyError, IndexError) as exc:
                 raise MatrixError(f"{path}: groups.{i}.name: unknown placeholder {exc}") from None
             except (ValueError, AttributeError, TypeError) as exc:  # "{", "{torch.x}", "{torch!z}" ...
-                raise MatrixError(f"{path}: groups.{i}.name: not a name template like 'torch-{{torch}}': "
-                                  f"{exc}") from None
-            raw.append(_Raw(f"groups.{i}", name, {"pins": {**g.pins, **combo}, "device": device, "python": g.python,
-                                                  "index": index_name, "as_of": g.as_of, "group": g.name,
-                                                  "unpaired": g.unpaired},
-                            ruled=bool(g.rules), problem=problem))
+                raise MatrixError(
+                    f"{path}: groups.{i}.name: not a name template like 'torch-{{torch}}': {exc}"
+                ) from None
+            raw.append(
+                _Raw(
+                    f"groups.{i}",
+                    name,
+                    {
+                        "pins": {**g.pins, **combo},
+                        "device": device,
+                        "python": g.python,
+                        "index": index_name,
+                        "as_of": g.as_of,
+                        "group": g.name,
+                        "unpaired": g.unpaired,
+                    },
+                    ruled=bool(g.rules),
+                    problem=problem,
+                )
+            )
     cells: list[Cell] = []
     problems: dict[str, str] = {}
     seen: dict[str, Cell] = {}
@@ -135,16 +161,26 @@ def plan(spec: MatrixSpec, path: Path = DEFAULT_MATRIX) -> tuple[list[Cell], dic
             raise MatrixError(f"{path}: {r.where}: index {index_name!r} is not in `indexes`")
         problem = r.problem
         try:
-            pins = dict(f["pins"]) if f["unpaired"] else apply_couplings(spec.couplings, f["pins"],
-                                                                         f"{path}: {r.where} ({r.name})")
+            pins = (
+                dict(f["pins"])
+                if f["unpaired"]
+                else apply_couplings(spec.couplings, f["pins"], f"{path}: {r.where} ({r.name})")
+            )
         except PairingError as exc:
             if not r.ruled:
                 raise
             pins, problem = f["pins"], problem or str(exc).removeprefix(f"{path}: {r.where} ({r.name}): ")
         if problem:
             pins = _unresolved_partners(spec.couplings, pins)
-        cell = Cell(name=r.name, device=f["device"] or spec.defaults.device, python=f["python"] or spec.defaults.python,
-                    index_url=url, pins=pins, as_of=f["as_of"], group=f["group"])
+        cell = Cell(
+            name=r.name,
+            device=f["device"] or spec.defaults.device,
+            python=f["python"] or spec.defaults.python,
+            index_url=url,
+            pins=pins,
+            as_of=f["as_of"],
+            group=f["group"],
+        )
         if r.name in seen:
             if r.ruled and (seen[r.name] == cell or r.problem):
                 continue  # a rule naming a cell already written (or one more unreadable axis): the same cell
@@ -169,8 +205,9 @@ def _group_axes(spec: MatrixSpec, group: GroupSpec, where: str) -> tuple[dict[st
         return dict(group.axes), "", group.index  # type: ignore[arg-type]
     named = {r.index for r in rules.values() if r.index} | ({group.index} if group.index else set())
     if len(named) > 1:
-        raise MatrixError(f"{where}: the group's cells install from one index; its rules and `index` name "
-                          f"{', '.join(sorted(named))}")
+        raise MatrixError(
+            f"{where}: the group's cells install from one index; its rules and `index` name {', '.join(sorted(named))}"
+        )
     index_name = next(iter(named), None) or spec.defaults.index
     url = index_url(spec, index_name)
     if url is None:
@@ -192,8 +229,10 @@ def _group_axes(spec: MatrixSpec, group: GroupSpec, where: str) -> tuple[dict[st
             problems.append(f"axis {package} ({_rule_text(axis)}) cannot be read: {exc}")
         else:
             if not axes[package]:
-                problems.append(f"axis {package}: no release of {dist} on {url} matches {_rule_text(axis)}"
-                                + (f" as of {as_of.isoformat()}" if as_of else ""))
+                problems.append(
+                    f"axis {package}: no release of {dist} on {url} matches {_rule_text(axis)}"
+                    + (f" as of {as_of.isoformat()}" if as_of else "")
+                )
         if package not in axes or not axes[package]:
             axes[package] = [UNRESOLVED]
     return axes, "; ".join(problems), index_name if named else None
@@ -230,6 +269,7 @@ def _group_combos(group: GroupSpec, axes: dict[str, list[Any]]) -> list[dict[str
 def _matches(combo: dict[str, Any], pattern: dict[str, Any]) -> bool:
     return all(pin_text(combo.get(k)) == pin_text(v) for k, v in pattern.items())
 
+
 def pairing_row(coupling: Coupling, package: str, version: Any) -> dict[str, str] | None:
     """The row of `coupling` that pairs `package` at `version` with the others: the *first* row (in file order)
     whose specifier for `package` contains it, or None. Rows are in order of preference: where several rows allow
@@ -251,9 +291,11 @@ def apply_couplings(couplings: list[Coupling], pins: dict[str, Pin], where: str)
             continue
         rows = [r for r in coupling.rows if SpecifierSet(r[coupling.lead]).contains(lead, prereleases=True)]
         if not rows:
-            raise PairingError(f"{where}: {coupling.lead} {lead} has no row in the pairing {coupling.name!r} "
-                               f"(nothing is guessed: a measured row for {coupling.lead} {lead} in `couplings` "
-                               "covers it)")
+            raise PairingError(
+                f"{where}: {coupling.lead} {lead} has no row in the pairing {coupling.name!r} "
+                f"(nothing is guessed: a measured row for {coupling.lead} {lead} in `couplings` "
+                "covers it)"
+            )
         # the first row whose written pins all fit (pins that no row allows break the first row)
         row = next((r for r in rows if _fits(r, pins)), None)
         if row is None:

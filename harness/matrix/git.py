@@ -26,8 +26,6 @@ class Commit:
         return self.sha[:12]
 
 
-
-
 def git_url(url: str) -> str:
     """A URL uv can install from: `url` itself, or a local mirror folder as a file:// URL."""
     if "://" in url:
@@ -68,8 +66,13 @@ def commit_date(url: str, ref: str) -> datetime | None:
         return None
     repo = url.removeprefix("file://")
     try:
-        out = subprocess.run(["git", "-C", repo, "show", "-s", "--format=%cI", ref], capture_output=True,
-                             text=True, timeout=30, check=True).stdout.strip()
+        out = subprocess.run(
+            ["git", "-C", repo, "show", "-s", "--format=%cI", ref],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout.strip()
         return datetime.fromisoformat(out).astimezone(timezone.utc)
     except (OSError, subprocess.SubprocessError, ValueError):
         return None
@@ -80,20 +83,29 @@ def git_checkout(url: str, package: str) -> Path:
     if "://" not in url or url.startswith("file://"):
         return Path(url.removeprefix("file://"))
     target = GIT_ROOT / f"{package}.git"
-    command = (["git", "-C", str(target), "fetch", "--quiet", "--tags", "origin"] if target.exists()
-               else ["git", "clone", "--quiet", "--bare", url, str(target)])
+    command = (
+        ["git", "-C", str(target), "fetch", "--quiet", "--tags", "origin"]
+        if target.exists()
+        else ["git", "clone", "--quiet", "--bare", url, str(target)]
+    )
     proc = subprocess.run(command, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
-        raise GitError(f"cannot fetch {url}: {proc.stderr.strip()[-300:]} (set BUGMATRIX_MIRROR_"
-                          f"{package.upper().replace('-', '_')} to a local clone)")
+        raise GitError(
+            f"cannot fetch {url}: {proc.stderr.strip()[-300:]} (set BUGMATRIX_MIRROR_"
+            f"{package.upper().replace('-', '_')} to a local clone)"
+        )
     return target
 
 
 def resolve_ref(repo: Path, ref: str) -> str | None:
     """The commit `ref` names in `repo` (also trying the tag forms v<ref> and <ref>), or None."""
     for name in (ref, f"v{ref}", f"refs/tags/{ref}", f"refs/tags/v{ref}"):
-        proc = subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", f"{name}^{{commit}}"],
-                              capture_output=True, text=True, check=False)
+        proc = subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", f"{name}^{{commit}}"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if proc.returncode == 0:
             return proc.stdout.strip()
     return None
@@ -107,10 +119,13 @@ def git_candidates(repo: Path, old_ref: str, new_ref: str) -> list[Commit]:
             raise GitError(f"{repo}: no commit or tag {ref!r}")
     proc = subprocess.run(
         ["git", "-C", str(repo), "log", "--first-parent", "--reverse", "--format=%H %s", f"{old}..{new}"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
-    subject = subprocess.run(["git", "-C", str(repo), "log", "-1", "--format=%s", str(old)], capture_output=True,
-                             text=True, check=True).stdout.strip()
+    subject = subprocess.run(
+        ["git", "-C", str(repo), "log", "-1", "--format=%s", str(old)], capture_output=True, text=True, check=True
+    ).stdout.strip()
     commits = [Commit(str(old), subject)]
     for line in proc.stdout.splitlines():
         sha, _, subj = line.partition(" ")
@@ -122,6 +137,10 @@ def git_candidates(repo: Path, old_ref: str, new_ref: str) -> list[Commit]:
 
 def first_parent_position(repo: Path, ref: str) -> int | None:
     """How many first-parent commits lead from the root to `ref` in `repo` (its position in history), or None."""
-    proc = subprocess.run(["git", "-C", str(repo), "rev-list", "--first-parent", "--count", ref],
-                          capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        ["git", "-C", str(repo), "rev-list", "--first-parent", "--count", ref],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     return int(proc.stdout.strip()) if proc.returncode == 0 and proc.stdout.strip().isdigit() else None

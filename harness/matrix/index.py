@@ -109,8 +109,10 @@ def files(name: str, index: str = PYPI) -> tuple[IndexFile, ...]:
     """Every wheel and sdist of `name` on `index`, in page order; raises `IndexLookupError` when it cannot tell."""
     page = _fetch(index, name)
     if page.lstrip().startswith("{"):  # PEP 691 JSON
-        links = [(f["filename"], f.get("upload-time"), bool(f.get("yanked")), f.get("url", ""))
-                 for f in json.loads(page)["files"]]
+        links = [
+            (f["filename"], f.get("upload-time"), bool(f.get("yanked")), f.get("url", ""))
+            for f in json.loads(page)["files"]
+        ]
     else:
         parser = _Links()
         parser.feed(page)
@@ -161,6 +163,7 @@ def matching(name: str, spec: str, index: str = PYPI, prereleases: bool = False)
     """The non-yanked releases of `name` that satisfy the specifier `spec`, oldest first."""
     specifier = SpecifierSet(spec)
     return [
-        r for r in releases(name, index)
+        r
+        for r in releases(name, index)
         if not r.yanked and specifier.contains(r.version, prereleases=prereleases or None)
     ]

@@ -36,8 +36,13 @@ class ResolvedCell:
     def key(self) -> str:
         """Identical pins, device, Python, index and date -> the same key -> one shared environment."""
         blob = json.dumps(
-            [self.requirements, self.overrides, self.cell.python, self.cell.index_url,
-             self.as_of.isoformat() if self.as_of else None],
+            [
+                self.requirements,
+                self.overrides,
+                self.cell.python,
+                self.cell.index_url,
+                self.as_of.isoformat() if self.as_of else None,
+            ],
             sort_keys=True,
         )
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
@@ -95,7 +100,8 @@ def companions(matrix: Matrix, versions: dict[str, str]) -> list[str]:
     added: list[str] = []
     for companion in matrix.spec.companions:
         if all(
-            package in versions and not versions[package].startswith("git:")
+            package in versions
+            and not versions[package].startswith("git:")
             and SpecifierSet(spec).contains(versions[package], prereleases=True)
             for package, spec in companion.when.items()
         ):

@@ -200,7 +200,6 @@ class MatrixSpec(Strict):
     groups: list[GroupSpec] = Field(default_factory=list)
 
 
-
 def index_url(spec: MatrixSpec, name: str | None = None) -> str | None:
     """The URL of index `name` (default: the matrix's default index); $BUGMATRIX_INDEX_URL overrides every one."""
     return os.environ.get(INDEX_OVERRIDE) or spec.indexes.get(name or spec.defaults.index)

@@ -98,11 +98,16 @@ class Variant(Strict):
     def packages_named(self, device: str | None = None, outcome: Outcome | None = None) -> list[str]:
         """The packages this variant's rules name (`when` keys other than world size and device), in rule order;
         with `device`, only the rules that apply on it; with `outcome`, only the rules that expect it."""
-        return list(dict.fromkeys(
-            key for rule in self.expect
-            if (device is None or rule.when.get(DEVICE, device) == device)
-            and (outcome is None or rule.outcome is outcome)
-            for key in rule.when if key not in RESERVED_KEYS))
+        return list(
+            dict.fromkeys(
+                key
+                for rule in self.expect
+                if (device is None or rule.when.get(DEVICE, device) == device)
+                and (outcome is None or rule.outcome is outcome)
+                for key in rule.when
+                if key not in RESERVED_KEYS
+            )
+        )
 
 
 class CaseSpec(Strict):

@@ -59,8 +59,11 @@ def run_digest(case: Case, variant: str) -> str:
     `expect` rules, which describe or judge the outcome without changing it."""
     spec = case.spec
     decides = {
-        "packages": spec.packages, "sources": spec.sources, "timeout": spec.timeout,
-        "signature": spec.signature_of(variant), "args": spec.variants[variant].args,
+        "packages": spec.packages,
+        "sources": spec.sources,
+        "timeout": spec.timeout,
+        "signature": spec.signature_of(variant),
+        "args": spec.variants[variant].args,
     }
     digest = hashlib.sha256(case.script.read_bytes())
     digest.update(json.dumps(decides, sort_keys=True).encode())

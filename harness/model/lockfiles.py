@@ -71,12 +71,15 @@ class MarkerEnvironment:
 
 
 _OS = {  # uv's operating system words -> (sys_platform, platform_system, os_name)
-    "linux": ("linux", "Linux", "posix"), "darwin": ("darwin", "Darwin", "posix"),
+    "linux": ("linux", "Linux", "posix"),
+    "darwin": ("darwin", "Darwin", "posix"),
     "windows": ("win32", "Windows", "nt"),
 }
 _ALIASES = {"linux": "x86_64-unknown-linux-gnu", "macos": "aarch64-apple-darwin", "windows": "x86_64-pc-windows-msvc"}
 _MACHINE = {  # (triple's architecture, os) -> platform_machine as that OS reports it
-    ("aarch64", "darwin"): "arm64", ("x86_64", "windows"): "AMD64", ("aarch64", "windows"): "ARM64",
+    ("aarch64", "darwin"): "arm64",
+    ("x86_64", "windows"): "AMD64",
+    ("aarch64", "windows"): "ARM64",
     ("i686", "windows"): "x86",
 }
 
@@ -109,8 +112,10 @@ def marker_environment(python_platform: str | None = None, python_version: str |
         try:
             arch, os_word = _platform(python_platform.strip().lower())
         except ValueError:
-            raise ValueError(f"--python-platform {python_platform}: not a platform (linux, macos, windows, or a "
-                             "target such as x86_64-manylinux_2_28 or aarch64-apple-darwin)") from None
+            raise ValueError(
+                f"--python-platform {python_platform}: not a platform (linux, macos, windows, or a "
+                "target such as x86_64-manylinux_2_28 or aarch64-apple-darwin)"
+            ) from None
         values["sys_platform"], values["platform_system"], values["os_name"] = _OS[os_word]
         values["platform_machine"] = _MACHINE.get((arch, os_word), arch)
         values["platform_release"] = values["platform_version"] = ""  # not knowable from the name
@@ -122,8 +127,11 @@ def marker_environment(python_platform: str | None = None, python_version: str |
         values["python_full_version"] = values["implementation_version"] = full
         values["python_version"] = ".".join(full.split(".")[:2])
         where.append(f"--python-version {python_version}")
-    label = (f"{values['sys_platform']} {values['platform_machine']}, Python {values['python_full_version']} ("
-             + (", ".join(where) if where else "this machine") + ")")
+    label = (
+        f"{values['sys_platform']} {values['platform_machine']}, Python {values['python_full_version']} ("
+        + (", ".join(where) if where else "this machine")
+        + ")"
+    )
     return MarkerEnvironment(values, label)
 
 
@@ -182,8 +190,9 @@ def read_pins(path: Path, environment: MarkerEnvironment | None = None) -> tuple
     return open_pins(path).pins(environment)
 
 
-def _field(table: Mapping[str, Any], key: str, where: str, kind: type | tuple[type, ...] = str,
-           required: bool = True) -> Any:
+def _field(
+    table: Mapping[str, Any], key: str, where: str, kind: type | tuple[type, ...] = str, required: bool = True
+) -> Any:
     """`table[key]` of the expected type; missing (when required) or of another type: one line naming `where` and
     the field."""
     value = table.get(key)
@@ -217,8 +226,10 @@ def _requires_python(path: Path, data: Mapping[str, Any], values: Mapping[str, s
     except InvalidSpecifier:
         raise RequirementsError(f"{path}: requires-python: {spec!r} is not a version specifier") from None
     if not allowed.contains(values["python_full_version"], prereleases=True):
-        raise RequirementsError(f"{path}: requires-python: {spec} excludes Python {values['python_full_version']} "
-                                "(choose one with --python-version)")
+        raise RequirementsError(
+            f"{path}: requires-python: {spec} excludes Python {values['python_full_version']} "
+            "(choose one with --python-version)"
+        )
 
 
 def _tables(value: Any, where: str, key: str) -> list[Mapping[str, Any]]:
@@ -289,14 +300,20 @@ def _uv_lock(path: Path, data: Mapping[str, Any], values: Mapping[str, str]) -> 
     members = _field(data.get("manifest", {}), "members", f"{path}: manifest", list, required=False)
     every = [e for group in entries.values() for e in group]
     roots = [e for m in members or [] for e in entries.get(canonicalize_name(str(m)), [])] or [
-        e for e in every if e.local and e.commit == "."]
+        e for e in every if e.local and e.commit == "."
+    ]
     chosen = _reachable(roots, entries, values) if roots else [e for e in every if e.selected]
     pins: list[Pin] = []
     loose: list[Loose] = []
     for entry in chosen:
         if entry.local:
-            loose.append(Loose(entry.name, f"{entry.local} {entry.commit}",
-                               f"a local project ({entry.local}): no release to look up"))
+            loose.append(
+                Loose(
+                    entry.name,
+                    f"{entry.local} {entry.commit}",
+                    f"a local project ({entry.local}): no release to look up",
+                )
+            )
         else:
             pins.append(Pin(entry.name, entry.version or "", entry.commit, f"{path}: {entry.name}"))
     return _one_release_each(pins, loose)
@@ -327,8 +344,9 @@ def _reachable(roots: list[_Entry], entries: dict[str, list[_Entry]], values: Ma
                 version = _field(edge, "version", where, required=False)
                 named = [e for e in entries.get(dep_name, []) if version is None or e.version == version]
                 if not named:
-                    raise RequirementsError(f"{where}: {dep_name} {version or ''}".rstrip()
-                                            + ": not a package in the lock")
+                    raise RequirementsError(
+                        f"{where}: {dep_name} {version or ''}".rstrip() + ": not a package in the lock"
+                    )
                 if not _uv_marker(_field(edge, "marker", where, required=False), values, f"{where}: marker"):
                     continue
                 extras = [canonicalize_name(str(x)) for x in _field(edge, "extra", where, list, False) or []]
@@ -341,13 +359,15 @@ def _pylock(path: Path, data: Mapping[str, Any], values: Mapping[str, str]) -> t
     """pylock.toml (PEP 751): see the module doc for what counts as installed."""
     lock_version = _field(data, "lock-version", str(path))
     if lock_version.split(".")[0] != "1":
-        raise RequirementsError(f"{path}: lock-version: {lock_version!r}: not a PEP 751 version this reader knows "
-                                "(1.x)")
+        raise RequirementsError(
+            f"{path}: lock-version: {lock_version!r}: not a PEP 751 version this reader knows (1.x)"
+        )
     _requires_python(path, data, values)
     selected: dict[str, Any] = {
         "extras": frozenset(canonicalize_name(str(x)) for x in _field(data, "extras", str(path), list, False) or []),
-        "dependency_groups": frozenset(canonicalize_name(str(x)) for x in
-                                       _field(data, "dependency-groups", str(path), list, False) or []),
+        "dependency_groups": frozenset(
+            canonicalize_name(str(x)) for x in _field(data, "dependency-groups", str(path), list, False) or []
+        ),
     }
     pins: list[Pin] = []
     loose: list[Loose] = []
@@ -396,6 +416,11 @@ def _one_release_each(pins: list[Pin], loose: list[Loose]) -> tuple[list[Pin], l
         if len(releases) == 1:
             out.append(group[0])
         else:
-            loose.append(Loose(name, " or ".join(sorted({p.text for p in group})),
-                               "the lock leaves several releases for this target (conflicting extras or groups)"))
+            loose.append(
+                Loose(
+                    name,
+                    " or ".join(sorted({p.text for p in group})),
+                    "the lock leaves several releases for this target (conflicting extras or groups)",
+                )
+            )
     return out, loose

@@ -35,8 +35,9 @@ def check_name(kind: str, value: object) -> str:
     if isinstance(value, str) and _valid(kind, value):
         return value
     shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
-    raise UnsafeName(f"{kind} {shown} is not a valid {kind} ({_PATTERNS[kind].pattern}, at most {MAX_LENGTH} "
-                     "characters)")
+    raise UnsafeName(
+        f"{kind} {shown} is not a valid {kind} ({_PATTERNS[kind].pattern}, at most {MAX_LENGTH} characters)"
+    )
 
 
 def check_key(case: object, variant: object, cell: object) -> None:

@@ -87,8 +87,12 @@ def _logical_lines(text: str) -> list[tuple[int, str]]:
     return out
 
 
-def marker_holds(marker: str, environment: Mapping[str, str | AbstractSet[str]] | None, where: str,
-                 context: EvaluateContext = "metadata") -> bool:
+def marker_holds(
+    marker: str,
+    environment: Mapping[str, str | AbstractSet[str]] | None,
+    where: str,
+    context: EvaluateContext = "metadata",
+) -> bool:
     """Whether an environment marker holds for `environment` (None: this interpreter; a dict: the target a lockfile
     is read for, harness/model/lockfiles.marker_environment; `context="lock_file"` for PEP 751's `extras` and
     `dependency_groups` sets); `RequirementsError` naming `where` when it does not parse or cannot be evaluated."""
@@ -112,7 +116,7 @@ def parse_line(line: str, where: str, environment: Mapping[str, str] | None = No
         return Loose(line, line, "a local path: no version to look up")
     # per-requirement options (`--hash=sha256:...`) end the requirement; a marker never holds ` --`
     cut = re.search(r"\s--?[A-Za-z]", line)
-    requirement_text = line[:cut.start()].strip() if cut else line
+    requirement_text = line[: cut.start()].strip() if cut else line
     try:
         req = Requirement(requirement_text)
     except InvalidRequirement as exc:
@@ -185,8 +189,12 @@ def _include_target(argument: str, where: str) -> str:
     return words[0]
 
 
-def read_requirements(path: Path, seen: frozenset[Path] = frozenset(), budget: Budget | None = None,
-                      environment: Mapping[str, str] | None = None) -> tuple[list[Pin], list[Loose]]:
+def read_requirements(
+    path: Path,
+    seen: frozenset[Path] = frozenset(),
+    budget: Budget | None = None,
+    environment: Mapping[str, str] | None = None,
+) -> tuple[list[Pin], list[Loose]]:
     """The pins and loose requirements of a requirements file (and the files it includes with `-r`, quoted or
     escaped paths included, relative to the including file); bounded in depth, files and bytes, each bound and
     every file that is not a regular file a `RequirementsError` naming it. Markers are evaluated for
@@ -197,8 +205,9 @@ def read_requirements(path: Path, seen: frozenset[Path] = frozenset(), budget: B
     return requirements_of(path, read_text(path, budget), seen, budget, environment)
 
 
-def requirements_of(path: Path, text: str, seen: frozenset[Path], budget: Budget,
-                    environment: Mapping[str, str] | None = None) -> tuple[list[Pin], list[Loose]]:
+def requirements_of(
+    path: Path, text: str, seen: frozenset[Path], budget: Budget, environment: Mapping[str, str] | None = None
+) -> tuple[list[Pin], list[Loose]]:
     """The pins and loose requirements in the text of the requirements file `path` (see read_requirements)."""
     pins: list[Pin] = []
     loose: list[Loose] = []
@@ -224,8 +233,9 @@ def requirements_of(path: Path, text: str, seen: frozenset[Path], budget: Budget
     return pins, loose
 
 
-def parse_pins(items: list[str], where: str = "argument", environment: Mapping[str, str] | None = None
-               ) -> tuple[list[Pin], list[Loose]]:
+def parse_pins(
+    items: list[str], where: str = "argument", environment: Mapping[str, str] | None = None
+) -> tuple[list[Pin], list[Loose]]:
     """`pkg==version` arguments (one or several per item, separated by commas) as pins (markers evaluated for
     `environment`, None: this interpreter)."""
     pins: list[Pin] = []

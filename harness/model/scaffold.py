@@ -40,14 +40,30 @@ class Library:
 
 LIBRARIES = (
     Library("torch", "pytorch/pytorch", ("pytorch/pytorch",), "torch", ("torch",)),
-    Library("torchrec", "meta-pytorch/torchrec", ("meta-pytorch/torchrec", "pytorch/torchrec"), "torchrec",
-            ("torch", "torchrec", "fbgemm-gpu"), source="https://github.com/meta-pytorch/torchrec"),
+    Library(
+        "torchrec",
+        "meta-pytorch/torchrec",
+        ("meta-pytorch/torchrec", "pytorch/torchrec"),
+        "torchrec",
+        ("torch", "torchrec", "fbgemm-gpu"),
+        source="https://github.com/meta-pytorch/torchrec",
+    ),
     Library("fbgemm", "pytorch/FBGEMM", ("pytorch/fbgemm",), "fbgemm-gpu", ("torch", "fbgemm-gpu")),
-    Library("lightning", "Lightning-AI/pytorch-lightning",
-            ("lightning-ai/pytorch-lightning", "lightning-ai/lightning", "pytorchlightning/pytorch-lightning"),
-            "lightning", ("torch", "lightning")),
-    Library("litgpt", "Lightning-AI/litgpt", ("lightning-ai/litgpt", "lightning-ai/lit-gpt"), "litgpt",
-            ("torch", "litgpt"), source="https://github.com/Lightning-AI/litgpt"),
+    Library(
+        "lightning",
+        "Lightning-AI/pytorch-lightning",
+        ("lightning-ai/pytorch-lightning", "lightning-ai/lightning", "pytorchlightning/pytorch-lightning"),
+        "lightning",
+        ("torch", "lightning"),
+    ),
+    Library(
+        "litgpt",
+        "Lightning-AI/litgpt",
+        ("lightning-ai/litgpt", "lightning-ai/lit-gpt"),
+        "litgpt",
+        ("torch", "litgpt"),
+        source="https://github.com/Lightning-AI/litgpt",
+    ),
 )
 
 
@@ -77,14 +93,23 @@ def parse_url(url: str) -> Upstream:
     known = ", ".join(lib.repo for lib in LIBRARIES)
     parts = urlsplit(url.strip())
     path = [p for p in parts.path.split("/") if p]
-    if (parts.scheme not in ("http", "https") or parts.netloc.lower() not in ("github.com", "www.github.com")
-            or len(path) < 4 or path[2] not in ("issues", "pull") or not (path[3].isascii() and path[3].isdigit())
-            or not path[3].strip("0")):  # 0, 00: no issue has it
-        raise ValueError(f"{url}: not a GitHub issue or pull request link "
-                         "(https://github.com/<owner>/<repo>/issues/<N> or .../pull/<N>)")
+    if (
+        parts.scheme not in ("http", "https")
+        or parts.netloc.lower() not in ("github.com", "www.github.com")
+        or len(path) < 4
+        or path[2] not in ("issues", "pull")
+        or not (path[3].isascii() and path[3].isdigit())
+        or not path[3].strip("0")
+    ):  # 0, 00: no issue has it
+        raise ValueError(
+            f"{url}: not a GitHub issue or pull request link "
+            "(https://github.com/<owner>/<repo>/issues/<N> or .../pull/<N>)"
+        )
     if len(path[3]) > MAX_CASE_ID:  # no case id holds it (and int() refuses past 4,300 digits)
-        raise ValueError(f"{parts.netloc}/{path[0]}/{path[1]}/{path[2]}/{path[3][:12]}…: an issue number of "
-                         f"{len(path[3])} digits; a case id holds at most {MAX_CASE_ID} characters")
+        raise ValueError(
+            f"{parts.netloc}/{path[0]}/{path[1]}/{path[2]}/{path[3][:12]}…: an issue number of "
+            f"{len(path[3])} digits; a case id holds at most {MAX_CASE_ID} characters"
+        )
     repo = f"{path[0]}/{path[1]}".lower()
     for library in LIBRARIES:
         if repo in library.aliases:
@@ -96,8 +121,10 @@ def parse_url(url: str) -> Upstream:
 def check_slug(slug: str) -> str:
     """`slug` when it is lowercase words of letters and digits joined by single hyphens; else ValueError."""
     if not SLUG.fullmatch(slug) or len(slug) > 60:
-        raise ValueError(f"--slug {slug!r}: use lowercase letters, digits and single hyphens (at most 60), "
-                         "a few words saying what breaks, e.g. ddp-bool-buffer")
+        raise ValueError(
+            f"--slug {slug!r}: use lowercase letters, digits and single hyphens (at most 60), "
+            "a few words saying what breaks, e.g. ddp-bool-buffer"
+        )
     return slug
 
 
@@ -119,8 +146,10 @@ def case_id(upstream: Upstream, slug: str) -> str:
     try:
         return names.check_name("case id", cid)
     except names.UnsafeName:
-        raise ValueError(f"case id {cid[:MAX_CASE_ID // 2]}… would be {len(cid)} characters (at most {MAX_CASE_ID}): "
-                         f"check the link's number ({len(str(upstream.number))} digits) or shorten --slug") from None
+        raise ValueError(
+            f"case id {cid[: MAX_CASE_ID // 2]}… would be {len(cid)} characters (at most {MAX_CASE_ID}): "
+            f"check the link's number ({len(str(upstream.number))} digits) or shorten --slug"
+        ) from None
 
 
 def _flow(items: list[str]) -> str:
@@ -132,7 +161,7 @@ def render_case_yaml(upstream: Upstream, slug: str, packages: list[str]) -> str:
     cid = case_id(upstream, slug)
     link = upstream.url
     if upstream.is_pr:
-        fixed_by = (f"fixed_by:\n  - {link}   # TODO: keep if this PR is the fix; else the fix, or []")
+        fixed_by = f"fixed_by:\n  - {link}   # TODO: keep if this PR is the fix; else the fix, or []"
         upstream_note = "  # TODO: the issue, if there is one; the PR stays when it is the public record of the bug\n"
     else:
         fixed_by = "fixed_by: []   # TODO: the fixing PR(s)/commit(s), when known"
@@ -347,5 +376,10 @@ def render_repro(upstream: Upstream, packages: list[str]) -> str:
     """The draft `repro.py`: the canonical set-up of cases/README.md, exiting 125 until it is written. A Lightning
     case gets a script without a process group of its own (the Trainer makes one where it needs it)."""
     template = LIGHTNING_TEMPLATE if upstream.library.name == "lightning" else REPRO_TEMPLATE
-    return template.format(ref=upstream.ref, link=upstream.url, packages=", ".join(packages),
-                           signature=json.dumps(PLACEHOLDER_SIGNATURE), not_written=NOT_WRITTEN)
+    return template.format(
+        ref=upstream.ref,
+        link=upstream.url,
+        packages=", ".join(packages),
+        signature=json.dumps(PLACEHOLDER_SIGNATURE),
+        not_written=NOT_WRITTEN,
+    )

@@ -17,8 +17,22 @@ _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 # are matched whole: a package whose name merely starts with one (`structlog`, `strawberry`) is a field.
 _UNION_TAGS = frozenset({"str", "int", "list[int]", "GitPin", "GitCondition"})
 # Mappings whose keys are names the user chose (packages, variants): a key there is a field even if it is "str".
-_KEYED = frozenset({"when", "pins", "axes", "supports", "sources", "device_packages", "imports", "indexes",
-                    "variants", "include", "exclude", "runners"})
+_KEYED = frozenset(
+    {
+        "when",
+        "pins",
+        "axes",
+        "supports",
+        "sources",
+        "device_packages",
+        "imports",
+        "indexes",
+        "variants",
+        "include",
+        "exclude",
+        "runners",
+    }
+)
 
 
 def load_model(path: Path, model: type[M], error: type[Exception]) -> M:

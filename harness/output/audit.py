@@ -26,8 +26,11 @@ def _not_covered_text(not_covered: list[Uncovered]) -> list[str]:
     by_why: dict[str, list[str]] = {}
     for item in not_covered:
         by_why.setdefault(item.why, []).append(f"{item.package} {item.version}".strip())
-    return ["", f"not covered ({len(not_covered)}):", *(f"  {why}: {', '.join(names)}"
-                                                          for why, names in sorted(by_why.items()))]
+    return [
+        "",
+        f"not covered ({len(not_covered)}):",
+        *(f"  {why}: {', '.join(names)}" for why, names in sorted(by_why.items())),
+    ]
 
 
 def _grouped(answers: list[Answer]) -> list[tuple[str, str]]:
@@ -43,28 +46,37 @@ def _not_affected_line(answers: list[Answer]) -> str:
     absent = [a for a in answers if a.why == ABSENT]
     said = f"{len(answers) - len(absent)} fixed"
     if absent:
-        said += (f"; {len(absent)} absent here, the bug's code does not exist in these versions: "
-                 + ", ".join(item for item, _ in _grouped(absent)))
+        said += f"; {len(absent)} absent here, the bug's code does not exist in these versions: " + ", ".join(
+            item for item, _ in _grouped(absent)
+        )
     return f"not affected: {len(answers)} ({said})"
 
 
-def to_text(kinds: dict[str, list[Answer]], not_covered: list[Uncovered], label: str, device: str,
-            answered: int) -> str:
+def to_text(
+    kinds: dict[str, list[Answer]], not_covered: list[Uncovered], label: str, device: str, answered: int
+) -> str:
     """Plain text: each bug that applies with its precision, upgrade target, workarounds and reproduce command;
     then how many do not apply (fixed, absent) and, one line each, those the record cannot say."""
     affected = kinds["affected"]
     lines = []
     for a in affected:
-        lines += [f"AFFECTED  {a.case} ({a.variant}): {a.title}", f"  {a.upstream}",
-                  f"  {a.status}: {a.precision}",
-                  f"  fixed in: {a.fixed_in or 'no release measured fixed after it'}"
-                  + (f"; workarounds measured fixed here: {', '.join(a.workarounds)}" if a.workarounds else ""),
-                  f"  reproduce: {a.reproduce}", ""]
+        lines += [
+            f"AFFECTED  {a.case} ({a.variant}): {a.title}",
+            f"  {a.upstream}",
+            f"  {a.status}: {a.precision}",
+            f"  fixed in: {a.fixed_in or 'no release measured fixed after it'}"
+            + (f"; workarounds measured fixed here: {', '.join(a.workarounds)}" if a.workarounds else ""),
+            f"  reproduce: {a.reproduce}",
+            "",
+        ]
     lines.append(f"{len(affected)} bug(s) apply to {label} on {device} ({answered} case x variant answer(s))")
     lines.append(_not_affected_line(kinds["not_affected"]))
     if kinds["cannot_say"]:
-        lines += ["", f"cannot say ({len(kinds['cannot_say'])}, not counted as affected):",
-                  *(f"  {item}: {why}" for item, why in _grouped(kinds["cannot_say"]))]
+        lines += [
+            "",
+            f"cannot say ({len(kinds['cannot_say'])}, not counted as affected):",
+            *(f"  {item}: {why}" for item, why in _grouped(kinds["cannot_say"])),
+        ]
     lines += _not_covered_text(not_covered)
     return "\n".join(lines) + "\n"
 
@@ -78,11 +90,16 @@ def to_markdown(kinds: dict[str, list[Answer]], not_covered: list[Uncovered], la
     affected = kinds["affected"]
     lines = [f"**{len(affected)} bug(s) apply** to {_md(label)} on {device}.", ""]
     if affected:
-        lines += ["| case | variant | outcome | precision | fixed in | workarounds | reproduce |",
-                  "|---|---|---|---|---|---|---|", *(
-                      f"| [{a.case}]({a.upstream}) | {a.variant} | {a.status} | {_md(a.precision)} | "
-                      f"{a.fixed_in or '—'} | {', '.join(a.workarounds) or '—'} | `{_md(a.reproduce)}` |"
-                      for a in affected), ""]
+        lines += [
+            "| case | variant | outcome | precision | fixed in | workarounds | reproduce |",
+            "|---|---|---|---|---|---|---|",
+            *(
+                f"| [{a.case}]({a.upstream}) | {a.variant} | {a.status} | {_md(a.precision)} | "
+                f"{a.fixed_in or '—'} | {', '.join(a.workarounds) or '—'} | `{_md(a.reproduce)}` |"
+                for a in affected
+            ),
+            "",
+        ]
     lines.append(f"{_md(_not_affected_line(kinds['not_affected']))}.")
     if kinds["cannot_say"]:
         lines += ["", f"Cannot say ({len(kinds['cannot_say'])}, not counted as affected):", ""]
@@ -108,14 +125,20 @@ def _side(answer: Answer | None) -> str:
 def upgrade_rows(changes: list[Change], pairings: Upgrade | None) -> list[list[str]]:
     """The one table's rows: [item, before, after, change]; bugs first, then the pairings."""
     rows = [[f"{c.item[0]} ({c.item[1]})", _side(c.before), _side(c.after), CHANGE_TEXT[c.kind]] for c in changes]
-    for lane, a, b, partner_a, partner_b in (pairings.pairings if pairings else []):
+    for lane, a, b, partner_a, partner_b in pairings.pairings if pairings else []:
         torch_a, torch_b = pairings.before.get("torch", "-"), pairings.after.get("torch", "-")  # type: ignore[union-attr]
         before = f"{a.kind.value}" if a else "not measured"
         after = f"{b.kind.value}" if b else "not measured"
-        verdict = ("the new pairing works" if b and b.kind.value == "works"
-                   else "the new pairing is not measured" if b is None else f"the new pairing {b.kind.value}")
-        rows.append([f"pairing torch × {lane}: {torch_a} + {partner_a} -> {torch_b} + {partner_b}", before, after,
-                     verdict])
+        verdict = (
+            "the new pairing works"
+            if b and b.kind.value == "works"
+            else "the new pairing is not measured"
+            if b is None
+            else f"the new pairing {b.kind.value}"
+        )
+        rows.append(
+            [f"pairing torch × {lane}: {torch_a} + {partner_a} -> {torch_b} + {partner_b}", before, after, verdict]
+        )
     return rows
 
 
@@ -127,14 +150,19 @@ def upgrade_text(rows: list[list[str]], markdown: bool = False) -> str:
         lines += ["| " + " | ".join(_md(c) for c in row) + " |" for row in rows]
         return "\n".join(lines) + "\n"
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-                     for r in [header, *rows]) + "\n"
+    return (
+        "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in [header, *rows])
+        + "\n"
+    )
 
 
 def upgrade_json(changes: list[Change], rows: list[list[str]], not_covered: dict[str, list[Uncovered]]) -> str:
     """`{"fixes": [...], "brings": [...], "keeps": [...], "pairings": [...], "not_covered": {"from", "to"}}`."""
     payload: dict = {kind: [c.to_json() for c in changes if c.kind == kind] for kind in ("fixes", "brings", "keeps")}
-    payload["pairings"] = [dict(zip(("pairing", "before", "after", "verdict"), r, strict=True))
-                           for r in rows if r[0].startswith("pairing ")]
+    payload["pairings"] = [
+        dict(zip(("pairing", "before", "after", "verdict"), r, strict=True))
+        for r in rows
+        if r[0].startswith("pairing ")
+    ]
     payload["not_covered"] = {side: [u.to_json() for u in items] for side, items in not_covered.items()}
     return json.dumps(payload, indent=2)

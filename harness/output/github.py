@@ -69,22 +69,31 @@ def job_matrix(
     if not selected:
         raise MatrixError(f"{matrix.path}: the matrix has no cells")
     if len(selected) > MAX_JOBS:
-        raise MatrixError(f"{matrix.path}: {len(selected)} cells, but GitHub Actions runs at most {MAX_JOBS} jobs "
-                          "from one matrix: pick cells with --cells")
+        raise MatrixError(
+            f"{matrix.path}: {len(selected)} cells, but GitHub Actions runs at most {MAX_JOBS} jobs "
+            "from one matrix: pick cells with --cells"
+        )
     include: list[dict[str, Any]] = []
     slugs: dict[str, str] = {}
     for cell in selected:
         label = matrix.spec.runners.get(cell.device)  # type: ignore[call-overload]
         if not label:
-            raise MatrixError(f"{matrix.path}: runners: no runner label for device {cell.device!r} "
-                              f"(needed by cell {cell.name})")
+            raise MatrixError(
+                f"{matrix.path}: runners: no runner label for device {cell.device!r} (needed by cell {cell.name})"
+            )
         slug = _UNSAFE.sub("_", cell.name)
         if slug in slugs:
-            raise MatrixError(f"{matrix.path}: cells {slugs[slug]!r} and {cell.name!r} both give the artifact "
-                              f"name {slug!r}: rename one")
+            raise MatrixError(
+                f"{matrix.path}: cells {slugs[slug]!r} and {cell.name!r} both give the artifact "
+                f"name {slug!r}: rename one"
+            )
         slugs[slug] = cell.name
-        entry: dict[str, Any] = {"cell": cell.name, "device": cell.device,
-                                 "runs-on": label if isinstance(label, str) else list(label), "slug": slug}
+        entry: dict[str, Any] = {
+            "cell": cell.name,
+            "device": cell.device,
+            "runs-on": label if isinstance(label, str) else list(label),
+            "slug": slug,
+        }
         if substrings:
             entry["cases"] = " ".join(substrings)
         include.append(entry)

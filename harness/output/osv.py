@@ -86,8 +86,9 @@ def zipped(docs: dict[str, dict]) -> bytes:
 
 def index(docs: dict[str, dict], prefix: str = "") -> str:
     """osv.dev's `modified_id.csv`: one `<modified>,<prefix><id>` line per advisory, the newest first."""
-    rows = sorted(((doc["modified"], vuln_id) for vuln_id, doc in docs.items()), key=lambda r: (r[0], r[1]),
-                  reverse=True)
+    rows = sorted(
+        ((doc["modified"], vuln_id) for vuln_id, doc in docs.items()), key=lambda r: (r[0], r[1]), reverse=True
+    )
     return "".join(f"{modified},{prefix}{vuln_id}\n" for modified, vuln_id in rows)
 
 
@@ -137,8 +138,10 @@ def error_body(status: HTTPStatus, message: str) -> bytes:
 
 def _busy(limit: int) -> bytes:
     body = error_body(HTTPStatus.SERVICE_UNAVAILABLE, f"more than {limit} connections at once; try again")
-    return (f"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
-            "Connection: close\r\n\r\n").encode() + body
+    return (
+        f"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+        "Connection: close\r\n\r\n"
+    ).encode() + body
 
 
 def make_handler(index: OSVIndex, read_timeout: float = READ_TIMEOUT) -> type[BaseHTTPRequestHandler]:
@@ -212,17 +215,20 @@ def make_handler(index: OSVIndex, read_timeout: float = READ_TIMEOUT) -> type[Ba
                 raise BadRequest(HTTPStatus.BAD_REQUEST, "queries: missing")
             if len(queries) > MAX_BATCH:
                 raise BadRequest(HTTPStatus.BAD_REQUEST, f"queries: more than {MAX_BATCH}")
-            return {"results": [{"vulns": [{"id": d["id"], "modified": d["modified"]} for d in _query(index, q)]}
-                                for q in queries]}
+            return {
+                "results": [
+                    {"vulns": [{"id": d["id"], "modified": d["modified"]} for d in _query(index, q)]} for q in queries
+                ]
+            }
 
         def _get(self) -> object:
             path = self.path.split("?", 1)[0]
             prefix = "/v1/vulns/"
             if not path.startswith(prefix):
                 raise BadRequest(HTTPStatus.NOT_FOUND, f"{path}: no such endpoint")
-            doc = index.get(path[len(prefix):])
+            doc = index.get(path[len(prefix) :])
             if doc is None:
-                raise BadRequest(HTTPStatus.NOT_FOUND, f"{path[len(prefix):]}: no such advisory")
+                raise BadRequest(HTTPStatus.NOT_FOUND, f"{path[len(prefix) :]}: no such advisory")
             return doc
 
         def do_POST(self) -> None:  # noqa: N802 - http.server's name
@@ -243,8 +249,9 @@ class OSVServer(ThreadingHTTPServer):
     request_queue_size = BACKLOG
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler],
-                 max_connections: int = MAX_CONNECTIONS) -> None:
+    def __init__(
+        self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], max_connections: int = MAX_CONNECTIONS
+    ) -> None:
         self.slots = threading.BoundedSemaphore(max_connections)
         self.busy = _busy(max_connections)
         super().__init__(address, handler)
@@ -271,8 +278,13 @@ class OSVServer(ThreadingHTTPServer):
             self.slots.release()
 
 
-def make_server(index: OSVIndex, host: str = "127.0.0.1", port: int = 0, timeout: float = READ_TIMEOUT,
-                max_connections: int = MAX_CONNECTIONS) -> OSVServer:
+def make_server(
+    index: OSVIndex,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    timeout: float = READ_TIMEOUT,
+    max_connections: int = MAX_CONNECTIONS,
+) -> OSVServer:
     """A threading HTTP server answering the OSV API from `index` (port 0: a free port, see `server_address`),
     dropping a connection silent for `timeout` seconds and answering at most `max_connections` at once."""
     return OSVServer((host, port), make_handler(index, timeout), max_connections)

@@ -56,25 +56,34 @@ def generated_tables(record_root: Path, cases_dir: Path, matrix_path: Path) -> d
     report = reports.report_for(store.latest(), cases_dir, [c.name for c in matrix.cells] if matrix else [], matrix)
     grid = view.to_markdown(compat.measured(store), None)
     if not grid.strip():  # say so, rather than leave a page's "printed this:" followed by nothing
-        grid = ("*The record holds no compatibility probe yet (its compat.jsonl is empty or absent): "
-                "`bugmatrix record fold` of a store that `bugmatrix compat` filled brings them here.*\n")
+        grid = (
+            "*The record holds no compatibility probe yet (its compat.jsonl is empty or absent): "
+            "`bugmatrix record fold` of a store that `bugmatrix compat` filled brings them here.*\n"
+        )
     every = [from_row(row) for row in store.record.rows]  # superseded rows too: a draft is one
     rows = intakes(every, cases, store.digests, report.between, report.dater)  # the report's index reads, reused
-    return {"cases-table": reports.to_cases_markdown(report), "compat-tables": grid,
-            "intake-table": reports.intake_markdown(rows)}
+    return {
+        "cases-table": reports.to_cases_markdown(report),
+        "compat-tables": grid,
+        "intake-table": reports.intake_markdown(rows),
+    }
 
 
 def code_tables(parser: argparse.ArgumentParser, package: Path) -> dict[str, str]:
     """The regions the code generates: the layout from `package`'s docstrings, the CLI reference and the README's
     command table from `parser` (the whole `bugmatrix` parser)."""
-    return {"layout-table": layout_table(package), "cli-reference": cli_reference(parser),
-            "commands-table": commands_table(parser)}
+    return {
+        "layout-table": layout_table(package),
+        "cli-reference": cli_reference(parser),
+        "commands-table": commands_table(parser),
+    }
 
 
 def regenerate(page: str, tables: dict[str, str]) -> str:
     """`page` with the body of each region named in `tables` replaced by its table; other regions are kept."""
-    return REGION.sub(lambda m: m.group(1) + tables[m.group("name")] + m.group(4) if m.group("name") in tables
-                      else m.group(0), page)
+    return REGION.sub(
+        lambda m: m.group(1) + tables[m.group("name")] + m.group(4) if m.group("name") in tables else m.group(0), page
+    )
 
 
 def stale_pages(pages: Iterable[Path], tables: dict[str, str], write: bool = False) -> list[Path]:
@@ -100,6 +109,7 @@ def regenerate_page(page: Path, record_root: Path, cases_dir: Path, matrix_path:
 
 # --- the layout, from the docstrings -----------------------------------------------------------------------------
 
+
 def _summary(path: Path) -> str:
     """The first paragraph of a module's docstring, on one line ('' when it has none)."""
     doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
@@ -111,8 +121,11 @@ def _imports(package: Path, root: Path) -> set[str]:
     found = set()
     for module in package.rglob("*.py"):
         for node in ast.walk(ast.parse(module.read_text(encoding="utf-8"))):
-            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else (
-                [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            names = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else ([a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            )
             for name in names:
                 parts = name.split(".")
                 if len(parts) > 1 and parts[0] == root.name and (root / parts[1]).is_dir() and parts[1] != package.name:
@@ -134,6 +147,7 @@ def _layer_order(root: Path) -> list[Path]:
 def _cell(text: str) -> str:
     """`text` fit for a table cell on GitHub and in mkdocs alike: pipes escaped, and a code span holding a pipe
     shown as plain text (GitHub needs the escape inside code spans too, where Python-Markdown would print it)."""
+
     def plain(part: str) -> str:  # `<owner>` would be read as an HTML tag
         return part.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
 
@@ -149,8 +163,14 @@ def layout_table(root: Path) -> str:
     out = []
     base = root.parent
     for package in _layer_order(root):
-        out += [f"### `{package.relative_to(base).as_posix()}/`", "", _summary(package / "__init__.py"), "",
-                "| module | what it holds |", "|---|---|"]
+        out += [
+            f"### `{package.relative_to(base).as_posix()}/`",
+            "",
+            _summary(package / "__init__.py"),
+            "",
+            "| module | what it holds |",
+            "|---|---|",
+        ]
         for module in sorted(package.rglob("*.py")):
             if module.name != "__init__.py":
                 out.append(f"| `{module.relative_to(package).as_posix()}` | {_cell(_summary(module))} |")
@@ -163,6 +183,7 @@ def layout_table(root: Path) -> str:
 
 
 # --- the command line, from the parser ---------------------------------------------------------------------------
+
 
 def _subcommands(parser: argparse.ArgumentParser) -> list[tuple[str, str, argparse.ArgumentParser]]:
     """(name, help, parser) of each subcommand of `parser`, in the order they were added."""
@@ -192,11 +213,19 @@ def _section(words: list[str], help_: str, parser: argparse.ArgumentParser, dept
     out = [f"{'#' * depth} {name}", ""]
     if help_:
         out += [_cell(" ".join(help_.split())), ""]
-    own = [a for a in parser._actions if a.help != argparse.SUPPRESS and not isinstance(a, argparse._HelpAction)
-           and not isinstance(a, argparse._SubParsersAction)]
+    own = [
+        a
+        for a in parser._actions
+        if a.help != argparse.SUPPRESS
+        and not isinstance(a, argparse._HelpAction)
+        and not isinstance(a, argparse._SubParsersAction)
+    ]
     subs = _subcommands(parser)
-    synopsis = [name] + ["[OPTIONS]"] * any(a.option_strings for a in own) + [
-        _flag(a) if a.nargs not in ("?", "*") else f"[{_flag(a)}]" for a in own if not a.option_strings]
+    synopsis = (
+        [name]
+        + ["[OPTIONS]"] * any(a.option_strings for a in own)
+        + [_flag(a) if a.nargs not in ("?", "*") else f"[{_flag(a)}]" for a in own if not a.option_strings]
+    )
     if subs:
         synopsis.append("{" + ",".join(s[0] for s in subs) + "} ...")
     out += ["```", " ".join(synopsis), "```", ""]
@@ -227,6 +256,8 @@ def commands_table(parser: argparse.ArgumentParser) -> str:
     rows = ["| command | what it does |", "|---|---|"]
     for name, help_, sub in _subcommands(parser):
         steps = ", ".join(f"`{s[0]}`" for s in _subcommands(sub))
-        rows.append(f"| [`{parser.prog} {name}`](docs/{CLI_PAGE}#{_anchor(f'{parser.prog} {name}')}) | "
-                    f"{_cell(' '.join(help_.split()))}" + (f" (steps: {steps})" if steps else "") + " |")
+        rows.append(
+            f"| [`{parser.prog} {name}`](docs/{CLI_PAGE}#{_anchor(f'{parser.prog} {name}')}) | "
+            f"{_cell(' '.join(help_.split()))}" + (f" (steps: {steps})" if steps else "") + " |"
+        )
     return "\n".join(rows) + "\n"

@@ -10,27 +10,71 @@ from harness.output.tables import to_json
 
 def bisect_json(run_id: str, summary: str, levels: list[tuple[str, Any]]) -> str:
     """`bisect --json`: each level's boundary, the candidates in doubt and every probe's outcome."""
-    return to_json({"run_id": run_id, "summary": summary, "levels": [
-        {"level": level, "old": r.old.value, "new": r.new.value, "last_old": str(r.last_old),
-         "first_new": str(r.first_new), "ambiguous": [str(a) for a in r.ambiguous],
-         "first_new_subject": getattr(r.first_new, "subject", None),
-         "probes": [{"candidate": str(c), "outcome": o.value} for c, o in r.probes]} for level, r in levels]})
+    return to_json(
+        {
+            "run_id": run_id,
+            "summary": summary,
+            "levels": [
+                {
+                    "level": level,
+                    "old": r.old.value,
+                    "new": r.new.value,
+                    "last_old": str(r.last_old),
+                    "first_new": str(r.first_new),
+                    "ambiguous": [str(a) for a in r.ambiguous],
+                    "first_new_subject": getattr(r.first_new, "subject", None),
+                    "probes": [{"candidate": str(c), "outcome": o.value} for c, o in r.probes],
+                }
+                for level, r in levels
+            ],
+        }
+    )
 
 
 def narrow_json(run_id: str, comments: list[str], done: list[Any]) -> str:
     """`narrow --json`: each boundary before and after, the level it reached, its probes, whether its sides are now
     adjacent and why not further."""
-    return to_json({"run_id": run_id, "comments": comments, "narrowed": [
-        {"case": d.target.axis.case, "variant": d.target.axis.variant, "device": d.target.axis.device,
-         "package": d.target.axis.package, "before": d.target.boundary.text(), "after": d.line(),
-         "level": d.level, "probes": [{"candidate": c, "outcome": o.value} for c, o, _ in d.probes],
-         "adjacent": d.adjacent, "why_not": d.why_not} for d in done]})
+    return to_json(
+        {
+            "run_id": run_id,
+            "comments": comments,
+            "narrowed": [
+                {
+                    "case": d.target.axis.case,
+                    "variant": d.target.axis.variant,
+                    "device": d.target.axis.device,
+                    "package": d.target.axis.package,
+                    "before": d.target.boundary.text(),
+                    "after": d.line(),
+                    "level": d.level,
+                    "probes": [{"candidate": c, "outcome": o.value} for c, o, _ in d.probes],
+                    "adjacent": d.adjacent,
+                    "why_not": d.why_not,
+                }
+                for d in done
+            ],
+        }
+    )
 
 
 def expect_json(derivations: list[Any], diffs: dict[str, str], written: list[str]) -> str:
     """`expect --json`: each variant's derived rules (or why refused), the diffs and the files written."""
-    return to_json({"derivations": [{"case": d.case.id, "variant": d.variant, "package": d.package,
-                                     "refused": d.refused or None, "changed": d.changed,
-                                     "rules": None if d.new is None else [r.model_dump(mode="json") for r in d.new],
-                                     "boundaries": d.boundaries, "notes": d.notes} for d in derivations],
-                    "diffs": diffs, "written": written})
+    return to_json(
+        {
+            "derivations": [
+                {
+                    "case": d.case.id,
+                    "variant": d.variant,
+                    "package": d.package,
+                    "refused": d.refused or None,
+                    "changed": d.changed,
+                    "rules": None if d.new is None else [r.model_dump(mode="json") for r in d.new],
+                    "boundaries": d.boundaries,
+                    "notes": d.notes,
+                }
+                for d in derivations
+            ],
+            "diffs": diffs,
+            "written": written,
+        }
+    )

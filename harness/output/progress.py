@@ -12,8 +12,16 @@ from harness.session.observer import Observer
 
 def progress_bar(label: str, console: Console, transient: bool = False, disable: bool = False) -> Progress:
     """The live progress display every long command shows: label, bar, done/total, elapsed, current item."""
-    return Progress(TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    TextColumn("{task.description}"), console=console, transient=transient, disable=disable)
+    return Progress(
+        TextColumn(f"[bold]{label}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.description}"),
+        console=console,
+        transient=transient,
+        disable=disable,
+    )
 
 
 class LaunchLines(Observer):
@@ -30,8 +38,12 @@ class LaunchLines(Observer):
         self.done += 1
         took = "recorded earlier" if reused else f"{result.duration_s:.1f}s" if result.launched else "not launched"
         expected = f" (expected {result.expected.value})" if result.expected else ""
-        self.console.print(f"[{self.done}/{self.total}] {result.item_id} cell={job.cell_name} "
-                           f"{result.outcome.value}{expected} {took}", soft_wrap=True, markup=False, highlight=False)
+        self.console.print(
+            f"[{self.done}/{self.total}] {result.item_id} cell={job.cell_name} {result.outcome.value}{expected} {took}",
+            soft_wrap=True,
+            markup=False,
+            highlight=False,
+        )
 
 
 class ProgressDisplay(Observer):
@@ -49,5 +61,8 @@ class ProgressDisplay(Observer):
         if self.task is None:
             return
         where = f"{job.cell_name}: " if job.cell is not None else ""
-        self.progress.update(self.task, advance=1,
-                             description=f"{where}{result.item_id}: {'recorded' if reused else result.outcome.value}")
+        self.progress.update(
+            self.task,
+            advance=1,
+            description=f"{where}{result.item_id}: {'recorded' if reused else result.outcome.value}",
+        )

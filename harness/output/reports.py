@@ -35,8 +35,15 @@ from harness.model.result import Result, counts
 from harness.output.tables import STYLE, whole_columns
 
 SYMBOL = {"reproduced": "R", "fixed": "F", "unknown": "?"}
-COLOUR = {"reproduced": "#d7301f", "fixed": "#2b8c3e", "unknown": "#bdbdbd", "infra": "#f0ad4e",
-          "error": "#8e44ad", "timeout": "#e6a700", "skip": "#e0e0e0"}
+COLOUR = {
+    "reproduced": "#d7301f",
+    "fixed": "#2b8c3e",
+    "unknown": "#bdbdbd",
+    "infra": "#f0ad4e",
+    "error": "#8e44ad",
+    "timeout": "#e6a700",
+    "skip": "#e0e0e0",
+}
 
 
 @dataclass
@@ -79,8 +86,9 @@ class MatrixReport:
                 if not missing:
                     continue
                 where = "" if len(missing) == len(case.spec.devices) else f" on {', '.join(missing)}"
-                out.append((case_id, name, ", ".join(missing),
-                            f"not measured{where}; its rules say: {rules_text(variant)}"))
+                out.append(
+                    (case_id, name, ", ".join(missing), f"not measured{where}; its rules say: {rules_text(variant)}")
+                )
         return out
 
     def coupled(self, axis: Axis) -> list[tuple[str, Axis]]:
@@ -99,17 +107,26 @@ class MatrixReport:
         for point in axis.points:
             if point.status != MIXED:
                 continue
-            cells = {cell: (cell_status(rs), cell_versions(rs)) for cell in point.cells
-                     for rs in [self.status((axis.case, axis.variant, axis.device), cell)[1]] if rs}
-            out += [(point.version, sub) for sub in cell_axes(axis.case, axis.variant, axis.device, cells,
-                                                               others, self.dater)
-                    if sub.points]
+            cells = {
+                cell: (cell_status(rs), cell_versions(rs))
+                for cell in point.cells
+                for rs in [self.status((axis.case, axis.variant, axis.device), cell)[1]]
+                if rs
+            }
+            out += [
+                (point.version, sub)
+                for sub in cell_axes(axis.case, axis.variant, axis.device, cells, others, self.dater)
+                if sub.points
+            ]
         return out
 
     def summaries(self) -> list[tuple[Axis, str]]:
         """Each case's primary axis and its one-line summary, every boundary with its precision."""
-        return [(a, a.summary(self.between, self.cases_dir(a.case))) for a in self.axes
-                if a.package == self.primary.get(a.case)]
+        return [
+            (a, a.summary(self.between, self.cases_dir(a.case)))
+            for a in self.axes
+            if a.package == self.primary.get(a.case)
+        ]
 
     def cases_dir(self, case_id: str) -> Path | None:
         """The folder the case was read from (for the commands a report prints), None when unknown."""
@@ -122,14 +139,22 @@ def rules_text(variant: Any) -> str:
     parts = []
     for rule in variant.expect:
         where = ", ".join(f"{k} {v}" for k, v in rule.when.items())
-        parts.append(f"{rule.outcome.value} where {where}" if where else
-                     (f"else {rule.outcome.value}" if parts else rule.outcome.value))
+        parts.append(
+            f"{rule.outcome.value} where {where}"
+            if where
+            else (f"else {rule.outcome.value}" if parts else rule.outcome.value)
+        )
     return "; ".join(parts)
 
 
-def build_report(results: list[tuple[str, Result]], case_packages: dict[str, list[str]],
-                 cell_order: list[str] | None = None, dater: Dater | None = None, between: Between | None = None,
-                 probes: bool = True) -> MatrixReport:
+def build_report(
+    results: list[tuple[str, Result]],
+    case_packages: dict[str, list[str]],
+    cell_order: list[str] | None = None,
+    dater: Dater | None = None,
+    between: Between | None = None,
+    probes: bool = True,
+) -> MatrixReport:
     """Assemble the report; each case's primary package is its first non-torch package (torch if none). Every
     result places its case on the axes (bisect and narrow probes too); the grid shows probe cells only with
     `probes`. A job that was never launched and is no `infra` (skipped: this machine has no such device, the
@@ -183,14 +208,19 @@ def to_cases_markdown(report: MatrixReport) -> str:
     for axis in report.axes:
         if axis.package == report.primary.get(axis.case):
             by_case[axis.case].append((axis, axis.boundaries(report.between)))
-    lines = ["| case | upstream | package: run in | reproduces in | fixed in | came back in | workarounds (come out "
-             "`fixed`) |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| case | upstream | package: run in | reproduces in | fixed in | came back in | workarounds (come out "
+        "`fixed`) |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for case_id in sorted(set(by_case) | set(report.cases)):
         case = report.cases.get(case_id)
         if case_id not in by_case:  # a case the results never reached: said, never left out
             links = ", ".join(f"[{_link_name(u)}]({u})" for u in case.spec.upstream) if case else ""
-            lines.append(f"| `{case_id}` — {case.spec.title if case else ''} | {links} | not measured | "
-                         f"not measured ({', '.join(case.spec.devices) if case else ''}) | — | — | — |")
+            lines.append(
+                f"| `{case_id}` — {case.spec.title if case else ''} | {links} | not measured | "
+                f"not measured ({', '.join(case.spec.devices) if case else ''}) | — | — | — |"
+            )
             continue
         workaround = {name for name, v in case.spec.variants.items() if v.workaround} if case else set()
         bugs: dict[tuple[str, str, str], list[str]] = defaultdict(list)
@@ -198,12 +228,19 @@ def to_cases_markdown(report: MatrixReport) -> str:
         for axis, boundaries in sorted(by_case[case_id], key=lambda ab: (ab[0].variant, ab[0].device)):
             label = axis.variant if axis.device == "cpu" else f"{axis.variant} ({axis.device})"
             if axis.variant in workaround:
-                arounds.append(f"`{axis.variant}`" + ("" if not axis.reproduced_in else
-                                                      f" (reproduces in {_span_text(axis.reproduced_in)})"))
+                arounds.append(
+                    f"`{axis.variant}`"
+                    + ("" if not axis.reproduced_in else f" (reproduces in {_span_text(axis.reproduced_in)})")
+                )
                 continue
             coupled = report.coupled(axis)
-            placed = ([_span_text(axis.reproduced_in)] if axis.reproduced_in
-                      else [] if axis.reproduced_unplaced or axis.mixed_in else ["never"])
+            placed = (
+                [_span_text(axis.reproduced_in)]
+                if axis.reproduced_in
+                else []
+                if axis.reproduced_unplaced or axis.mixed_in
+                else ["never"]
+            )
             fixed = [_boundary_cell(b) for b in boundaries if b.kind == "fixed"]
             regressed = [_boundary_cell(b) for b in boundaries if b.kind == "regressed"]
             for version, sub in coupled:  # the primary version alone cannot say: along the other package
@@ -213,8 +250,12 @@ def to_cases_markdown(report: MatrixReport) -> str:
                 for b in sub.boundaries(report.between):
                     (fixed if b.kind == "fixed" else regressed).append(at + _boundary_cell(b))
             explained = {version for version, sub in coupled if sub.reproduced_in}
-            placed += [f"{axis.package} {_span_text([v])}: in some cells, not others (no other package of the case "
-                       "tells them apart)" for v in axis.mixed_in if v not in explained]
+            placed += [
+                f"{axis.package} {_span_text([v])}: in some cells, not others (no other package of the case "
+                "tells them apart)"
+                for v in axis.mixed_in
+                if v not in explained
+            ]
             if axis.unplaced:
                 placed.append(axis.unplaced_text())
             story = ("; ".join(placed), "; ".join(fixed) or "—", "; ".join(regressed) or "—")
@@ -227,11 +268,17 @@ def to_cases_markdown(report: MatrixReport) -> str:
         title = f"`{case_id}` — {case.spec.title}" if case else f"`{case_id}`"
         links = ", ".join(f"[{_link_name(u)}]({u})" for u in case.spec.upstream) if case else ""
         widest = max((axis for axis, _ in by_case[case_id]), key=lambda axis: len(axis.points))
-        ordered = list(dict.fromkeys([p.version for p in widest.points]
-                                     + [p.version for axis, _ in by_case[case_id] for p in axis.points]))
+        ordered = list(
+            dict.fromkeys(
+                [p.version for p in widest.points] + [p.version for axis, _ in by_case[case_id] for p in axis.points]
+            )
+        )
         package = f"{report.primary.get(case_id, '')}: {_span_text(ordered)}"
-        lines.append(f"| {title} | {links} | {package} | " + " | ".join("<br>".join(c) for c in columns)
-                     + f" | {', '.join(arounds) or '—'} |")
+        lines.append(
+            f"| {title} | {links} | {package} | "
+            + " | ".join("<br>".join(c) for c in columns)
+            + f" | {', '.join(arounds) or '—'} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -271,8 +318,10 @@ def _changes_markdown(changes: list[Change]) -> list[str]:
     for c in changes:
         flag = "**unexpected regression**" if c.unexpected else c.kind
         after = f"{shown(c.after)} ({c.tally})" if c.tally else shown(c.after)
-        lines.append(f"| {flag} | {c.cell} | {item_id(c.case, c.variant, c.device, c.nproc)} | "
-                     f"{shown(c.before)} | {after} | {shown(c.expected)} |")
+        lines.append(
+            f"| {flag} | {c.cell} | {item_id(c.case, c.variant, c.device, c.nproc)} | "
+            f"{shown(c.before)} | {after} | {shown(c.expected)} |"
+        )
     return lines + [""]
 
 
@@ -292,20 +341,27 @@ def to_html(report: MatrixReport, title: str = "bugmatrix report") -> str:
                 + ", ".join(f"{k}=={v}" for k, v in sorted(r.versions.items()))
                 for r in rs
             )
-            tds.append(f'<td style="background:{COLOUR.get(status, "#fff")}" title="{html.escape(tip)}">'
-                       f'{html.escape({"infra": "I"}.get(status, SYMBOL.get(status, "")))}</td>')
+            tds.append(
+                f'<td style="background:{COLOUR.get(status, "#fff")}" title="{html.escape(tip)}">'
+                f"{html.escape({'infra': 'I'}.get(status, SYMBOL.get(status, '')))}</td>"
+            )
         label = f"{row[0]} · {row[1]} ({row[2]})"
         body.append(f'<tr><th class="row">{html.escape(label)}</th>{"".join(tds)}</tr>')
     summaries = "".join(
         f"<tr><td>{html.escape(a.case)}</td><td>{html.escape(a.variant)}</td><td>{a.device}</td>"
         f"<td>{html.escape(a.package)}</td>"
-        + (f'<td class="interval" title="an interval: not every version between was run">{html.escape(s)}</td>'
-           if any(not b.adjacent for b in a.boundaries(report.between)) else f"<td>{html.escape(s)}</td>")
+        + (
+            f'<td class="interval" title="an interval: not every version between was run">{html.escape(s)}</td>'
+            if any(not b.adjacent for b in a.boundaries(report.between))
+            else f"<td>{html.escape(s)}</td>"
+        )
         + "</tr>"
         for a, s in report.summaries()
     )
-    legend = "".join(f'<span class="key" style="background:{COLOUR[k]}"></span>{k} ' for k in
-                     ("reproduced", "fixed", "unknown", "infra"))
+    legend = "".join(
+        f'<span class="key" style="background:{COLOUR[k]}"></span>{k} '
+        for k in ("reproduced", "fixed", "unknown", "infra")
+    )
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>
@@ -342,28 +398,48 @@ def to_json(report: MatrixReport) -> str:
     its cell."""
     payload: dict[str, Any] = {
         "cells": report.cells,
-        "axes": [{**_axis_json(report, a),
-                  "coupled": [{"at": version, **_axis_json(report, sub)} for version, sub in report.coupled(a)]}
-                 for a in report.axes],
-        "results": [{"cell": c, **r.model_dump(mode="json", exclude={"log_excerpt", "stacks"})}
-                    for c, r in report.results],
+        "axes": [
+            {
+                **_axis_json(report, a),
+                "coupled": [{"at": version, **_axis_json(report, sub)} for version, sub in report.coupled(a)],
+            }
+            for a in report.axes
+        ],
+        "results": [
+            {"cell": c, **r.model_dump(mode="json", exclude={"log_excerpt", "stacks"})} for c, r in report.results
+        ],
     }
     return json.dumps(payload, indent=2)
 
 
 def _axis_json(report: MatrixReport, a: Axis) -> dict[str, Any]:
-    return {"case": a.case, "variant": a.variant, "device": a.device, "package": a.package,
-            "summary": a.summary(report.between, report.cases_dir(a.case)), "reproduced_in": a.reproduced_in,
-            "unknown_in": a.unknown_in,
-            "changes": [{"kind": k, "last_before": b, "first_after": f} for k, b, f in a.changes()],
-            "boundaries": [{"kind": b.kind, "before": b.before, "after": b.after, "adjacent": b.adjacent,
-                            "not_run": None if b.untested is None else list(b.untested),
-                            "could_not_say": list(b.undecided), "text": b.text(),
-                            "narrow": None if b.adjacent else a.narrow_command(report.cases_dir(a.case)),
-                            "tallies": _tallies(report, a, b), "reproduce": _commands(report, a, b)}
-                           for b in a.boundaries(report.between)],
-            "points": [{"version": p.version, "status": p.status, "cells": p.cells} for p in a.points],
-            "unplaced": [{"version": p.version, "status": p.status, "cells": p.cells} for p in a.unplaced]}
+    return {
+        "case": a.case,
+        "variant": a.variant,
+        "device": a.device,
+        "package": a.package,
+        "summary": a.summary(report.between, report.cases_dir(a.case)),
+        "reproduced_in": a.reproduced_in,
+        "unknown_in": a.unknown_in,
+        "changes": [{"kind": k, "last_before": b, "first_after": f} for k, b, f in a.changes()],
+        "boundaries": [
+            {
+                "kind": b.kind,
+                "before": b.before,
+                "after": b.after,
+                "adjacent": b.adjacent,
+                "not_run": None if b.untested is None else list(b.untested),
+                "could_not_say": list(b.undecided),
+                "text": b.text(),
+                "narrow": None if b.adjacent else a.narrow_command(report.cases_dir(a.case)),
+                "tallies": _tallies(report, a, b),
+                "reproduce": _commands(report, a, b),
+            }
+            for b in a.boundaries(report.between)
+        ],
+        "points": [{"version": p.version, "status": p.status, "cells": p.cells} for p in a.points],
+        "unplaced": [{"version": p.version, "status": p.status, "cells": p.cells} for p in a.unplaced],
+    }
 
 
 def _tallies(report: MatrixReport, axis: Axis, boundary: Boundary) -> dict[str, dict[str, int]]:
@@ -390,12 +466,26 @@ def _commands(report: MatrixReport, axis: Axis, boundary: Boundary) -> dict[str,
     return {side: repro_command(case, r, report.matrix) for side, r in found if r is not None}
 
 
-__all__ = ["STYLE", "MatrixReport", "build_report", "to_cases_markdown", "to_html", "to_json", "to_markdown",
-           "to_markdown_changes", "to_table"]
+__all__ = [
+    "STYLE",
+    "MatrixReport",
+    "build_report",
+    "to_cases_markdown",
+    "to_html",
+    "to_json",
+    "to_markdown",
+    "to_markdown_changes",
+    "to_table",
+]
 
 
-def report_for(results: list[tuple[str, Result]], cases_dir: Path, cell_order: list[str],
-               matrix: Matrix | None = None, probes: bool = False) -> MatrixReport:
+def report_for(
+    results: list[tuple[str, Result]],
+    cases_dir: Path,
+    cell_order: list[str],
+    matrix: Matrix | None = None,
+    probes: bool = False,
+) -> MatrixReport:
     """`build_report` as `bugmatrix report` calls it: each case's packages from its case.yaml; with a matrix, upload
     dates and the releases between two versions from its index (each boundary's precision)."""
     from harness.analysis.precision import between_on_index
@@ -403,8 +493,7 @@ def report_for(results: list[tuple[str, Result]], cases_dir: Path, cell_order: l
     cases, _ = discover(cases_dir)
     order_by = dater(matrix) if matrix is not None else None
     between = between_on_index(matrix, {c.id: c for c in cases}) if matrix is not None else None
-    report = build_report(results, {c.id: list(c.spec.packages) for c in cases}, cell_order, order_by, between,
-                          probes)
+    report = build_report(results, {c.id: list(c.spec.packages) for c in cases}, cell_order, order_by, between, probes)
     report.cases, report.matrix = {c.id: c for c in cases}, matrix
     return report
 
@@ -412,6 +501,7 @@ def report_for(results: list[tuple[str, Result]], cases_dir: Path, cell_order: l
 def intake_markdown(rows: list[Intake]) -> str:
     """The intake table (`harness/analysis/intake.py`): each case whose draft the results hold, its wall time and
     launches to its first adjacent boundary, then the median; how many cases have no recorded draft."""
+
     def wall(seconds: float) -> str:
         minutes = round(seconds / 60)
         return f"{minutes // 60} h {minutes % 60:02d} min" if minutes >= 60 else f"{minutes} min"
@@ -423,7 +513,10 @@ def intake_markdown(rows: list[Intake]) -> str:
         lines.append(f"| `{r.case}` | {took} | {r.launches} | {r.boundary or '—'} |")
     median = median_wall(rows)
     reached = sum(r.wall_s is not None for r in measured)
-    lines += ["", f"**Median: {wall(median) if median is not None else 'not measured'}** over the {reached} "
-              f"case(s) whose draft and first adjacent boundary the record holds; {len(rows) - len(measured)} "
-              "case(s) were written before drafts were recorded (not measured)."]
+    lines += [
+        "",
+        f"**Median: {wall(median) if median is not None else 'not measured'}** over the {reached} "
+        f"case(s) whose draft and first adjacent boundary the record holds; {len(rows) - len(measured)} "
+        "case(s) were written before drafts were recorded (not measured).",
+    ]
     return "\n".join(lines) + "\n"

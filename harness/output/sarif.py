@@ -69,8 +69,9 @@ def _message(a: Answer) -> str:
     return f"{text}. Upstream: {a.upstream}. Reproduce: {a.reproduce}"
 
 
-def to_sarif(kinds: dict[str, list[Answer]], target: Target, device: str, primary: dict[str, str],
-             root: Path | None = None) -> str:
+def to_sarif(
+    kinds: dict[str, list[Answer]], target: Target, device: str, primary: dict[str, str], root: Path | None = None
+) -> str:
     """The audit as a SARIF 2.1.0 log (module doc). `kinds`: `audit.by_kind`; `primary`: case id -> the logical
     package whose pin locates its results (falling back to any pin with a file line); `root`: %SRCROOT% (default:
     the repository the current folder is in)."""
@@ -83,8 +84,14 @@ def to_sarif(kinds: dict[str, list[Answer]], target: Target, device: str, primar
         if rule_id in index:
             continue
         index[rule_id] = len(rules)
-        rules.append({"id": rule_id, "shortDescription": {"text": a.title}, "helpUri": a.upstream,
-                      "defaultConfiguration": {"level": "error"}})
+        rules.append(
+            {
+                "id": rule_id,
+                "shortDescription": {"text": a.title},
+                "helpUri": a.upstream,
+                "defaultConfiguration": {"level": "error"},
+            }
+        )
     files = [where for where in (p.where for p in target.pins.values()) if _WHERE.match(where)]
     results = []
     for a in kinds["affected"]:
@@ -92,10 +99,19 @@ def to_sarif(kinds: dict[str, list[Answer]], target: Target, device: str, primar
         pin = target.pins.get(primary.get(a.case, ""))
         location = _location(pin.where if pin else "", root) or (_location(files[0], root) if files else None)
         result: dict = {
-            "ruleId": rule_id, "ruleIndex": index[rule_id], "level": "warning" if a.status == MIXED else "error",
+            "ruleId": rule_id,
+            "ruleIndex": index[rule_id],
+            "level": "warning" if a.status == MIXED else "error",
             "message": {"text": _message(a)},
-            "properties": {"outcome": a.status, "precision": a.precision, "basis": a.basis, "fixed_in": a.fixed_in,
-                           "workarounds": a.workarounds, "versions": a.versions, "reproduce": a.reproduce},
+            "properties": {
+                "outcome": a.status,
+                "precision": a.precision,
+                "basis": a.basis,
+                "fixed_in": a.fixed_in,
+                "workarounds": a.workarounds,
+                "versions": a.versions,
+                "reproduce": a.reproduce,
+            },
         }
         if location:
             result["locations"] = [location]
@@ -104,7 +120,10 @@ def to_sarif(kinds: dict[str, list[Answer]], target: Target, device: str, primar
         "tool": {"driver": _driver(rules)},
         "originalUriBaseIds": {SRCROOT: {"uri": root.as_uri() + "/"}},
         "results": results,
-        "properties": {"device": device, "checked": {name: pin.text for name, pin in sorted(target.pins.items())},
-                       "not_covered": [u.to_json() for u in target.not_covered]},
+        "properties": {
+            "device": device,
+            "checked": {name: pin.text for name, pin in sorted(target.pins.items())},
+            "not_covered": [u.to_json() for u in target.not_covered],
+        },
     }
     return json.dumps({"$schema": SCHEMA, "version": "2.1.0", "runs": [run]}, indent=2)

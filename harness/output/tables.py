@@ -69,8 +69,17 @@ def cases_table(cases: list[Case]) -> Table:
     table = Table(title=f"{len(cases)} cases", show_lines=False)
     for column in ("case", "title", "variants", "nproc", "devices", "upstream"):
         table.add_column(column, overflow="fold")
-    rows = [[case.id, case.spec.title, ", ".join(case.spec.variants), ",".join(map(str, case.spec.nproc)),
-             ",".join(case.spec.devices), case.spec.upstream[0]] for case in cases]
+    rows = [
+        [
+            case.id,
+            case.spec.title,
+            ", ".join(case.spec.variants),
+            ",".join(map(str, case.spec.nproc)),
+            ",".join(case.spec.devices),
+            case.spec.upstream[0],
+        ]
+        for case in cases
+    ]
     return whole_columns(table, rows, {"case", "upstream"})
 
 
@@ -88,11 +97,20 @@ def results_table(results: list[Result], cells: list[str] | None = None) -> Tabl
             mark = "[yellow]no env[/]"
         else:
             mark = "[green]ok[/]" if r.ok else "[bold red]MISMATCH[/]"
-        rows.append([
-            *([cells[i]] if cells else []), r.case, r.variant, r.device, str(r.nproc),
-            f"[{STYLE[r.outcome]}]{r.outcome.value}[/]", r.expected.value if r.expected else "-", mark,
-            f"{r.duration_s:.1f}s" if r.launched else "", escape(r.reason[:160]),  # a log line may hold "[...]"
-        ])
+        rows.append(
+            [
+                *([cells[i]] if cells else []),
+                r.case,
+                r.variant,
+                r.device,
+                str(r.nproc),
+                f"[{STYLE[r.outcome]}]{r.outcome.value}[/]",
+                r.expected.value if r.expected else "-",
+                mark,
+                f"{r.duration_s:.1f}s" if r.launched else "",
+                escape(r.reason[:160]),  # a log line may hold "[...]"
+            ]
+        )
     return whole_columns(table, rows, {"cell", "case", "variant", "dev", "n", "outcome", "expected"})
 
 
@@ -122,8 +140,15 @@ def summary_line(results: list[Result], invalid: int = 0) -> str:
     return line + (f", {invalid} invalid case(s)" if invalid else "")
 
 
-def run_json(ok: bool, run_id: str, errors: list[str], reused: list[str], python: str | None, cells: list[str],
-             results: list[Result]) -> str:
+def run_json(
+    ok: bool,
+    run_id: str,
+    errors: list[str],
+    reused: list[str],
+    python: str | None,
+    cells: list[str],
+    results: list[Result],
+) -> str:
     """`bugmatrix run --json`: the run, what it reused, the interpreter of a local run, and each result by cell."""
     payload: dict[str, object] = {"ok": ok, "run_id": run_id, "errors": errors, "reused": reused}
     if python is not None:
@@ -134,10 +159,17 @@ def run_json(ok: bool, run_id: str, errors: list[str], reused: list[str], python
 
 def matrix_rows(matrix: Matrix) -> list[dict[str, Any]]:
     """`bugmatrix matrix --json`: each cell with its device, Python, group, pins and infrastructure problem."""
-    return [{"name": c.name, "device": c.device, "python": c.python, "group": c.group,
-             "pins": {k: (v if isinstance(v, str) else f"git:{v.git}") for k, v in c.pins.items()},
-             "problem": matrix.problems.get(c.name)}
-            for c in matrix.cells]
+    return [
+        {
+            "name": c.name,
+            "device": c.device,
+            "python": c.python,
+            "group": c.group,
+            "pins": {k: (v if isinstance(v, str) else f"git:{v.git}") for k, v in c.pins.items()},
+            "problem": matrix.problems.get(c.name),
+        }
+        for c in matrix.cells
+    ]
 
 
 def matrix_table(rows: list[dict[str, Any]], title: str) -> Table:
@@ -145,9 +177,19 @@ def matrix_table(rows: list[dict[str, Any]], title: str) -> Table:
     table = Table(title=title)
     for column in ("cell", "device", "python", "pins"):
         table.add_column(column, overflow="fold")
-    return whole_columns(table, [[row["name"], row["device"], row["python"],
-                                  " ".join(f"{k}{_pin_op(v)}" for k, v in sorted(row["pins"].items()))]
-                                 for row in rows], {"cell"})
+    return whole_columns(
+        table,
+        [
+            [
+                row["name"],
+                row["device"],
+                row["python"],
+                " ".join(f"{k}{_pin_op(v)}" for k, v in sorted(row["pins"].items())),
+            ]
+            for row in rows
+        ],
+        {"cell"},
+    )
 
 
 def _pin_op(pin: str) -> str:

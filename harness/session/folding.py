@@ -57,8 +57,9 @@ def rows_of(entries: Iterable[tuple[str, str, Result]], cases: list[Case], machi
     return rows
 
 
-def fold_store(record: Record, store: ResultStore, cases: list[Case], cell: str | None = None,
-               pins: dict[str, str] | None = None) -> tuple[int, int]:
+def fold_store(
+    record: Record, store: ResultStore, cases: list[Case], cell: str | None = None, pins: dict[str, str] | None = None
+) -> tuple[int, int]:
     """Fold every counted result of `store` (cases and compat probes) into `record`; (added, replaced). With
     `cell`, the results of the store's `local` cell (a run outside the matrix: a GPU machine's own interpreter) are
     recorded under that name instead, their versions under logical names with `pins` overriding them (a torch
@@ -72,8 +73,10 @@ def fold_store(record: Record, store: ResultStore, cases: list[Case], cell: str 
         runs[run.run_id] = {"started": iso(run.started_at), "machine": mid, "command": run.command}
     entries = store.results() + store.results(compat=True)
     if cell:
-        entries = [(run_id, cell, _pinned(result, pins or {})) if at == LOCAL_CELL else (run_id, at, result)
-                   for run_id, at, result in entries]
+        entries = [
+            (run_id, cell, _pinned(result, pins or {})) if at == LOCAL_CELL else (run_id, at, result)
+            for run_id, at, result in entries
+        ]
     return fold(record, rows_of(entries, cases, machine_of), runs, machines)
 
 
@@ -84,8 +87,15 @@ def _pinned(result: Result, pins: dict[str, str]) -> Result:
     return result.model_copy(update={"versions": versions})
 
 
-def fold_payload(record: Record, payload: dict, cases: list[Case], cell: str | None, machine: dict,
-                 pins: dict[str, str], command: str) -> tuple[int, int]:
+def fold_payload(
+    record: Record,
+    payload: dict,
+    cases: list[Case],
+    cell: str | None,
+    machine: dict,
+    pins: dict[str, str],
+    command: str,
+) -> tuple[int, int]:
     """Fold a `bugmatrix run --json` payload (its `results`) into `record`: each result under `cell` (instead of
     the cell it names), its versions under logical names with `pins` overriding them (a torch build's local version
     that the payload lost, e.g. torch=2.11.0+cu130), measured on `machine`."""
@@ -122,14 +132,17 @@ def refresh_versions(record: Record, matrix: Matrix | None) -> list[str]:
     if matrix is None:
         return problems
     for package in packages:
-        points = {row["versions"][name] for row in record.rows for name in row["versions"]
-                  if logical_name(name) == package}
+        points = {
+            row["versions"][name] for row in record.rows for name in row["versions"] if logical_name(name) == package
+        }
         if not any(" @ " in p for p in points):
             continue
         source = matrix.source(package)
         if not source or ("://" in source and not source.startswith("file://")):
-            problems.append(f"{package}: no local clone to date its commits (set BUGMATRIX_MIRROR_"
-                            f"{package.upper().replace('-', '_')})")
+            problems.append(
+                f"{package}: no local clone to date its commits (set BUGMATRIX_MIRROR_"
+                f"{package.upper().replace('-', '_')})"
+            )
             continue
         repo = Path(source.removeprefix("file://"))
         known = record.commits.setdefault(package, {})
@@ -156,14 +169,27 @@ def import_record(record: Record, store: ResultStore) -> int:
     with store._connect() as db:  # noqa: SLF001 - the store's own transaction: one import, atomic
         for run_id, run in sorted(record.runs.items()):
             started = timestamp(run["started"]) if "started" in run else 0.0
-            db.execute("INSERT OR IGNORE INTO runs VALUES (?, ?, ?, 'complete', ?, ?)",
-                       (run_id, started, started, json.dumps(machines.get(run.get("machine", ""), {}),
-                                                             sort_keys=True), run.get("command", "")))
+            db.execute(
+                "INSERT OR IGNORE INTO runs VALUES (?, ?, ?, 'complete', ?, ?)",
+                (
+                    run_id,
+                    started,
+                    started,
+                    json.dumps(machines.get(run.get("machine", ""), {}), sort_keys=True),
+                    run.get("command", ""),
+                ),
+            )
         for row in record.rows:
             if row["run"] not in record.runs:
-                db.execute("INSERT OR IGNORE INTO runs VALUES (?, ?, ?, 'complete', ?, '')",
-                           (row["run"], timestamp(row["date"]), timestamp(row["date"]),
-                            json.dumps(machines.get(row["machine"], {}), sort_keys=True)))
+                db.execute(
+                    "INSERT OR IGNORE INTO runs VALUES (?, ?, ?, 'complete', ?, '')",
+                    (
+                        row["run"],
+                        timestamp(row["date"]),
+                        timestamp(row["date"]),
+                        json.dumps(machines.get(row["machine"], {}), sort_keys=True),
+                    ),
+                )
     count = 0
     for row in record.rows:
         run_id, cell, result = from_row(row)

@@ -177,7 +177,7 @@ class MatrixEnvironments:
             if self.ahead < 1 or cell not in self._order:
                 return
             start = self._order.index(cell) + 1
-            upcoming = [c for c in self._order[start:start + self.ahead] if c.name not in self._queued]
+            upcoming = [c for c in self._order[start : start + self.ahead] if c.name not in self._queued]
             self._queued.update(c.name for c in upcoming)
             if upcoming and self._builder is None:
                 self._builder = threading.Thread(target=self._build_loop, name="bugmatrix-build-ahead", daemon=True)
@@ -205,8 +205,14 @@ def execution_order(jobs: list[Job]) -> list[int]:
 class Session:
     """Runs jobs through the pipeline's steps (see the module docstring); safe to call from many threads."""
 
-    def __init__(self, environments: Environments, *, resume: Resume = NO_RESUME,
-                 observers: Sequence[Observer] = (), repeat: int = 1) -> None:
+    def __init__(
+        self,
+        environments: Environments,
+        *,
+        resume: Resume = NO_RESUME,
+        observers: Sequence[Observer] = (),
+        repeat: int = 1,
+    ) -> None:
         self.environments, self.resume, self.observers, self.repeat = environments, resume, list(observers), repeat
         self._lock = threading.Lock()
 

@@ -70,9 +70,11 @@ class Selection:
 
     def keeps(self, job: Job) -> bool:
         """Whether `job` is among the selected variants, world sizes and devices."""
-        return ((not self.variants or job.variant in self.variants)
-                and (not self.nprocs or job.nproc in self.nprocs)
-                and (not self.devices or job.device in self.devices))
+        return (
+            (not self.variants or job.variant in self.variants)
+            and (not self.nprocs or job.nproc in self.nprocs)
+            and (not self.devices or job.device in self.devices)
+        )
 
 
 def case_runs_in(case: Case, cell: Cell) -> bool:
@@ -124,7 +126,8 @@ def plan_cells(cases: Iterable[Case], matrix: Matrix, selection: Selection = Sel
     return [
         job
         for cell in sorted(cells, key=_torch_order)
-        for case in chosen if case_runs_in(case, cell)
+        for case in chosen
+        if case_runs_in(case, cell)
         for job in case_jobs(case, cell.device, cell)
         if selection.keeps(job)
     ]

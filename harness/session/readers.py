@@ -63,8 +63,12 @@ def use_chronology(record: Record) -> None:
     """Answer release listings, upload dates, commit dates and first-parent positions from `record` before asking
     an index or a clone (for the rest of the process)."""
     for distribution, points in record.releases.items():
-        index.know(distribution, tuple(
-            index.Release(index.Version(v), _when(p.get("date")), bool(p.get("yanked"))) for v, p in points.items()))
+        index.know(
+            distribution,
+            tuple(
+                index.Release(index.Version(v), _when(p.get("date")), bool(p.get("yanked"))) for v, p in points.items()
+            ),
+        )
     for package, points in record.commits.items():
         for ref, point in points.items():
             git.know(package, ref, _when(point.get("date")), point.get("position"))
@@ -74,17 +78,29 @@ def _when(text: str | None) -> datetime | None:
     return when(text) if text else None
 
 
-def record_store(record: Record, cases: list[Case], record_root: Path = DEFAULT_RECORD,
-                 probes_dir: Path = PROBES_DIR, judge: bool = True) -> RecordStore:
+def record_store(
+    record: Record,
+    cases: list[Case],
+    record_root: Path = DEFAULT_RECORD,
+    probes_dir: Path = PROBES_DIR,
+    judge: bool = True,
+) -> RecordStore:
     """`record` as a read-only store over `cases` and the compatibility probes: what their committed scripts make
     superseded is left out, and (with `judge`) what is returned is judged by their current rules."""
     everything = [*cases, *discover(probes_dir)[0]]
     return RecordStore(record, current_digests(everything), record_root, judged(everything) if judge else None)
 
 
-def open_reader(db: Path | None, explicit: bool, cases: list[Case], record_root: Path = DEFAULT_RECORD,
-                writable: bool = False, probes_dir: Path = PROBES_DIR, judge: bool = True,
-                creates: bool = False) -> ResultStore:
+def open_reader(
+    db: Path | None,
+    explicit: bool,
+    cases: list[Case],
+    record_root: Path = DEFAULT_RECORD,
+    writable: bool = False,
+    probes_dir: Path = PROBES_DIR,
+    judge: bool = True,
+    creates: bool = False,
+) -> ResultStore:
     """The store a reading command reads (see the module docstring; `db` None: the record alone); raises
     `StoreError` (a one-line message) for an explicit `--db` that does not exist (unless `creates`, with
     `writable`) or is not a store, or a record file that does not parse, before anything is created.

@@ -68,9 +68,21 @@ NON_VERDICTS = (Outcome.ERROR, Outcome.TIMEOUT, Outcome.INFRA)
 _SETTLED_VALUES = {o.value for o in SETTLED}
 _KEY = ("case", "variant", "nproc", "device", "cell", "fingerprint")
 _ROW_FIELDS = {
-    "case": str, "variant": str, "nproc": int, "device": str, "cell": str, "outcome": str, "reason": str,
-    "versions": dict, "python": str, "fingerprint": str, "digest": str, "date": str, "duration_s": (int, float),
-    "run": str, "tallies": dict,
+    "case": str,
+    "variant": str,
+    "nproc": int,
+    "device": str,
+    "cell": str,
+    "outcome": str,
+    "reason": str,
+    "versions": dict,
+    "python": str,
+    "fingerprint": str,
+    "digest": str,
+    "date": str,
+    "duration_s": (int, float),
+    "run": str,
+    "tallies": dict,
 }
 T = TypeVar("T")
 _OUTCOME_OF = {o.value: o for o in Outcome}
@@ -158,12 +170,22 @@ def deciding_lines(result: Result, signature: str | None = None) -> str:
 def to_row(run_id: str, cell: str, result: Result, machine: str, signature: str | None = None) -> dict:
     """A result as a record row (see the module docstring for what it keeps)."""
     row = {
-        "case": result.case, "variant": result.variant, "nproc": result.nproc, "device": result.device,
-        "cell": cell, "outcome": result.outcome.value, "tallies": dict(sorted(result.tallies.items())),
-        "reason": result.reason.splitlines()[0][:EXCERPT_LINE * 2] if result.reason else "",
-        "versions": dict(sorted(result.versions.items())), "python": result.python,
-        "fingerprint": result.fingerprint, "digest": result.digest, "date": iso(result.started_at),
-        "duration_s": round(result.duration_s, 1), "run": run_id, "machine": machine,
+        "case": result.case,
+        "variant": result.variant,
+        "nproc": result.nproc,
+        "device": result.device,
+        "cell": cell,
+        "outcome": result.outcome.value,
+        "tallies": dict(sorted(result.tallies.items())),
+        "reason": result.reason.splitlines()[0][: EXCERPT_LINE * 2] if result.reason else "",
+        "versions": dict(sorted(result.versions.items())),
+        "python": result.python,
+        "fingerprint": result.fingerprint,
+        "digest": result.digest,
+        "date": iso(result.started_at),
+        "duration_s": round(result.duration_s, 1),
+        "run": run_id,
+        "machine": machine,
     }
     if not result.launched:
         row["launched"] = False
@@ -175,13 +197,28 @@ def to_row(run_id: str, cell: str, result: Result, machine: str, signature: str 
 
 def from_row(row: dict) -> tuple[str, str, Result]:
     """(run id, cell, result) of a record row; `expected` is left None for the reader to judge by today's rules."""
-    result = trusted({  # `load` checked every field: no second validation per row
-        "case": row["case"], "variant": row["variant"], "nproc": row["nproc"], "device": row["device"],
-        "outcome": _OUTCOME_OF[row["outcome"]], "expected": None, "reason": row["reason"], "versions": row["versions"],
-        "python": row["python"], "ranks": [], "duration_s": float(row["duration_s"]),
-        "log_excerpt": row.get("excerpt", ""), "stacks": "", "started_at": timestamp(row["date"]),
-        "launched": row.get("launched", True), "tallies": row["tallies"], "fingerprint": row["fingerprint"],
-        "digest": row["digest"]})
+    result = trusted(
+        {  # `load` checked every field: no second validation per row
+            "case": row["case"],
+            "variant": row["variant"],
+            "nproc": row["nproc"],
+            "device": row["device"],
+            "outcome": _OUTCOME_OF[row["outcome"]],
+            "expected": None,
+            "reason": row["reason"],
+            "versions": row["versions"],
+            "python": row["python"],
+            "ranks": [],
+            "duration_s": float(row["duration_s"]),
+            "log_excerpt": row.get("excerpt", ""),
+            "stacks": "",
+            "started_at": timestamp(row["date"]),
+            "launched": row.get("launched", True),
+            "tallies": row["tallies"],
+            "fingerprint": row["fingerprint"],
+            "digest": row["digest"],
+        }
+    )
     return row["run"], row["cell"], result
 
 
@@ -322,8 +359,10 @@ def _load(root: Path, record: Record) -> None:
         if not held.get(name):
             path = overlay.get(name, root / name)
             state = "missing" if not path.is_file() else "empty" if name in held else "not a file of the record"
-            raise RecordError(f"{path}: {state}, but {listing}:{number} lists it as holding rows (a fold never "
-                              "empties a file: restore it, e.g. with `git checkout`)")
+            raise RecordError(
+                f"{path}: {state}, but {listing}:{number} lists it as holding rows (a fold never "
+                "empties a file: restore it, e.g. with `git checkout`)"
+            )
 
 
 def render(record: Record) -> dict[str, str]:
@@ -334,14 +373,20 @@ def render(record: Record) -> dict[str, str]:
         files.setdefault(name, []).append(row)
     cited_runs = {row["run"] for row in record.rows}
     cited_machines = {record.runs[r]["machine"] for r in cited_runs if r in record.runs} | {
-        row["machine"] for row in record.rows}
+        row["machine"] for row in record.rows
+    }
     files["runs.jsonl"] = [{"id": r, **record.runs[r]} for r in sorted(cited_runs) if r in record.runs]
-    files["machines.jsonl"] = [{"id": m, **record.machines[m]} for m in sorted(cited_machines)
-                               if m in record.machines]
-    versions = [{"kind": "release", "package": p, "version": v, **point}
-                for p in sorted(record.releases) for v, point in _by_version(record.releases[p])]
-    versions += [{"kind": "git", "package": p, "version": v, **point}
-                 for p in sorted(record.commits) for v, point in sorted(record.commits[p].items())]
+    files["machines.jsonl"] = [{"id": m, **record.machines[m]} for m in sorted(cited_machines) if m in record.machines]
+    versions = [
+        {"kind": "release", "package": p, "version": v, **point}
+        for p in sorted(record.releases)
+        for v, point in _by_version(record.releases[p])
+    ]
+    versions += [
+        {"kind": "git", "package": p, "version": v, **point}
+        for p in sorted(record.commits)
+        for v, point in sorted(record.commits[p].items())
+    ]
     files["versions.jsonl"] = versions
     files["rules.jsonl"] = sorted(record.rules, key=lambda r: (r["case"], r["variant"], r["set"], _dumps(r)))
     files[MANIFEST] = [{"file": name} for name, rows in sorted(files.items()) if rows]
@@ -417,8 +462,9 @@ def fold(record: Record, rows: Iterable[dict], runs: dict[str, dict], machines: 
             added += 1
         else:
             old = record.rows[at]
-            if (old["outcome"], old["tallies"]) == (row["outcome"], row["tallies"]) and old["versions"].items() >= \
-                    row["versions"].items():  # a re-measurement that recorded more (a version a rule names) is news
+            if (old["outcome"], old["tallies"]) == (row["outcome"], row["tallies"]) and old["versions"].items() >= row[
+                "versions"
+            ].items():  # a re-measurement that recorded more (a version a rule names) is news
                 if (old["date"], old["run"]) < was < (row["date"], row["run"]):
                     # confirmed after a row of another fingerprint of its key (fewer repeats, other pins): it is
                     # the key's current result again, so it takes the confirming measurement's date and run
@@ -487,20 +533,30 @@ def _kept(cell: str, compat: bool) -> bool:
     return cell.startswith(COMPAT_PREFIX) == compat
 
 
-def unshadowed(items: Iterable[T], identity: Callable[[T], tuple], measured: Callable[[T], tuple[str, str]]
-               ) -> list[T]:
+def unshadowed(items: Iterable[T], identity: Callable[[T], tuple], measured: Callable[[T], tuple[str, str]]) -> list[T]:
     """`items` less every `infra` item that a settled item of the same identity measured at the same digest
     outranks (`ResultStore.latest`'s rule: nothing was measured, so the measurement stands). `measured` gives an
     item's (outcome, digest)."""
     items = list(items)
-    standing = {(identity(item), digest) for item in items
-                for outcome, digest in [measured(item)] if digest and outcome in _SETTLED_VALUES}
-    return [item for item in items if not (measured(item)[0] == Outcome.INFRA.value
-                                           and (identity(item), measured(item)[1]) in standing)]
+    standing = {
+        (identity(item), digest)
+        for item in items
+        for outcome, digest in [measured(item)]
+        if digest and outcome in _SETTLED_VALUES
+    }
+    return [
+        item
+        for item in items
+        if not (measured(item)[0] == Outcome.INFRA.value and (identity(item), measured(item)[1]) in standing)
+    ]
 
 
-def _newest(items: Iterable[T], identity: Callable[[T], tuple], moment: Callable[[T], tuple],
-            measured: Callable[[T], tuple[str, str]]) -> list[T]:
+def _newest(
+    items: Iterable[T],
+    identity: Callable[[T], tuple],
+    moment: Callable[[T], tuple],
+    measured: Callable[[T], tuple[str, str]],
+) -> list[T]:
     """The newest item of each identity (case, variant, nproc, device, cell) by `moment` (when it started, then
     the run id: a tie goes to the greater run id), in identity order, as `ResultStore.latest` defines it: an
     `infra` item never shadows a settled item of its identity that measured the same digest (`unshadowed`)."""
@@ -531,14 +587,18 @@ class RecordStore(ResultStore):
     record's results that are not superseded, judged by today's rules; writing is refused. Rows become `Result`s
     only when a reader returns them (a record ten times today's is read in well under a second)."""
 
-    def __init__(self, record: Record, digests: Digests, root: Path = DEFAULT_RECORD,
-                 judge: Callable[[Result], Result] | None = None) -> None:
+    def __init__(
+        self,
+        record: Record,
+        digests: Digests,
+        root: Path = DEFAULT_RECORD,
+        judge: Callable[[Result], Result] | None = None,
+    ) -> None:
         self.path = root
         self.readonly = True
         self.record, self.digests = record, digests
         self.judge = judge or (lambda r: r)
-        self._rows = [row for row in record.rows
-                      if not superseded(row["case"], row["variant"], row["digest"], digests)]
+        self._rows = [row for row in record.rows if not superseded(row["case"], row["variant"], row["digest"], digests)]
 
     def _result(self, row: dict) -> Result:
         return self.judge(from_row(row)[2])
@@ -570,30 +630,50 @@ class RecordStore(ResultStore):
             run = self.record.runs.get(run_id, {})
             started = timestamp(run["started"]) if "started" in run else 0.0
             machine = run.get("machine", "")
-            out.append(Run(run_id, started, None, "complete", _dumps(self.record.machines.get(machine, {})),
-                           run.get("command", "")))
+            out.append(
+                Run(
+                    run_id,
+                    started,
+                    None,
+                    "complete",
+                    _dumps(self.record.machines.get(machine, {})),
+                    run.get("command", ""),
+                )
+            )
         return sorted(out, key=lambda r: (r.started_at, r.run_id))
 
     def results(self, run_id: str | None = None, compat: bool = False) -> list[tuple[str, str, Result]]:
-        rows = sorted(self._chosen(run_id, compat), key=lambda row: (row["run"], row["case"], row["variant"],
-                                                                      row["cell"], row["device"], row["nproc"]))
+        rows = sorted(
+            self._chosen(run_id, compat),
+            key=lambda row: (row["run"], row["case"], row["variant"], row["cell"], row["device"], row["nproc"]),
+        )
         return [(row["run"], row["cell"], self._result(row)) for row in rows]
 
     def latest(self, run_id: str | None = None, compat: bool = False) -> list[tuple[str, Result]]:
-        newest = _newest(self._chosen(run_id, compat),  # rows, so that only the newest become Results
-                         lambda row: (row["case"], row["variant"], row["nproc"], row["device"], row["cell"]),
-                         lambda row: (row["date"], row["run"]), lambda row: (row["outcome"], row["digest"]))
+        newest = _newest(
+            self._chosen(run_id, compat),  # rows, so that only the newest become Results
+            lambda row: (row["case"], row["variant"], row["nproc"], row["device"], row["cell"]),
+            lambda row: (row["date"], row["run"]),
+            lambda row: (row["outcome"], row["digest"]),
+        )
         with gc_paused():
             return [(row["cell"], self._result(row)) for row in newest]
 
-    def standing(self, cell: str, case: str, variant: str, fingerprint: str,
-                 outcomes: tuple[Outcome, ...]) -> Result | None:
+    def standing(
+        self, cell: str, case: str, variant: str, fingerprint: str, outcomes: tuple[Outcome, ...]
+    ) -> Result | None:
         if not fingerprint:
             return None
         wanted = {o.value for o in outcomes}
-        found = [row for row in self._rows
-                 if row["cell"] == cell and row["fingerprint"] == fingerprint and row["case"] == case
-                 and row["variant"] == variant and row["outcome"] in wanted]
+        found = [
+            row
+            for row in self._rows
+            if row["cell"] == cell
+            and row["fingerprint"] == fingerprint
+            and row["case"] == case
+            and row["variant"] == variant
+            and row["outcome"] in wanted
+        ]
         return self._result(max(found, key=lambda row: (row["date"], row["run"]))) if found else None
 
 
@@ -622,11 +702,17 @@ class LayeredStore(ResultStore):
 
     def _entries(self, run_id: str | None, compat: bool) -> list[tuple[str, str, Result]]:
         """Both layers' current results, not judged: the local store's copy of a (run, key) wins."""
-        mine = [e for e in self.local.results(run_id, compat)
-                if not superseded(e[2].case, e[2].variant, e[2].digest, self.digests)]
+        mine = [
+            e
+            for e in self.local.results(run_id, compat)
+            if not superseded(e[2].case, e[2].variant, e[2].digest, self.digests)
+        ]
         seen = {(run_id_, cell, r.case, r.variant, r.nproc, r.device) for run_id_, cell, r in mine}
-        return mine + [e for e in self.record.entries(run_id, compat)
-                       if (e[0], e[1], e[2].case, e[2].variant, e[2].nproc, e[2].device) not in seen]
+        return mine + [
+            e
+            for e in self.record.entries(run_id, compat)
+            if (e[0], e[1], e[2].case, e[2].variant, e[2].nproc, e[2].device) not in seen
+        ]
 
     def runs(self, with_results: bool = False, compat: bool = False) -> list[Run]:
         mine = {r.run_id: r for r in self.local.runs(with_results, compat)}
@@ -641,10 +727,13 @@ class LayeredStore(ResultStore):
         newest = _newest(self._entries(run_id, compat), entry_identity, _entry_moment, entry_measured)
         return [(cell, self.judge(r)) for _, cell, r in newest]  # only what is returned is judged
 
-    def standing(self, cell: str, case: str, variant: str, fingerprint: str,
-                 outcomes: tuple[Outcome, ...]) -> Result | None:
+    def standing(
+        self, cell: str, case: str, variant: str, fingerprint: str, outcomes: tuple[Outcome, ...]
+    ) -> Result | None:
         mine = self.local.standing(cell, case, variant, fingerprint, outcomes)
-        found = [r for r in (mine and self.judge(mine),
-                             self.record.standing(cell, case, variant, fingerprint, outcomes))
-                 if r is not None]
+        found = [
+            r
+            for r in (mine and self.judge(mine), self.record.standing(cell, case, variant, fingerprint, outcomes))
+            if r is not None
+        ]
         return max(found, key=lambda r: r.started_at) if found else None

@@ -123,8 +123,9 @@ _ADDED_COLUMNS = {  # schema version 2: column -> definition, added to stores wr
     "digest": "TEXT NOT NULL DEFAULT ''",  # schema version 4
 }
 # schema version 3: the `latest` table, and the index that finds a key's newest result without reading the rows
-_NEWEST_INDEX = ("CREATE INDEX IF NOT EXISTS results_newest "
-                 "ON results (case_id, variant, nproc, device, cell, started_at, run_id)")
+_NEWEST_INDEX = (
+    "CREATE INDEX IF NOT EXISTS results_newest ON results (case_id, variant, nproc, device, cell, started_at, run_id)"
+)
 _KEY_COLUMNS = ("case_id", "variant", "nproc", "device", "cell")
 _SETTLED_SQL = ", ".join(f"'{o.value}'" for o in SETTLED)
 # 1 for an `infra` row that a settled row of its key and digest outranks (`latest()`'s rule), else 0: sorted first
@@ -140,8 +141,25 @@ _REFRESH_LATEST = (
     f"ORDER BY {_SHADOWED}, started_at DESC, run_id DESC LIMIT 1"
 )
 _RESULT_COLUMNS = (
-    "run_id", "case_id", "variant", "nproc", "device", "cell", "outcome", "expected", "reason", "versions",
-    "python", "ranks", "duration_s", "log_excerpt", "stacks", "started_at", "launched", "tallies", "fingerprint",
+    "run_id",
+    "case_id",
+    "variant",
+    "nproc",
+    "device",
+    "cell",
+    "outcome",
+    "expected",
+    "reason",
+    "versions",
+    "python",
+    "ranks",
+    "duration_s",
+    "log_excerpt",
+    "stacks",
+    "started_at",
+    "launched",
+    "tallies",
+    "fingerprint",
     "digest",
 )
 
@@ -171,8 +189,11 @@ class DiskFull(RuntimeError):
         line = f"{self.path}: no space left for the results store ({self.error}; {free} on its disk)"
         if not self.run_id:
             return f"{line}; nothing recorded"
-        run = (f"run {self.run_id} marked interrupted" if self.marked else
-               f"run {self.run_id} could not even be marked interrupted (it stays `running`)")
+        run = (
+            f"run {self.run_id} marked interrupted"
+            if self.marked
+            else f"run {self.run_id} could not even be marked interrupted (it stays `running`)"
+        )
         return f"{line}; {run}; the results saved before it are intact, and the same command resumes from them"
 
 
@@ -253,8 +274,9 @@ class Store(Protocol):
         """The newest result of each key (case, variant, nproc, device, cell), as (cell, result)."""
         ...
 
-    def standing(self, cell: str, case: str, variant: str, fingerprint: str,
-                 outcomes: tuple[Outcome, ...]) -> Result | None:
+    def standing(
+        self, cell: str, case: str, variant: str, fingerprint: str, outcomes: tuple[Outcome, ...]
+    ) -> Result | None:
         """The newest result of `case`'s `variant` in `cell` with this fingerprint among these outcomes, from any run
         (what a resumed run reuses)."""
         ...
@@ -346,22 +368,43 @@ class ResultStore:
     def save(self, run_id: str, result: Result, cell: str = LOCAL_CELL) -> None:
         """Write one result atomically (replacing the same key within the same run)."""
         row = (
-            run_id, result.case, result.variant, result.nproc, result.device, cell, result.outcome.value,
-            result.expected.value if result.expected else None, result.reason, json.dumps(result.versions),
-            result.python, json.dumps([r.model_dump(mode="json") for r in result.ranks]), result.duration_s,
-            result.log_excerpt, result.stacks, result.started_at, int(result.launched),
-            json.dumps(result.tallies, sort_keys=True), result.fingerprint, result.digest,
+            run_id,
+            result.case,
+            result.variant,
+            result.nproc,
+            result.device,
+            cell,
+            result.outcome.value,
+            result.expected.value if result.expected else None,
+            result.reason,
+            json.dumps(result.versions),
+            result.python,
+            json.dumps([r.model_dump(mode="json") for r in result.ranks]),
+            result.duration_s,
+            result.log_excerpt,
+            result.stacks,
+            result.started_at,
+            int(result.launched),
+            json.dumps(result.tallies, sort_keys=True),
+            result.fingerprint,
+            result.digest,
         )
         with self._connect() as db:
-            db.execute(f"INSERT OR REPLACE INTO results ({', '.join(_RESULT_COLUMNS)}) "
-                       f"VALUES ({', '.join('?' * len(row))})", row)
+            db.execute(
+                f"INSERT OR REPLACE INTO results ({', '.join(_RESULT_COLUMNS)}) VALUES ({', '.join('?' * len(row))})",
+                row,
+            )
             db.execute(_REFRESH_LATEST, row[1:6])  # the key, in the same transaction
 
     def runs(self, with_results: bool = False, compat: bool = False) -> list[Run]:
         """Every run, oldest first (only those that recorded at least one result, with `with_results`: a case
         result, or a compat probe's with `compat`)."""
-        where = (" WHERE EXISTS (SELECT 1 FROM results WHERE results.run_id = runs.run_id "
-                 f"AND {_kept(compat, 'results.cell')})" if with_results else "")
+        where = (
+            " WHERE EXISTS (SELECT 1 FROM results WHERE results.run_id = runs.run_id "
+            f"AND {_kept(compat, 'results.cell')})"
+            if with_results
+            else ""
+        )
         with self._connect() as db:
             rows = db.execute(f"SELECT * FROM runs{where} ORDER BY started_at, run_id").fetchall()
         return [Run(*row) for row in rows]
@@ -387,19 +430,23 @@ class ResultStore:
         order = ", ".join(_KEY_COLUMNS)
         with self._connect() as db:
             if run_id is not None:  # within a run each key is unique: the run's results are its newest
-                rows = db.execute(f"SELECT {columns} FROM results AS r WHERE run_id = ? "
-                                  f"AND {_kept(compat, 'r.cell')} ORDER BY {order}",
-                                  (run_id,)).fetchall()
+                rows = db.execute(
+                    f"SELECT {columns} FROM results AS r WHERE run_id = ? "
+                    f"AND {_kept(compat, 'r.cell')} ORDER BY {order}",
+                    (run_id,),
+                ).fetchall()
             else:  # CROSS JOIN: walk the small table in key order, fetch each result by its primary key
                 rows = db.execute(
                     f"SELECT {columns} FROM latest AS l CROSS JOIN results AS r ON r.run_id = l.run_id "
                     + "".join(f"AND r.{c} = l.{c} " for c in _KEY_COLUMNS)
-                    + f"WHERE {_kept(compat, 'l.cell')} ORDER BY " + ", ".join(f"l.{c}" for c in _KEY_COLUMNS)
+                    + f"WHERE {_kept(compat, 'l.cell')} ORDER BY "
+                    + ", ".join(f"l.{c}" for c in _KEY_COLUMNS)
                 ).fetchall()
         return [(row[5], _to_result(row)) for row in rows]
 
-    def standing(self, cell: str, case: str, variant: str, fingerprint: str,
-                 outcomes: tuple[Outcome, ...]) -> Result | None:
+    def standing(
+        self, cell: str, case: str, variant: str, fingerprint: str, outcomes: tuple[Outcome, ...]
+    ) -> Result | None:
         """The newest result of `case`'s `variant` in `cell` with `fingerprint` whose outcome is one of `outcomes`,
         from any run."""
         if not fingerprint:
@@ -426,8 +473,10 @@ class ResultStore:
                 for run in other.runs(with_results=compat_only, compat=compat_only):
                     db.execute("INSERT OR IGNORE INTO runs VALUES (?, ?, ?, ?, ?, ?)", tuple(run.__dict__.values()))
                 with other._connect() as src:
-                    rows = src.execute(f"SELECT {', '.join(_RESULT_COLUMNS)} FROM results"
-                                       + (f" WHERE {_kept(True)}" if compat_only else "")).fetchall()
+                    rows = src.execute(
+                        f"SELECT {', '.join(_RESULT_COLUMNS)} FROM results"
+                        + (f" WHERE {_kept(True)}" if compat_only else "")
+                    ).fetchall()
                 for row in rows:  # a shard from another machine names what it likes: check before it is ours
                     try:
                         check_key(row[1], row[2], row[5])
@@ -468,8 +517,9 @@ class NullStore:
     def latest(self, run_id: str | None = None, compat: bool = False) -> list[tuple[str, Result]]:
         return []
 
-    def standing(self, cell: str, case: str, variant: str, fingerprint: str,
-                 outcomes: tuple[Outcome, ...]) -> Result | None:
+    def standing(
+        self, cell: str, case: str, variant: str, fingerprint: str, outcomes: tuple[Outcome, ...]
+    ) -> Result | None:
         return None
 
     def merge(self, sources: list[Path], compat_only: bool = False) -> int:
@@ -552,11 +602,22 @@ def _rebuild_latest(db: sqlite3.Connection) -> None:
 def _to_result(row: tuple) -> Result:
     values = dict(zip(_RESULT_COLUMNS, row, strict=True))
     return Result(
-        case=values["case_id"], variant=values["variant"], nproc=values["nproc"], device=values["device"],
-        outcome=Outcome(values["outcome"]), expected=Outcome(values["expected"]) if values["expected"] else None,
-        reason=values["reason"], versions=json.loads(values["versions"]), python=values["python"],
+        case=values["case_id"],
+        variant=values["variant"],
+        nproc=values["nproc"],
+        device=values["device"],
+        outcome=Outcome(values["outcome"]),
+        expected=Outcome(values["expected"]) if values["expected"] else None,
+        reason=values["reason"],
+        versions=json.loads(values["versions"]),
+        python=values["python"],
         ranks=[RankStatus.model_validate(r) for r in json.loads(values["ranks"])],
-        duration_s=values["duration_s"], log_excerpt=values["log_excerpt"], stacks=values["stacks"],
-        started_at=values["started_at"], launched=bool(values["launched"]),
-        tallies=json.loads(values["tallies"]), fingerprint=values["fingerprint"], digest=values["digest"],
+        duration_s=values["duration_s"],
+        log_excerpt=values["log_excerpt"],
+        stacks=values["stacks"],
+        started_at=values["started_at"],
+        launched=bool(values["launched"]),
+        tallies=json.loads(values["tallies"]),
+        fingerprint=values["fingerprint"],
+        digest=values["digest"],
     )

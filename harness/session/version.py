@@ -20,8 +20,9 @@ _ROW_DATE = re.compile(rb'"date":"([0-9T:Z-]+)"')  # a row's own field: inside a
 def git(folder: Path, *args: str) -> str | None:
     """What `git -C folder args` prints (stripped), or None where git or a repository is not there."""
     try:
-        done = subprocess.run(["git", "-C", str(folder), *args], capture_output=True, text=True, timeout=30,
-                              check=False)
+        done = subprocess.run(
+            ["git", "-C", str(folder), *args], capture_output=True, text=True, timeout=30, check=False
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return done.stdout.strip() if done.returncode == 0 else None
@@ -83,5 +84,7 @@ def version_text() -> str:
     record = default_record()
     wheel_record = known is not None and record.resolve() == (PACKAGED / "record").resolve()
     about = known["record"] if wheel_record else record_facts(record)
-    return (f"bugmatrix {code} (commit {commit or 'unknown'})\n"
-            f"the record in {record}: newest result {about['date'] or 'none'}, commit {about['commit'] or 'unknown'}")
+    return (
+        f"bugmatrix {code} (commit {commit or 'unknown'})\n"
+        f"the record in {record}: newest result {about['date'] or 'none'}, commit {about['commit'] or 'unknown'}"
+    )

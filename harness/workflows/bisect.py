@@ -59,22 +59,31 @@ def release_candidates(
     inside = allowed_releases(matrix, case, package, device, pre)
     listed = allowed_releases(matrix, case, package, device, pre, supports=False)
     outside = any(e and e not in inside and str(Version(e)) not in inside for e in (old, new))
-    versions = [v for v in (listed if outside else inside)
-                if not (old and Version(v) < Version(old)) and not (new and Version(v) > Version(new))]
+    versions = [
+        v
+        for v in (listed if outside else inside)
+        if not (old and Version(v) < Version(old)) and not (new and Version(v) > Version(new))
+    ]
     for end, name in ((old, "--old"), (new, "--new")):
         if end and end not in versions and str(Version(end)) not in versions:
-            raise BisectError(f"{name} {end}: not a release of {matrix.distribution(package, device)} the "
-                              "matrix allows")
+            raise BisectError(
+                f"{name} {end}: not a release of {matrix.distribution(package, device)} the matrix allows"
+            )
     if len(versions) < 2:
         raise BisectError(f"{package}: fewer than two releases to bisect between ({', '.join(versions) or 'none'})")
     return versions
 
 
-
-
-def probe_cell(matrix: Matrix, case: Case, package: str, candidate: str | Commit, device: str,
-               source: str | None = None, companions: dict[str, str | GitPin] | None = None,
-               base: dict[str, str | GitPin] | None = None) -> Cell:
+def probe_cell(
+    matrix: Matrix,
+    case: Case,
+    package: str,
+    candidate: str | Commit,
+    device: str,
+    source: str | None = None,
+    companions: dict[str, str | GitPin] | None = None,
+    base: dict[str, str | GitPin] | None = None,
+) -> Cell:
     """The cell that pins `package` to `candidate`, with the packages coupled to it moved along, and the other pins
     of `base` (a matrix cell's, when narrowing between two of its cells) kept.
 
@@ -99,8 +108,14 @@ def probe_cell(matrix: Matrix, case: Case, package: str, candidate: str | Commit
         if member not in coupled:
             pins.setdefault(member, kept)
     pins = apply_couplings(matrix.spec.couplings, pins, f"bisect {package} {candidate}")
-    return Cell(name=f"{BISECT_PREFIX}{package}-{candidate}", device=device, python=matrix.spec.defaults.python,
-                index_url=matrix.index_url(), pins=pins, sources={package: source} if source else {})
+    return Cell(
+        name=f"{BISECT_PREFIX}{package}-{candidate}",
+        device=device,
+        python=matrix.spec.defaults.python,
+        index_url=matrix.index_url(),
+        pins=pins,
+        sources={package: source} if source else {},
+    )
 
 
 @dataclass
@@ -128,8 +143,12 @@ class CaseProber:
     def __post_init__(self) -> None:
         p = self.probing
         self.matrix = p.matrix
-        self.session = Session(MatrixEnvironments(p.envs), repeat=p.repeat, resume=self.resume,
-                               observers=[Recorder(p.store, p.run_id), _ProbeLog(self), *p.observers])
+        self.session = Session(
+            MatrixEnvironments(p.envs),
+            repeat=p.repeat,
+            resume=self.resume,
+            observers=[Recorder(p.store, p.run_id), _ProbeLog(self), *p.observers],
+        )
 
     def __call__(self, batch: list[str | Commit]) -> list[Outcome]:
         cost = max(self.nprocs or (self.nproc,)) * self.probing.repeat
@@ -141,17 +160,32 @@ class CaseProber:
             if isinstance(candidate, DevBuild):  # a day's dev builds: the whole stack of that day, pinned
                 cell = dev_cell(self.matrix, candidate, self.device, self.index_url)
             else:
-                cell = probe_cell(self.matrix, self.case, self.package, candidate, self.device, self.source,
-                                  self.companions, self.base)
+                cell = probe_cell(
+                    self.matrix,
+                    self.case,
+                    self.package,
+                    candidate,
+                    self.device,
+                    self.source,
+                    self.companions,
+                    self.base,
+                )
         except MatrixError as exc:  # recorded where the probe would have run, as `infra`
-            cell = Cell(name=f"{BISECT_PREFIX}{self.package}-{candidate}", device=self.device,
-                        python=self.matrix.spec.defaults.python, index_url=self.matrix.index_url(), pins={})
+            cell = Cell(
+                name=f"{BISECT_PREFIX}{self.package}-{candidate}",
+                device=self.device,
+                python=self.matrix.spec.defaults.python,
+                index_url=self.matrix.index_url(),
+                pins={},
+            )
             job = Job(self.case, self.variant, self.nproc, self.device, cell)
             result = infra_result(job, str(exc))
             self.session.settle(job, result)
             return result.outcome
-        results = [self.session.run_job(Job(self.case, self.variant, n, self.device, cell))
-                   for n in self.nprocs or (self.nproc,)]
+        results = [
+            self.session.run_job(Job(self.case, self.variant, n, self.device, cell))
+            for n in self.nprocs or (self.nproc,)
+        ]
         if len(results) == 1:
             return results[0].outcome
         status = cell_status(results)  # several world sizes: as a matrix cell combines them
@@ -204,7 +238,13 @@ def bisect(probing: Probing, request: BisectRequest, probed: dict[str, Result] |
     r, matrix, say = request, probing.matrix, probing.say
     source = r.git or r.case.spec.sources.get(r.package) or matrix.source(r.package)
     prober = CaseProber(
-        probing, r.case, r.variant, r.nproc, r.device, r.package, source,
+        probing,
+        r.case,
+        r.variant,
+        r.nproc,
+        r.device,
+        r.package,
+        source,
         on_probe=lambda c, o, why: say(f"  probe {c}: {o.value}  {(why.splitlines() or [''])[0]}"),
         resume=Resume(probing.store),  # a probe the record or the store already holds (same script, pins) is reused
     )
@@ -214,11 +254,19 @@ def bisect(probing: Probing, request: BisectRequest, probed: dict[str, Result] |
     levels: list[Level] = []
     if r.dates:
         url = matrix.index_url(r.channel) if r.channel else matrix.index_url()
-        companions = [p for c in matrix.spec.couplings for row in c.rows if r.package in row for p in row
-                      if p != r.package and p in r.case.spec.packages]
+        companions = [
+            p
+            for c in matrix.spec.couplings
+            for row in c.rows
+            if r.package in row
+            for p in row
+            if p != r.package and p in r.case.spec.packages
+        ]
         line = date_line(matrix, r.package, dict.fromkeys(companions), *r.dates, r.device, url)
-        say(f"bisecting {r.case.id}::{r.variant} over {len(line.builds)} days of {r.package} dev builds "
-            f"{r.dates[0]} … {r.dates[1]} ({len(line.gaps)} gap(s), {len(line.same)} repeated build(s) skipped)")
+        say(
+            f"bisecting {r.case.id}::{r.variant} over {len(line.builds)} days of {r.package} dev builds "
+            f"{r.dates[0]} … {r.dates[1]} ({len(line.gaps)} gap(s), {len(line.same)} repeated build(s) skipped)"
+        )
         prober.index_url = url
         found = search(line.builds, prober, parallel=parallel)
         say(date_summary(line, found))
@@ -227,15 +275,18 @@ def bisect(probing: Probing, request: BisectRequest, probed: dict[str, Result] |
         if source and r.commits and commits and not found.ambiguous:
             repo = git_checkout(source, r.package)
             candidates = git_candidates(repo, *commits)
-            say(f"bisecting {len(candidates)} first-parent commits of {r.package} {commits[0][:12]} … "
-                f"{commits[1][:12]}")
+            say(
+                f"bisecting {len(candidates)} first-parent commits of {r.package} {commits[0][:12]} … {commits[1][:12]}"
+            )
             prober.companions = dict(found.first_new.pins)
             levels.append(("commit", search(candidates, prober, parallel=parallel)))
         return levels
     if not (r.old_ref and r.new_ref):
         versions = release_candidates(matrix, r.case, r.package, r.device, r.old, r.new, r.pre)
-        say(f"bisecting {r.case.id}::{r.variant} over {len(versions)} {r.package} releases "
-            f"{versions[0]} … {versions[-1]}")
+        say(
+            f"bisecting {r.case.id}::{r.variant} over {len(versions)} {r.package} releases "
+            f"{versions[0]} … {versions[-1]}"
+        )
         try:
             found = search(versions, prober, parallel=parallel)
         except BisectRefused as exc:
@@ -266,36 +317,48 @@ def bisect(probing: Probing, request: BisectRequest, probed: dict[str, Result] |
     return levels
 
 
-def untestable_hint(case: Case, package: str, stepped: list[str], versions: list[str] | None = None,
-                    found: SearchResult | None = None) -> str:
+def untestable_hint(
+    case: Case, package: str, stepped: list[str], versions: list[str] | None = None, found: SearchResult | None = None
+) -> str:
     """What a bisection whose default range starts (or ends) at releases that cannot be installed here did, and how
     to start where it can: the case's `supports:` or `--old`/`--new`."""
     where = case.folder / "case.yaml"
     if not stepped or found is None or versions is None:
-        return (f"an endpoint cannot be installed or imported here (infra: the probe says why); give --old/--new "
-                f"releases that install, or narrow `supports: {{{package}: ...}}` in {where}")
+        return (
+            f"an endpoint cannot be installed or imported here (infra: the probe says why); give --old/--new "
+            f"releases that install, or narrow `supports: {{{package}: ...}}` in {where}"
+        )
     older = stepped[0] == versions[0]
     start = versions[len(stepped)] if older else versions[-len(stepped) - 1]
     probed = [c for c, _ in found.probes if c in stepped]
     shown = stepped[0] if len(stepped) == 1 else f"{stepped[0]} … {stepped[-1]} ({len(stepped)} releases)"
     flag, bound = ("--old", ">=") if older else ("--new", "<=")
-    return (f"{package} {shown} cannot be installed or imported here (infra, probed {', '.join(map(str, probed))}): "
-            f"started at {start}, the {'oldest' if older else 'newest'} that installs; to start there next time, "
-            f"set `supports: {{{package}: \"{bound}{start}\"}}` in {where} or pass {flag} {start}")
+    return (
+        f"{package} {shown} cannot be installed or imported here (infra, probed {', '.join(map(str, probed))}): "
+        f"started at {start}, the {'oldest' if older else 'newest'} that installs; to start there next time, "
+        f'set `supports: {{{package}: "{bound}{start}"}}` in {where} or pass {flag} {start}'
+    )
 
 
-def bisect_summary(case: str, variant: str, package: str, levels: list[Level],
-                   probed: dict[str, Result] | None = None, packages: list[str] | tuple[str, ...] = ()) -> str:
+def bisect_summary(
+    case: str,
+    variant: str,
+    package: str,
+    levels: list[Level],
+    probed: dict[str, Result] | None = None,
+    packages: list[str] | tuple[str, ...] = (),
+) -> str:
     """One line fit for an upstream issue comment. With the probes' results (`probed`) and the case's `packages`,
     each side names the case's other packages that moved with the bisected one (lightning 2.5.2 + torch 2.7.1 →
     2.5.3 + torch 2.8.0): the change may be theirs."""
     parts = []
     for level, r in levels:
-        old_with, new_with = _moved_with(package, packages, (probed or {}).get(str(r.last_old)),
-                                         (probed or {}).get(str(r.first_new)))
+        old_with, new_with = _moved_with(
+            package, packages, (probed or {}).get(str(r.last_old)), (probed or {}).get(str(r.first_new))
+        )
         where = f"{r.last_old}{old_with} ({r.old.value}) → {r.first_new}{new_with} ({r.new.value})"
         if level == "commit":
-            where += f" — first {r.new.value} commit {r.first_new.sha} \"{r.first_new.subject}\""
+            where += f' — first {r.new.value} commit {r.first_new.sha} "{r.first_new.subject}"'
         elif level == "date":
             where = f"{r.last_old.day} {where}"
         if r.ambiguous:
@@ -304,8 +367,9 @@ def bisect_summary(case: str, variant: str, package: str, levels: list[Level],
     return f"bugmatrix bisect {case}::{variant} over {package}: " + "; ".join(parts)
 
 
-def _moved_with(package: str, packages: list[str] | tuple[str, ...], old: Result | None,
-                new: Result | None) -> tuple[str, str]:
+def _moved_with(
+    package: str, packages: list[str] | tuple[str, ...], old: Result | None, new: Result | None
+) -> tuple[str, str]:
     """(` + torch 2.7.1`, ` + torch 2.8.0`): the case's other packages whose versions differ between the two sides."""
     if old is None or new is None:
         return "", ""
@@ -318,8 +382,13 @@ def _moved_with(package: str, packages: list[str] | tuple[str, ...], old: Result
     return before, after
 
 
-def bisect_commands(case: Case, found: SearchResult, results: list[tuple[str, str, Result]],
-                    matrix: Matrix | None = None, reused: dict[str, Result] | None = None) -> list[str]:
+def bisect_commands(
+    case: Case,
+    found: SearchResult,
+    results: list[tuple[str, str, Result]],
+    matrix: Matrix | None = None,
+    reused: dict[str, Result] | None = None,
+) -> list[str]:
     """For the two sides of a boundary (`last_old`, `first_new`), a comment line and the command that reproduces
     the recorded probe anywhere (harness/analysis/reproduce.py)."""
     from harness.analysis.reproduce import repro_command

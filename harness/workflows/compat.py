@@ -33,8 +33,9 @@ class CompatResume(Resume):
     def lookup(self, job: Job, fprint: str) -> Result | None:
         found = super().lookup(job, fprint)
         if found is None and not self.redo and fprint:
-            earlier = self.store.standing(job.cell_name, job.case.id, job.variant, fprint,
-                                          (Outcome.INFRA, Outcome.ERROR, Outcome.TIMEOUT))
+            earlier = self.store.standing(
+                job.cell_name, job.case.id, job.variant, fprint, (Outcome.INFRA, Outcome.ERROR, Outcome.TIMEOUT)
+            )
             if earlier is not None and verdict(earlier)[0] in (Kind.REFUSED, Kind.NO_IMPORT, Kind.FAILS_USED):
                 return earlier
         return found
@@ -57,8 +58,9 @@ def recorded_works(latest: list[tuple[str, Result]], torch: str) -> set[str]:
     return out
 
 
-def walk(grid: Grid, probes: dict[str, Case], probing: Probing, disk_budget: int | None = None
-         ) -> list[tuple[Job, Result]]:
+def walk(
+    grid: Grid, probes: dict[str, Case], probing: Probing, disk_budget: int | None = None
+) -> list[tuple[Job, Result]]:
     """Probe the whole grid through the session pipeline, one torch at a time (see the module docstring); every
     result is recorded in `probing.store` under `probing.run_id`. Returns (job, result) in the order run.
 
@@ -72,7 +74,9 @@ def walk(grid: Grid, probes: dict[str, Case], probing: Probing, disk_budget: int
         if not jobs:
             return []
         session = Session(
-            MatrixEnvironments(probing.envs), resume=resume, repeat=probing.repeat,
+            MatrixEnvironments(probing.envs),
+            resume=resume,
+            repeat=probing.repeat,
             observers=[Recorder(probing.store, probing.run_id), *probing.observers],
         )
         results = session.run(jobs, cores=probing.cores)
@@ -86,19 +90,27 @@ def walk(grid: Grid, probes: dict[str, Case], probing: Probing, disk_budget: int
         for lane in ("fbgemm", "lightning", "litgpt"):
             if lane in probes and lane in grid.partners:
                 package = LANES[lane].packages[-1]
-                jobs += [_job(probes[lane], probe_cell(probing.matrix, {"torch": torch, package: v}))
-                         for v in grid.partners[lane]]
+                jobs += [
+                    _job(probes[lane], probe_cell(probing.matrix, {"torch": torch, package: v}))
+                    for v in grid.partners[lane]
+                ]
         results = run(jobs)
-        works = {
-            job.cell.pins.get("fbgemm-gpu")
-            for job, r in zip(jobs, results, strict=True)
-            if job.cell and job.case.id == LANES["fbgemm"].probe and verdict(r)[0] is Kind.WORKS
-        } if "fbgemm" in probes else recorded_works(recorded, torch)
+        works = (
+            {
+                job.cell.pins.get("fbgemm-gpu")
+                for job, r in zip(jobs, results, strict=True)
+                if job.cell and job.case.id == LANES["fbgemm"].probe and verdict(r)[0] is Kind.WORKS
+            }
+            if "fbgemm" in probes
+            else recorded_works(recorded, torch)
+        )
         if "torchrec" in probes and grid.torchrec_of:
             run(
                 [
-                    _job(probes["torchrec"],
-                         probe_cell(probing.matrix, {"torch": torch, "fbgemm-gpu": fb, "torchrec": rec}))
+                    _job(
+                        probes["torchrec"],
+                        probe_cell(probing.matrix, {"torch": torch, "fbgemm-gpu": fb, "torchrec": rec}),
+                    )
                     for fb, recs in grid.torchrec_of.items()
                     for rec in recs
                     if fb in works
@@ -118,5 +130,3 @@ def walk(grid: Grid, probes: dict[str, Case], probing: Probing, disk_budget: int
             + ("; evicted its environments and cached stacks" if evicted else "")
         )
     return done
-
-

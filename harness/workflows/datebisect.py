@@ -44,7 +44,8 @@ from harness.workflows.search import SearchResult
 
 _LOCAL_COMMIT = re.compile(r"^(?:git|g)([0-9a-f]{7,40})$")
 _VERSION_PY = re.compile(
-    r"""^(?:git_version|__git_version__|git_hash|__git_hash__)\s*[:=]\s*['"]([0-9a-f]{7,40})['"]""", re.MULTILINE)
+    r"""^(?:git_version|__git_version__|git_hash|__git_hash__)\s*[:=]\s*['"]([0-9a-f]{7,40})['"]""", re.MULTILINE
+)
 
 
 class DateLineError(Exception):
@@ -149,8 +150,9 @@ def plan_dates(lead: str, builds: dict[str, Sequence[Build]], start: date, end: 
         if why:
             line.gaps.append(Gap(day, why))
         else:
-            candidate = DevBuild(lead, day, {p: b.version for p, b in chosen.items()},
-                                 {p: b.commit for p, b in chosen.items()})
+            candidate = DevBuild(
+                lead, day, {p: b.version for p, b in chosen.items()}, {p: b.commit for p, b in chosen.items()}
+            )
             commits = list(candidate.commits.values())
             if previous is not None and all(commits) and candidate.commits == previous.commits:
                 line.same.append((day, previous.day))
@@ -198,8 +200,9 @@ def commit_of(version: str, wheel_url: str | None) -> str | None:
     return None
 
 
-def read_builds(package: str, distribution: str, index_url: str, start: date, end: date,
-                python: str = "3.11") -> list[Build]:
+def read_builds(
+    package: str, distribution: str, index_url: str, start: date, end: date, python: str = "3.11"
+) -> list[Build]:
     """The dev builds of `distribution` on the index dated `start` … `end` (yanked files left out, so a yanked
     day is a gap), each with a wheel for this platform (or None) and its commit where it can be read."""
     try:
@@ -215,27 +218,43 @@ def read_builds(package: str, distribution: str, index_url: str, start: date, en
     out = []
     for version, its in by_version.items():
         wheel = next((url for name, url in its if fits(name, python)), None)
-        out.append(Build(package, version, build_date(version) or start, wheel,
-                         commit_of(version, wheel) if wheel else None))
+        out.append(
+            Build(package, version, build_date(version) or start, wheel, commit_of(version, wheel) if wheel else None)
+        )
     return sorted(out, key=lambda b: (b.day, Version(b.version)))
 
 
-def date_line(matrix: Matrix, package: str, companions: Iterable[str], start: date, end: date, device: str,
-              index_url: str | None = None, python: str | None = None) -> DateLine:
+def date_line(
+    matrix: Matrix,
+    package: str,
+    companions: Iterable[str],
+    start: date,
+    end: date,
+    device: str,
+    index_url: str | None = None,
+    python: str | None = None,
+) -> DateLine:
     """`plan_dates` over the builds read from the index (default: the matrix's; PyTorch's nightlies are on their
     own, an entry of `indexes`), the distributions those of `device`."""
     url = index_url or matrix.index_url()
     py = python or matrix.spec.defaults.python
-    builds = {p: read_builds(p, matrix.distribution(p, device), url, start, end, py)
-              for p in dict.fromkeys([package, *companions])}
+    builds = {
+        p: read_builds(p, matrix.distribution(p, device), url, start, end, py)
+        for p in dict.fromkeys([package, *companions])
+    }
     return plan_dates(package, builds, start, end)
 
 
 def probe_cell(matrix: Matrix, build: DevBuild, device: str, index_url: str | None = None) -> Cell:
     """The cell of one day: every package of the stack pinned to that day's build, from the same index. The
     pairing rows are not applied: builds of one day go together (a release row says nothing about dev builds)."""
-    return Cell(name=f"{BISECT_PREFIX}{build.lead}-{build.version}", device=device,
-                python=matrix.spec.defaults.python, index_url=index_url or matrix.index_url(), pins=dict(build.pins))
+    return Cell(
+        name=f"{BISECT_PREFIX}{build.lead}-{build.version}",
+        device=device,
+        python=matrix.spec.defaults.python,
+        index_url=index_url or matrix.index_url(),
+        pins=dict(build.pins),
+    )
 
 
 def commit_range(found: SearchResult[DevBuild]) -> tuple[str, str] | None:
@@ -246,11 +265,14 @@ def commit_range(found: SearchResult[DevBuild]) -> tuple[str, str] | None:
 
 def date_summary(line: DateLine, found: SearchResult[DevBuild]) -> str:
     """One line: the two days around the change, their versions and commits, and what could not be tested."""
+
     def one(b: DevBuild, outcome: str) -> str:
         commit = b.commits.get(b.lead)
         return f"{b.day} ({b.version}{', ' + commit[:12] if commit else ''}) ({outcome})"
 
-    text = (f"dates {one(found.last_old, found.old.value)} → {one(found.first_new, found.new.value)} "
-            f"[{len(found.probes)} probes]")
+    text = (
+        f"dates {one(found.last_old, found.old.value)} → {one(found.first_new, found.new.value)} "
+        f"[{len(found.probes)} probes]"
+    )
     untested = line.between(found.last_old, found.first_new)
     return text + (f"; untestable in between: {'; '.join(untested)}" if untested else "")

@@ -77,12 +77,14 @@ class Narrowed:
         if self.found is None:
             return f"{head}: {b.text()} — not narrowed: {self.why_not}"
         f = self.found
-        new = f"{f.first_new.sha[:12]} \"{f.first_new.subject}\"" if isinstance(f.first_new, Commit) else f.first_new
+        new = f'{f.first_new.sha[:12]} "{f.first_new.subject}"' if isinstance(f.first_new, Commit) else f.first_new
         old = f.last_old.sha[:12] if isinstance(f.last_old, Commit) else f.last_old
         where = f"{b.kind} in {new} ({old} {f.old.value})"
         if f.ambiguous:
-            where = (f"{b.kind} between {old} and {new} (untestable in between: "
-                     f"{', '.join(map(str, f.ambiguous))}; {self.why_not})")
+            where = (
+                f"{b.kind} between {old} and {new} (untestable in between: "
+                f"{', '.join(map(str, f.ambiguous))}; {self.why_not})"
+            )
         elif self.unsaid:
             where = f"{b.kind} between {old} and {new} (could not say: {', '.join(map(short, self.unsaid))})"
         return f"{head}: {where} [{len(self.probes)} probes, {self.level} level]"
@@ -95,9 +97,14 @@ def _between(versions: tuple[str, ...], low: object, high: object) -> list[str]:
     return [v for v in versions if not commit_of(v)[1] and Version(low) < Version(v) < Version(high)]
 
 
-def selected_axes(results: list[tuple[str, Result]], cases: dict[str, Case], matrix: Matrix,
-                  packages: set[str] | None = None, devices: set[str] | None = None,
-                  case_ids: set[str] | None = None) -> list[Axis]:
+def selected_axes(
+    results: list[tuple[str, Result]],
+    cases: dict[str, Case],
+    matrix: Matrix,
+    packages: set[str] | None = None,
+    devices: set[str] | None = None,
+    case_ids: set[str] | None = None,
+) -> list[Axis]:
     """The axes `narrow` looks at: each case's primary package unless `packages` names others (a lightning case's
     torch only follows lightning's date, so a "torch interval" there is no boundary to narrow), limited to the given
     devices and cases. An axis whose `unplaced` is not empty holds git installs no local clone dates: whether a
@@ -105,8 +112,12 @@ def selected_axes(results: list[tuple[str, Result]], cases: dict[str, Case], mat
     chosen = []
     for axis in axes(results, {cid: list(c.spec.packages) for cid, c in cases.items()}, dater(matrix)):
         wanted = packages or ({primary_package(list(cases[axis.case].spec.packages))} if axis.case in cases else set())
-        if (axis.case not in cases or axis.package not in wanted
-                or (devices and axis.device not in devices) or (case_ids and axis.case not in case_ids)):
+        if (
+            axis.case not in cases
+            or axis.package not in wanted
+            or (devices and axis.device not in devices)
+            or (case_ids and axis.case not in case_ids)
+        ):
             continue
         chosen.append(axis)
     return chosen
@@ -128,9 +139,15 @@ def interval_targets(chosen: list[Axis], between: Between, matrix: Matrix) -> li
     return targets
 
 
-def intervals(results: list[tuple[str, Result]], cases: dict[str, Case], between: Between, matrix: Matrix,
-              packages: set[str] | None = None, devices: set[str] | None = None,
-              case_ids: set[str] | None = None) -> list[Target]:
+def intervals(
+    results: list[tuple[str, Result]],
+    cases: dict[str, Case],
+    between: Between,
+    matrix: Matrix,
+    packages: set[str] | None = None,
+    devices: set[str] | None = None,
+    case_ids: set[str] | None = None,
+) -> list[Target]:
     """Every boundary in `results` that is not adjacent, on the axes `selected_axes` chooses."""
     return interval_targets(selected_axes(results, cases, matrix, packages, devices, case_ids), between, matrix)
 
@@ -157,17 +174,18 @@ def measured_between(target: Target, results: list[tuple[str, Result]], cases: d
             said.append(f"{short(version)}: reproduces in some cells, not others (another package decides)")
             continue
         found = [r for r in results_at(results, axis, version) if r.outcome is not Outcome.INFRA]
-        if not found or any(r.outcome in (Outcome.REPRODUCED, Outcome.FIXED)
-                            or r.outcome != expected_outcome(variant, environment_of(r), r.nproc, r.device)
-                            for r in found):
+        if not found or any(
+            r.outcome in (Outcome.REPRODUCED, Outcome.FIXED)
+            or r.outcome != expected_outcome(variant, environment_of(r), r.nproc, r.device)
+            for r in found
+        ):
             return ""
         r = max(found, key=lambda r: r.nproc)
         said.append(f"{short(version)}: {r.outcome.value} as the case's rules expect ({_gist(r.reason)})")
     return "measured between: " + "; ".join(said)
 
 
-def narrow(targets: list[Target], cases: dict[str, Case], probing: Probing, commits: bool = False
-           ) -> list[Narrowed]:
+def narrow(targets: list[Target], cases: dict[str, Case], probing: Probing, commits: bool = False) -> list[Narrowed]:
     """Bisect each target between its endpoints (see the module docstring); every probe is recorded in
     `probing.store`."""
     matrix, store, say = probing.matrix, probing.store, probing.say
@@ -178,8 +196,11 @@ def narrow(targets: list[Target], cases: dict[str, Case], probing: Probing, comm
         retry = _nothing_measured(axis, b, latest) if b.undecided and b.untested is not None else ()
         if retry:  # an environment that could not be made measured nothing: probe it again, as a resumed run does
             again = (*b.untested, *retry)  # commits: the clone gives the candidates, in its order
-            b = replace(b, untested=again if " @ " in b.before + b.after else tuple(sorted(again, key=Version)),
-                        undecided=tuple(v for v in b.undecided if v not in retry))
+            b = replace(
+                b,
+                untested=again if " @ " in b.before + b.after else tuple(sorted(again, key=Version)),
+                undecided=tuple(v for v in b.undecided if v not in retry),
+            )
             target = replace(target, boundary=b)
         outcome = Narrowed(target)
         if not b.untested:
@@ -189,16 +210,30 @@ def narrow(targets: list[Target], cases: dict[str, Case], probing: Probing, comm
             continue
         case = cases[axis.case]
         prober = CaseProber(
-            probing, case, axis.variant, max(case.spec.nproc), axis.device, axis.package,
-            base=target.base, nprocs=tuple(case.spec.nproc), resume=Resume(store), source=matrix.source(axis.package),
+            probing,
+            case,
+            axis.variant,
+            max(case.spec.nproc),
+            axis.device,
+            axis.package,
+            base=target.base,
+            nprocs=tuple(case.spec.nproc),
+            resume=Resume(store),
+            source=matrix.source(axis.package),
         )
         candidates = _candidates(b, prober)
         old, new = STATUS[b.old], STATUS[FIXED if b.kind == "fixed" else REPRODUCED]
-        say(f"narrowing {axis.label}: {b.before} … {b.after} "
-            f"({len(b.untested)} {'commit(s)' if ' @ ' in b.before + b.after else 'release(s)'} between)")
+        say(
+            f"narrowing {axis.label}: {b.before} … {b.after} "
+            f"({len(b.untested)} {'commit(s)' if ' @ ' in b.before + b.after else 'release(s)'} between)"
+        )
         try:
-            found = search(candidates, prober, parallel=max(1, probing.cores // max(case.spec.nproc)),
-                           known={0: old, len(candidates) - 1: new})
+            found = search(
+                candidates,
+                prober,
+                parallel=max(1, probing.cores // max(case.spec.nproc)),
+                known={0: old, len(candidates) - 1: new},
+            )
         except BisectRefused as exc:  # cannot happen with two decisive endpoints; kept honest if it does
             outcome.why_not = str(exc)
         else:
@@ -215,8 +250,9 @@ def narrow(targets: list[Target], cases: dict[str, Case], probing: Probing, comm
     return done
 
 
-def comments(done: list[Narrowed], results: list[tuple[str, Result]], cases: dict[str, Case], between: Between,
-             matrix: Matrix) -> list[str]:
+def comments(
+    done: list[Narrowed], results: list[tuple[str, Result]], cases: dict[str, Case], between: Between, matrix: Matrix
+) -> list[str]:
     """For each narrowed boundary, the comment to paste upstream (harness/analysis/reproduce.py), read from the
     store's results after the narrowing: the boundary as it now stands, and the command for each side."""
     from harness.analysis.reproduce import upstream_comment
@@ -226,8 +262,12 @@ def comments(done: list[Narrowed], results: list[tuple[str, Result]], cases: dic
     for d in done:
         old = d.target.boundary
         for axis in now:
-            if (axis.case, axis.variant, axis.device, axis.package) != (d.target.axis.case, d.target.axis.variant,
-                                                                        d.target.axis.device, d.target.axis.package):
+            if (axis.case, axis.variant, axis.device, axis.package) != (
+                d.target.axis.case,
+                d.target.axis.variant,
+                d.target.axis.device,
+                d.target.axis.package,
+            ):
                 continue
             versions = [p.version for p in axis.points]
             if old.before not in versions or old.after not in versions:  # the endpoints cannot be placed any more
@@ -281,8 +321,12 @@ def _nothing_measured(axis: Axis, boundary: Boundary, results: list[tuple[str, R
     for version in boundary.undecided:
         if bool(commit_of(version)[1]) != commits:
             continue
-        found = [r for cell, r in results if cell in cells.get(version, ())
-                 and (r.case, r.variant, r.device) == (axis.case, axis.variant, axis.device)]
+        found = [
+            r
+            for cell, r in results
+            if cell in cells.get(version, ())
+            and (r.case, r.variant, r.device) == (axis.case, axis.variant, axis.device)
+        ]
         if found and all(r.outcome is Outcome.INFRA for r in found):
             out.append(version)
     return tuple(out)
@@ -295,7 +339,8 @@ def _undecided_why(axis: Axis, boundary: Boundary, results: list[tuple[str, Resu
     cells = {p.version: ", ".join(p.cells) for p in axis.points}
     shown = [(version, at(results, axis, version)) for version in boundary.undecided]
     return "the versions between could not say: " + "; ".join(
-        f"{version} in {cells[version]}: {r.outcome.value} ({_gist(r.reason)})" for version, r in shown if r)
+        f"{version} in {cells[version]}: {r.outcome.value} ({_gist(r.reason)})" for version, r in shown if r
+    )
 
 
 def _probe_reasons(log: list[tuple[str, Outcome, str]], wanted: set[str]) -> str:

@@ -162,8 +162,9 @@ def truthy(value: str | None) -> bool:
     return (value or "").strip().lower() == "true"
 
 
-def plan_jobs(matrix: Matrix, cells: str | Iterable[str] | None, cases: str | Iterable[str] | None,
-              cuda_runners: bool) -> Plan:
+def plan_jobs(
+    matrix: Matrix, cells: str | Iterable[str] | None, cases: str | Iterable[str] | None, cuda_runners: bool
+) -> Plan:
     """The `cell` job's matrix: `job_matrix`, without the CUDA cells unless `cuda_runners` (without a GPU runner
     their jobs would wait a day for one). Raises MatrixError / ValueError like job_matrix."""
     include = job_matrix(matrix, cells=cells, cases=cases)["include"]
@@ -190,11 +191,19 @@ def run_plan(matrix: Matrix, cells: str, cases: str, cuda_runners: bool, gh: Act
         gh.annotate("error", "Cannot plan the cells", str(exc))
         return ExitCode.USAGE_ERROR
     if plan.skipped:
-        gh.annotate("notice", "CUDA cells skipped", f"{', '.join(plan.skipped)} (set the repository variable "
-                    "BUGMATRIX_CUDA_RUNNERS to true once a GPU runner is registered)")
+        gh.annotate(
+            "notice",
+            "CUDA cells skipped",
+            f"{', '.join(plan.skipped)} (set the repository variable "
+            "BUGMATRIX_CUDA_RUNNERS to true once a GPU runner is registered)",
+        )
     if not plan.include:
-        gh.annotate("error", "Nothing to run", f"no cell to run (cells: {cells!r}): every selected cell is a CUDA "
-                    "cell and BUGMATRIX_CUDA_RUNNERS is not true")
+        gh.annotate(
+            "error",
+            "Nothing to run",
+            f"no cell to run (cells: {cells!r}): every selected cell is a CUDA "
+            "cell and BUGMATRIX_CUDA_RUNNERS is not true",
+        )
         return ExitCode.FAILED
     line = json.dumps(plan.matrix)
     gh.say(line)
@@ -211,8 +220,9 @@ def exit_code_file(results: Path, slug: str) -> Path:
     return results / f"{slug}.exit-code"
 
 
-def run_cell(cell: str, slug: str, cases: str | None, results: Path, runner: Runner, gh: Actions,
-             matrix: Path | None = None) -> int:
+def run_cell(
+    cell: str, slug: str, cases: str | None, results: Path, runner: Runner, gh: Actions, matrix: Path | None = None
+) -> int:
     """The cell step: run the cell's cases into RESULTS/SLUG.db and keep the exit code beside it (the aggregate
     job reads it); returns that exit code (0: every outcome as expected)."""
     results.mkdir(parents=True, exist_ok=True)
@@ -225,8 +235,12 @@ def run_cell(cell: str, slug: str, cases: str | None, results: Path, runner: Run
     gh.set_output("exit-code", str(rc))
     gh.summary(f"**{cell}**: `bugmatrix run` exited {rc} (0: every outcome as expected)")
     if rc != 0:
-        gh.annotate("error", cell, f"bugmatrix run exited {rc} (1: an outcome differs from the expected one or the "
-                    "cell could not be built; 2: invalid input; 5: nothing ran; see the log)")
+        gh.annotate(
+            "error",
+            cell,
+            f"bugmatrix run exited {rc} (1: an outcome differs from the expected one or the "
+            "cell could not be built; 2: invalid input; 5: nothing ran; see the log)",
+        )
     return rc
 
 
@@ -271,8 +285,20 @@ def run_url(run_id: str, environ: Mapping[str, str] | None = None) -> str:
 def find_baseline(gh: Gh, dest: Path, environ: Mapping[str, str] | None = None) -> tuple[Baseline | None, str]:
     """Download the newest successful scheduled nightly's results into `dest`: (baseline, '') or (None, why not)."""
     # schedules run on the default branch; the run in progress is not `success` yet, so never its own baseline
-    listing = ["run", "list", "--workflow", WORKFLOW, "--event", "schedule", "--status", "success", "--limit", "1",
-               "--json", "databaseId,url"]
+    listing = [
+        "run",
+        "list",
+        "--workflow",
+        WORKFLOW,
+        "--event",
+        "schedule",
+        "--status",
+        "success",
+        "--limit",
+        "1",
+        "--json",
+        "databaseId,url",
+    ]
     try:
         runs = json.loads(gh(listing) or "[]")
     except (GhError, json.JSONDecodeError) as exc:
@@ -370,14 +396,24 @@ def publish_feed(record_root: Path, cases_dir: Path, site: Path, day: str, gh: A
     docs = documents(open_reader(None, False, cases, record_root).latest(), cases, load(record_root).releases)
     for root in (site / FEED, site / FEED / day):
         write_feed(docs, root)
-    gh.summary(f"OSV feed: {len(docs)} advisories, `{FEED}/PyPI/all.zip` and `{FEED}/{day}/PyPI/all.zip` beside "
-               "the documentation site\n")
+    gh.summary(
+        f"OSV feed: {len(docs)} advisories, `{FEED}/PyPI/all.zip` and `{FEED}/{day}/PyPI/all.zip` beside "
+        "the documentation site\n"
+    )
     gh.say(f"{site / FEED}: {len(docs)} advisories ({day})")
     return ExitCode.OK
 
 
-def aggregate(shards: Path, results: Path, include: list[dict[str, Any]], baseline: Path | None, cases_dir: Path,
-              gh: Actions, matrix: Matrix | None = None, record_root: Path | None = None) -> Verdict:
+def aggregate(
+    shards: Path,
+    results: Path,
+    include: list[dict[str, Any]],
+    baseline: Path | None,
+    cases_dir: Path,
+    gh: Actions,
+    matrix: Matrix | None = None,
+    record_root: Path | None = None,
+) -> Verdict:
     """The aggregate step: merge the shards into RESULTS/NIGHTLY_DB, report, compare with the baseline (a store
     given with `baseline`, else the committed record under `record_root`), write compare.json, and decide (see
     `verdict`)."""
@@ -421,8 +457,12 @@ def aggregate(shards: Path, results: Path, include: list[dict[str, Any]], baseli
         (results / COMPARE_FILE).write_text(json.dumps(compared, indent=2) + "\n")
         decided = verdict(found, len(latest), compared)
         if decided.regressions:
-            gh.annotate("error", "Unexpected regression", f"{decided.regressions} unexpected regression(s): a bug "
-                        "its case expects fixed reproduces again; see the summary")
+            gh.annotate(
+                "error",
+                "Unexpected regression",
+                f"{decided.regressions} unexpected regression(s): a bug "
+                "its case expects fixed reproduces again; see the summary",
+            )
     gh.set_output("report", "true")
     if decided.regressions is not None:
         gh.set_output("regressions", str(decided.regressions))
@@ -457,12 +497,18 @@ def _cell(value: Any) -> str:
 
 def issue_body(case: str, changes: list[dict[str, Any]], url: str) -> str:
     """Markdown: the run, and one row per regressed result of the case (cell, variant, ranks, versions)."""
-    lines = [f"The nightly matrix ([run]({url})) saw `{case}` reproduce where its metadata expects it fixed.", "",
-             "| cell | variant | device | ranks | before | after | versions |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"The nightly matrix ([run]({url})) saw `{case}` reproduce where its metadata expects it fixed.",
+        "",
+        "| cell | variant | device | ranks | before | after | versions |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for c in changes:
         versions = ", ".join(f"{k} {v}" for k, v in (c.get("versions") or {}).items())
-        lines.append(f"| {c['cell']} | {c['variant']} | {c['device']} | {c['nproc']} | {_cell(c.get('before'))} | "
-                     f"{_cell(c.get('after'))} | {versions} |")
+        lines.append(
+            f"| {c['cell']} | {c['variant']} | {c['device']} | {c['nproc']} | {_cell(c.get('before'))} | "
+            f"{_cell(c.get('after'))} | {versions} |"
+        )
     return "\n".join(lines)
 
 
@@ -487,8 +533,18 @@ def label_command() -> list[str]:
 
 def list_issues_command() -> list[str]:
     """`gh issue list`: the open regression issues, number and title."""
-    return ["issue", "list", "--label", LABEL, "--state", "open", "--limit", str(MAX_OPEN_ISSUES), "--json",
-            "number,title"]
+    return [
+        "issue",
+        "list",
+        "--label",
+        LABEL,
+        "--state",
+        "open",
+        "--limit",
+        str(MAX_OPEN_ISSUES),
+        "--json",
+        "number,title",
+    ]
 
 
 def gh_commands(actions: list[IssueAction]) -> list[list[str]]:
@@ -529,7 +585,6 @@ def read_plan(text: str | None) -> list[dict[str, Any]]:
     if not text or not text.strip():
         return []
     return list(json.loads(text)["include"])
-
 
 
 # --- record-pr -------------------------------------------------------------------------------------------------
@@ -578,8 +633,16 @@ def contradicted(latest: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
     return [(c, r) for c, r in latest if id(r) in missed and r.outcome in decisive]
 
 
-def plan_record(db: Path, record_root: Path, cases_dir: Path, matrix: Matrix | None, url: str,
-                issues: dict[str, int], today: str, refresh: bool = True) -> RecordPlan:
+def plan_record(
+    db: Path,
+    record_root: Path,
+    cases_dir: Path,
+    matrix: Matrix | None,
+    url: str,
+    issues: dict[str, int],
+    today: str,
+    refresh: bool = True,
+) -> RecordPlan:
     """Fold tonight's store into the record (in memory), derive new rules for every case x variant that tonight's
     results contradict (from everything the record then holds), and write the pull request's body."""
     from harness.analysis.expect import derive, measurements, rewrite
@@ -615,8 +678,9 @@ def plan_record(db: Path, record_root: Path, cases_dir: Path, matrix: Matrix | N
             if d.changed and d.new is not None:
                 plan.record.set_rules(d.provenance(today))
     after_files = render(plan.record)
-    plan.files = sorted(name for name in set(before_files) | set(after_files)
-                        if before_files.get(name, "") != after_files.get(name, ""))
+    plan.files = sorted(
+        name for name in set(before_files) | set(after_files) if before_files.get(name, "") != after_files.get(name, "")
+    )
     plan.body = record_pr_body(plan, url, issues)
     return plan
 
@@ -628,16 +692,21 @@ def record_pr_body(plan: RecordPlan, url: str, issues: dict[str, int]) -> str:
     from harness.model.common import item_id, logical_name
     from harness.model.outcome import Outcome
 
-    lines = [f"The nightly matrix ([run]({url})) measured what this pull request adds to the committed record "
-             f"(`record/`): **{plan.added} result(s) new, {plan.replaced} changed**, in {len(plan.files)} file(s). "
-             "Results re-measured with the same script, pins and verdict leave their rows unchanged. Merging it makes "
-             "this night the permanent record. Nothing is merged by the bot: **a bug that came back keeps failing "
-             "the nightly until a person merges this**.", ""]
+    lines = [
+        f"The nightly matrix ([run]({url})) measured what this pull request adds to the committed record "
+        f"(`record/`): **{plan.added} result(s) new, {plan.replaced} changed**, in {len(plan.files)} file(s). "
+        "Results re-measured with the same script, pins and verdict leave their rows unchanged. Merging it makes "
+        "this night the permanent record. Nothing is merged by the bot: **a bug that came back keeps failing "
+        "the nightly until a person merges this**.",
+        "",
+    ]
     if plan.changes:
         lines += ["### Outcomes that change in the record", ""]
-        lines += [f"- `{item_id(c.case, c.variant, c.device, c.nproc)}` in `{c.cell}`: "
-                  f"{c.before.value if c.before else '-'} → {c.after.value}"
-                  + (" (**unexpected**)" if c.unexpected else "") for c in plan.changes]
+        lines += [
+            f"- `{item_id(c.case, c.variant, c.device, c.nproc)}` in `{c.cell}`: "
+            f"{c.before.value if c.before else '-'} → {c.after.value}" + (" (**unexpected**)" if c.unexpected else "")
+            for c in plan.changes
+        ]
         lines.append("")
     lines += ["### Files", "", *[f"- `{name}`" for name in plan.files], ""]
     for d in [d for d in plan.derivations if d.changed]:
@@ -650,16 +719,20 @@ def record_pr_body(plan: RecordPlan, url: str, issues: dict[str, int]) -> str:
             where = f"{d.package} {version} (cell `{cell}`, {r.device}, nproc {r.nproc})"
             if r.outcome is Outcome.REPRODUCED and r.expected is Outcome.FIXED:
                 issue = issues.get(issue_title(d.case.id))
-                lines.append(f"- **came back** in {where}: a regression, expected fixed"
-                             + (f"; issue #{issue}" if issue else "") + f"; [nightly run]({url})")
+                lines.append(
+                    f"- **came back** in {where}: a regression, expected fixed"
+                    + (f"; issue #{issue}" if issue else "")
+                    + f"; [nightly run]({url})"
+                )
             elif r.outcome is Outcome.FIXED and r.expected is Outcome.REPRODUCED:
                 lines.append(f"- **fixed** in {where}, expected reproduced")
             else:
                 lines.append(f"- {r.outcome.value} in {where}, expected {r.expected.value if r.expected else '-'}")
         for b in d.boundaries:
             lines.append(f"- boundary: {b}")
-        lines.append(f"- new rules: {' · '.join(d.summary().split(': ', 1)[1:])} (what they rest on: "
-                     "`record/rules.jsonl`)")
+        lines.append(
+            f"- new rules: {' · '.join(d.summary().split(': ', 1)[1:])} (what they rest on: `record/rules.jsonl`)"
+        )
         lines.append("")
     for edit in plan.edits:
         lines += ["```diff", edit.diff.rstrip("\n"), "```", ""]
@@ -672,17 +745,31 @@ def record_pr_body(plan: RecordPlan, url: str, issues: dict[str, int]) -> str:
 def record_pr_commands(paths: list[str], branch: str, body: str) -> tuple[list[list[str]], list[list[str]]]:
     """(git, gh) argument lists that put the changed files on `branch` (from the checkout's HEAD, force-pushed: one
     branch, rewritten each night) and let gh push with the run's token."""
-    git = [["checkout", "-B", branch], ["add", "--", *paths],
-           ["-c", f"user.name={BOT[0]}", "-c", f"user.email={BOT[1]}", "commit", "-m", RECORD_TITLE, "-m",
-            body[:60000]],
-           ["push", "--force", "origin", f"HEAD:refs/heads/{branch}"]]
+    git = [
+        ["checkout", "-B", branch],
+        ["add", "--", *paths],
+        ["-c", f"user.name={BOT[0]}", "-c", f"user.email={BOT[1]}", "commit", "-m", RECORD_TITLE, "-m", body[:60000]],
+        ["push", "--force", "origin", f"HEAD:refs/heads/{branch}"],
+    ]
     gh = [["auth", "setup-git"]]
     return git, gh
 
 
-def open_record_pr(db: Path, record_root: Path, cases_dir: Path, matrix: Matrix | None, url: str, gh: Gh,
-                   git: Git, actions: Actions, branch: str = RECORD_BRANCH, dry_run: bool = False,
-                   today: str | None = None, pages: list[Path] | None = None, refresh: bool = True) -> ExitCode:
+def open_record_pr(
+    db: Path,
+    record_root: Path,
+    cases_dir: Path,
+    matrix: Matrix | None,
+    url: str,
+    gh: Gh,
+    git: Git,
+    actions: Actions,
+    branch: str = RECORD_BRANCH,
+    dry_run: bool = False,
+    today: str | None = None,
+    pages: list[Path] | None = None,
+    refresh: bool = True,
+) -> ExitCode:
     """The record-pr step: fold tonight's store into the record, rewrite the rules it contradicts, regenerate the
     record's tables in `pages` (default: README.md and docs/ of the current folder, wherever they are held), and
     open or update one pull request with all of it; then dispatch CI on the branch (a pull request pushed with
@@ -704,8 +791,9 @@ def open_record_pr(db: Path, record_root: Path, cases_dir: Path, matrix: Matrix 
     for d in plan.refused:
         actions.annotate("warning", f"Expectations not derived: {d.case.id}::{d.variant}", d.refused)
     if not plan.edits and not plan.files:
-        actions.say("nothing new for the record" + (f" ({len(plan.refused)} variant(s) not derived)"
-                                                    if plan.refused else ""))
+        actions.say(
+            "nothing new for the record" + (f" ({len(plan.refused)} variant(s) not derived)" if plan.refused else "")
+        )
         actions.set_output("pull-request", "")
         return ExitCode.OK
     if dry_run:
@@ -720,8 +808,9 @@ def open_record_pr(db: Path, record_root: Path, cases_dir: Path, matrix: Matrix 
     write(record_root, plan.record)
     paths = [str(record_root), *(str(e.path) for e in plan.edits)]
     for page in pages if pages is not None else page_files(Path(".")):
-        if page.is_file() and regenerate_page(page, record_root, cases_dir,
-                                              matrix.path if matrix is not None else Path("-")):
+        if page.is_file() and regenerate_page(
+            page, record_root, cases_dir, matrix.path if matrix is not None else Path("-")
+        ):
             paths.append(str(page))
     git_cmds, gh_cmds = record_pr_commands(paths, branch, plan.body)
     try:
@@ -741,7 +830,9 @@ def open_record_pr(db: Path, record_root: Path, cases_dir: Path, matrix: Matrix 
         actions.annotate("error", "Cannot open the record pull request", str(exc))
         return ExitCode.FAILED
     actions.set_output("pull-request", link)
-    actions.summary(f"## The record\n\nPull request {link}: {plan.added} result(s) new, {plan.replaced} changed; "
-                    f"{len(plan.edits)} case file(s).\n")
+    actions.summary(
+        f"## The record\n\nPull request {link}: {plan.added} result(s) new, {plan.replaced} changed; "
+        f"{len(plan.edits)} case file(s).\n"
+    )
     actions.say(f"pull request {link}: {', '.join(paths)}")
     return ExitCode.OK

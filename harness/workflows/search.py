@@ -52,8 +52,9 @@ class SearchResult(Generic[T]):
     untestable: list[T] = field(default_factory=list)  # endpoints stepped over: they cannot be installed here (infra)
 
 
-def search(candidates: Sequence[T], probe: Prober[T], parallel: int = 1,
-           known: dict[int, Outcome] | None = None) -> SearchResult[T]:
+def search(
+    candidates: Sequence[T], probe: Prober[T], parallel: int = 1, known: dict[int, Outcome] | None = None
+) -> SearchResult[T]:
     """Bisect `candidates` (oldest first) for the first one showing the newest candidate's outcome. `known` gives
     outcomes already measured (by index; e.g. both endpoints, when narrowing between two matrix cells): those are
     not probed again, and not listed among the probes."""
@@ -75,12 +76,12 @@ def search(candidates: Sequence[T], probe: Prober[T], parallel: int = 1,
         lo = _installable(lo, hi, seen, run)
     elif seen[hi] is Outcome.INFRA and seen[lo] is not Outcome.INFRA:
         hi = _installable(hi, lo, seen, run)
-    untestable = [*candidates[:lo], *candidates[hi + 1:]]
+    untestable = [*candidates[:lo], *candidates[hi + 1 :]]
     old, new = seen[lo], seen[hi]
     sides = (old, new)
     bounding = any(o in DECISIVE for o in sides) and all(o in SIDES for o in sides)
     if old == new or not bounding:
-        stepped = (f" ({_span(untestable)} cannot be installed or imported here: infra)" if untestable else "")
+        stepped = f" ({_span(untestable)} cannot be installed or imported here: infra)" if untestable else ""
         raise BisectRefused(
             f"the endpoints do not differ: {candidates[lo]} is {old.value}, {candidates[hi]} is {new.value}"
             + stepped
@@ -92,9 +93,14 @@ def search(candidates: Sequence[T], probe: Prober[T], parallel: int = 1,
         lo, hi = _walk(lo, hi, seen, sides)
     ambiguous = [candidates[i] for i in range(lo + 1, hi)]
     return SearchResult(
-        old=old, new=new, last_old=candidates[lo], first_new=candidates[hi],
+        old=old,
+        new=new,
+        last_old=candidates[lo],
+        first_new=candidates[hi],
         probes=[(candidates[i], seen[i]) for i in order],
-        skipped=[candidates[i] for i in order if seen[i] not in sides], ambiguous=ambiguous, untestable=untestable,
+        skipped=[candidates[i] for i in order if seen[i] not in sides],
+        ambiguous=ambiguous,
+        untestable=untestable,
     )
 
 
@@ -138,8 +144,7 @@ def _walk(lo: int, hi: int, seen: dict[int, Outcome], sides: tuple[Outcome, Outc
     return lo, hi
 
 
-def _speculate(lo: int, hi: int, seen: dict[int, Outcome], sides: tuple[Outcome, Outcome],
-               levels: int) -> list[int]:
+def _speculate(lo: int, hi: int, seen: dict[int, Outcome], sides: tuple[Outcome, Outcome], levels: int) -> list[int]:
     """The unprobed candidates of the next `levels` levels of the bisection tree from (lo, hi)."""
     frontier, picks = [(lo, hi)], []
     for _ in range(levels):
