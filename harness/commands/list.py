@@ -13,7 +13,8 @@ from harness.model.exitcode import ExitCode
 
 def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
     """Register `list`."""
-    sub.add_parser("list", help="show the cases", parents=[parents["--json"]])
+    p = sub.add_parser("list", help="show the cases, one line each", parents=[parents["--json"]])
+    p.add_argument("--long", action="store_true", help="each case's variants, whole title and upstream links")
 
 
 def run(args: argparse.Namespace) -> ExitCode:
@@ -26,7 +27,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     if args.json:
         print(to_json({"cases": [case_row(c) for c in cases], "errors": [str(e) for e in errors]}))
     else:
-        ctx.out.print(cases_table(cases))
+        ctx.out.print(cases_table(cases, long=args.long))
         for error in errors:
             ctx.out.print(f"[red]invalid case[/] {error}", soft_wrap=True)
     if not cases and not errors:

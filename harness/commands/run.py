@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,7 +97,7 @@ def execute(options: RunOptions) -> ExitCode:
     from harness.launch.interpreter import InterpreterError, inspect_interpreter, machine_name, prefetch_gpus
     from harness.model.result import counts, misses
     from harness.output.console import is_terminal
-    from harness.output.progress import LaunchLines, ProgressDisplay, progress_bar
+    from harness.output.progress import LaunchLines, ProgressDisplay, Running, interrupted_text, progress_bar
     from harness.output.tables import results_table, run_json, summary_line, versions_line
     from harness.session.pipeline import (
         Collector,
@@ -157,17 +158,27 @@ def execute(options: RunOptions) -> ExitCode:
     collector = Collector()
     terminal = is_terminal()
     observers: list[Observer] = [collector]
-    with (
-        recording(store, command_line(), machine_name()) as run_id,
-        progress_bar(
-            "matrix" if selection.in_matrix else "running", err, transient=True, disable=options.json or not terminal
-        ) as progress,
-    ):
-        observers += [Recorder(store, run_id), ProgressDisplay(progress) if terminal else LaunchLines(err)]
-        session = Session(
-            environments, resume=Resume(store, redo=options.redo), repeat=options.repeat, observers=observers
-        )
-        results = session.run(jobs, cores=options.jobs)
+    run_id, running = "", Running()
+    try:
+        with (
+            recording(store, command_line(), machine_name()) as run_id,
+            progress_bar(
+                "matrix" if selection.in_matrix else "running",
+                err,
+                transient=True,
+                disable=options.json or not terminal,
+            ) as progress,
+        ):
+            running = ProgressDisplay(progress) if terminal else Running()
+            observers += [Recorder(store, run_id), running, *([] if terminal else [LaunchLines(err)])]
+            session = Session(
+                environments, resume=Resume(store, redo=options.redo), repeat=options.repeat, observers=observers
+            )
+            results = session.run(jobs, cores=options.jobs)
+    except KeyboardInterrupt:
+        resume = "bugmatrix " + shlex.join(a for a in sys.argv[1:] if a != "--redo")
+        err.print(interrupted_text(running, run_id, resume), soft_wrap=True, markup=False, highlight=False)
+        raise
     missed = misses(results)
     counted = [r for r in results if counts(r)]
     code = ExitCode.OK if not missed and not errors else ExitCode.FAILED

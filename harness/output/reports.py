@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rich.table import Table
+from rich.markup import escape
 
 from harness.analysis.compare import Change
 from harness.analysis.intake import Intake, median_wall
@@ -32,7 +32,7 @@ from harness.model.cell import BISECT_PREFIX
 from harness.model.common import item_id, logical_name, primary_package
 from harness.model.outcome import Outcome, shown
 from harness.model.result import Result, counts
-from harness.output.tables import STYLE, whole_columns
+from harness.output.tables import STYLE, Col, FitTable, link_name
 
 SYMBOL = {"reproduced": "R", "fixed": "F", "unknown": "?"}
 COLOUR = {
@@ -171,14 +171,20 @@ def build_report(
     return MatrixReport(results, order, rows, axes(results, dater=dater), primary, between, dater=dater)
 
 
-def to_table(report: MatrixReport) -> Table:
-    """Terminal: one row per case x variant x device, the primary axis summary."""
-    table = Table(title=f"bugmatrix report: {len(report.cells)} cells, {len(report.results)} results")
-    for column in ("case", "variant", "dev", "package", "summary"):
-        table.add_column(column, overflow="fold")
+def to_table(report: MatrixReport) -> FitTable:
+    """Terminal: one row per case x variant x device, the primary axis summary. On a narrow terminal the variant,
+    device and package move under the case and the summary wraps: the case, the variant and the summary stay."""
+    columns = [
+        Col("case", lead=True),
+        Col("variant", under="case"),
+        Col("dev", under="case"),
+        Col("package", under="case"),
+        Col("summary", wrap=True, least=30),
+    ]
     rows = [[axis.case, axis.variant, axis.device, axis.package, summary] for axis, summary in report.summaries()]
     rows += [[case, variant, devices, "—", summary] for case, variant, devices, summary in report.unmeasured()]
-    return whole_columns(table, rows, {"case", "variant", "dev", "package"})
+    title = f"bugmatrix report: {len(report.cells)} cells, {len(report.results)} results"
+    return FitTable(title, columns, [[escape(text) for text in row] for row in rows])
 
 
 def to_markdown(report: MatrixReport, changes: list[Change] | None = None) -> str:
@@ -216,7 +222,7 @@ def to_cases_markdown(report: MatrixReport) -> str:
     for case_id in sorted(set(by_case) | set(report.cases)):
         case = report.cases.get(case_id)
         if case_id not in by_case:  # a case the results never reached: said, never left out
-            links = ", ".join(f"[{_link_name(u)}]({u})" for u in case.spec.upstream) if case else ""
+            links = ", ".join(f"[{link_name(u)}]({u})" for u in case.spec.upstream) if case else ""
             lines.append(
                 f"| `{case_id}` — {case.spec.title if case else ''} | {links} | not measured | "
                 f"not measured ({', '.join(case.spec.devices) if case else ''}) | — | — | — |"
@@ -266,7 +272,7 @@ def to_cases_markdown(report: MatrixReport) -> str:
             for column, text in zip(columns, story, strict=True):
                 column.append(prefix + text)
         title = f"`{case_id}` — {case.spec.title}" if case else f"`{case_id}`"
-        links = ", ".join(f"[{_link_name(u)}]({u})" for u in case.spec.upstream) if case else ""
+        links = ", ".join(f"[{link_name(u)}]({u})" for u in case.spec.upstream) if case else ""
         widest = max((axis for axis, _ in by_case[case_id]), key=lambda axis: len(axis.points))
         ordered = list(
             dict.fromkeys(
@@ -294,15 +300,6 @@ def _boundary_cell(boundary: Boundary) -> str:
         after, _, rest = text.removeprefix("in ").partition(" (")
         return f"**{after}** ({rest}"
     return text
-
-
-def _link_name(url: str) -> str:
-    """`pytorch#103585` / `lightning PR #19152` from an issue or pull-request link."""
-    parts = url.rstrip("/").split("/")
-    if len(parts) >= 5 and parts[-2] in ("issues", "pull") and parts[2] == "github.com":
-        repo = {"pytorch-lightning": "lightning"}.get(parts[-3], parts[-3])
-        return f"{repo}#{parts[-1]}" if parts[-2] == "issues" else f"{repo} PR #{parts[-1]}"
-    return url
 
 
 def to_markdown_changes(changes: list[Change], names: tuple[str, ...]) -> str:

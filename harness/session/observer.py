@@ -17,5 +17,8 @@ class Observer:
     def run_started(self, jobs: list[Job]) -> None:
         """Called once with every planned job, before the first one runs."""
 
+    def job_started(self, job: Job) -> None:
+        """Called when a job is taken up (before its result is looked up, its environment made or it is launched)."""
+
     def result_ready(self, job: Job, result: Result, reused: bool) -> None:
         """Called once per job as soon as its result is known; `reused` when it came from an earlier run."""

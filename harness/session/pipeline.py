@@ -237,6 +237,9 @@ class Session:
 
     def run_job(self, job: Job) -> Result:
         """One job's result, handed to every observer before it is returned."""
+        with self._lock:
+            for observer in self.observers:
+                observer.job_started(job)
         result, reused = self._result(job)
         self.settle(job, result, reused)
         return result
