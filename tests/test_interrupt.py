@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -114,6 +115,10 @@ def test_interrupted_matrix_run_keeps_what_finished_and_resumes(project: Path, s
     [first] = store.runs()
     assert first.status == "interrupted"
     kept = store.results(first.run_id)
+    said = err.decode()  # what finished, what was killed, the run and the command that resumes it
+    assert f"stopped: {len(kept)} of 8 job(s) finished" in said and "killed in flight: fakelib-1-slow::" in said, said
+    assert f"run {first.run_id} is marked interrupted" in said
+    assert re.search(r"resume with: bugmatrix --cases-dir \S+ run --all-cells --db \S+ -j 2 ", said), said
     assert 2 <= len(kept) < 8  # what finished is kept ...
     for _, cell, result in kept:  # ... and only whole verdicts: no row from a killed launch
         assert result.outcome in (Outcome.REPRODUCED, Outcome.FIXED) and result.ok, (cell, result.reason)
