@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import re
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -144,3 +145,81 @@ def test_an_interrupted_run_says_what_finished_what_was_killed_and_how_to_resume
     assert "killed in flight: fake-1-case::bug[cpu-1]" in text
     assert "not started: 1" in text
     assert "20261127-2240-abcd" in text and "resume with: bugmatrix run fake" in text
+
+
+class Page(HTMLParser):
+    """The parts of an HTML page a test reads: every start tag with its attributes, in order, and the text under
+    each element that has a class."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str]]] = []
+        self.text: list[tuple[str, str]] = []  # (class of the innermost classed element, text)
+        self._classes: list[str] = []
+        self.feed(text)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = {k: v or "" for k, v in attrs}
+        self.tags.append((tag, found))
+        if tag not in ("br", "input", "meta", "option"):
+            self._classes.append(found.get("class", self._classes[-1] if self._classes else ""))
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag not in ("br", "input", "meta", "option") and self._classes:
+            self._classes.pop()
+
+    def handle_data(self, data: str) -> None:
+        if data.strip():
+            self.text.append((self._classes[-1] if self._classes else "", data.strip()))
+
+
+@pytest.fixture(scope="module")
+def record_report():  # noqa: ANN201 - MatrixReport
+    from harness.matrix.expand import load_matrix
+    from harness.model.case import discover
+    from harness.output.reports import report_for
+    from harness.session.readers import open_reader
+
+    matrix = load_matrix(ROOT / "matrix.yaml")
+    store = open_reader(None, False, discover(ROOT / "cases")[0], ROOT / "record")
+    return report_for(store.latest(), ROOT / "cases", [c.name for c in matrix.cells], matrix)
+
+
+def test_the_html_report_filters_orders_links_and_dates(record_report) -> None:  # noqa: ANN001
+    """The HTML report had no filter, search or links, cells out of order (lightning 2.5.6, 2.6.6, then 2.5.0) and
+    no date. One self-contained file: filters by package, outcome and text; versions in order; sticky headers; each
+    case linked to its docs anchor and upstream issue; the newest result's date."""
+    from harness.output.reports import to_html
+
+    text = to_html(record_report)
+    page = Page(text)
+    assert not [a for tag, a in page.tags if tag in ("script", "img", "link") and (a.get("src") or a.get("href"))]
+    ids = {a.get("id") for _, a in page.tags}
+    assert {"q", "pkg", "out", "clear"} <= ids  # search, package, outcome
+    assert "position: sticky" in text
+    heads = [t for cls, t in page.text if cls == "cell"]
+    lightning = [h for h in heads if re.fullmatch(r"lightning-[\d.]+(post\d)?", h)]
+    assert lightning.index("lightning-2.5.0") < lightning.index("lightning-2.5.6") < lightning.index("lightning-2.6.6")
+    hrefs = [a.get("href", "") for tag, a in page.tags if tag == "a"]
+    assert f"cases/#{LONG_ID}" in hrefs
+    assert "https://github.com/Lightning-AI/pytorch-lightning/issues/18086" in hrefs
+    rows = [a for tag, a in page.tags if tag == "tr" and a.get("data-case") == LONG_ID]
+    assert rows and all(a["data-package"] == "lightning" for a in rows)
+    assert re.search(r"newest result 20\d\d-\d\d-\d\d \d\d:\d\d UTC", text)
+
+
+def test_the_cases_page_has_an_anchor_per_case_and_the_docs_link_the_report_and_colour_the_compat_grid() -> None:
+    """The cases page had no anchor per case, the docs did not link the HTML report, and the compatibility page
+    showed letters with footnotes where compat.html shows a coloured grid."""
+    from harness.model.case import discover
+
+    cases_page = (ROOT / "docs" / "cases.md").read_text()
+    for case in discover(ROOT / "cases")[0]:
+        assert f'<a id="{case.id}"></a>' in cases_page, case.id
+    assert 'href="../report.html"' in cases_page
+    compat_page = (ROOT / "docs" / "compat.md").read_text()
+    grid = compat_page[compat_page.index("<!-- compat-tables:") : compat_page.index("<!-- /compat-tables -->")]
+    assert '<table class="compat-grid">' in grid and 'class="compat-works"' in grid
+    assert 'href="../compat.html"' in compat_page
+    css = (ROOT / "docs" / "stylesheets" / "extra.css").read_text()
+    assert ".compat-works" in css and "overflow-wrap: anywhere" in css

@@ -105,6 +105,52 @@ def to_markdown(table: list[Probe], findings: list[Finding] | None = None) -> st
     return "\n\n".join(parts) + "\n"
 
 
+def to_docs(table: list[Probe]) -> str:
+    """The grids for the documentation (docs/compat.md): coloured HTML tables (each verdict a CSS class,
+    `compat-works` ..., styled by docs/stylesheets/extra.css), the reason of each cell in its tooltip and numbered
+    below the grid, as in Markdown; the marks and numbers read the same where the colours are not shown (GitHub)."""
+    parts = []
+    for lane, (torches, partners, cells) in grids(table).items():
+        notes: dict[str, int] = {}
+        rows = []
+        for torch in torches:
+            tds = []
+            for partner in partners:
+                p = cells.get((torch, partner))
+                if p is None:
+                    tds.append("<td></td>")
+                    continue
+                note = "" if p.kind is Kind.WORKS else f"{p.kind.value}: {p.reason}"
+                n = notes.setdefault(note, len(notes) + 1) if note else 0
+                tip = html.escape(f"torch {torch} + {partner}: {note or p.kind.value}")
+                tds.append(
+                    f'<td class="{_css(p.kind)}" title="{tip}">{p.kind.mark}'
+                    + (f"<sup>{n}</sup>" if n else "")
+                    + "</td>"
+                )
+            rows.append(f"<tr><th>{html.escape(torch)}</th>{''.join(tds)}</tr>")
+        head = "".join(f"<th>{html.escape(p)}</th>" for p in partners)
+        lines = [
+            f"**{TITLES[lane]}**",
+            "",
+            f'<table class="compat-grid"><tr><th>torch</th>{head}</tr>',
+            *rows,
+            "</table>",
+            "",
+            " ".join(f'<span class="compat-key {_css(k)}">{k.mark}</span> {k.value}' for k in Kind)
+            + ", blank: not probed.",
+        ]
+        if notes:
+            lines.append("")
+            lines += [f"{n}. {_md(text)}" for text, n in notes.items()]
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts) + "\n"
+
+
+def _css(kind: Kind) -> str:
+    return "compat-" + kind.name.lower().replace("_", "-")
+
+
 def findings_text(findings: list[Finding]) -> str:
     """`--check`'s verdict: the rows agree with the measurement, or each disagreement on a line."""
     if not findings:

@@ -2,7 +2,7 @@
 `<!-- NAME: ... -->` ... `<!-- /NAME -->`, each made from its one home and never edited by hand.
 
     cases-table     the committed record (`report --format cases`), never a local store     docs/cases.md
-    compat-tables   the committed record (`compat --no-probe --format markdown`)            docs/compat.md
+    compat-tables   the committed record (`compat --no-probe`, as coloured HTML grids)      docs/compat.md
     layout-table    the harness package's own docstrings, walked generically                docs/layout.md
     cli-reference   the `bugmatrix` argument parser (every command, step and option)        docs/reference/cli.md
     commands-table  the same parser: one row per command                                     README.md
@@ -38,8 +38,8 @@ def regions_in(text: str) -> list[str]:
 
 def generated_tables(record_root: Path, cases_dir: Path, matrix_path: Path) -> dict[str, str]:
     """The regions the record generates: `cases-table` (`report --format cases`), `compat-tables`
-    (`compat --no-probe --format markdown`) and `intake-table` (`intake_markdown`), from the record alone (never a
-    local store)."""
+    (`compat --no-probe`'s grids, coloured: `to_docs`) and `intake-table` (`intake_markdown`), from the record
+    alone (never a local store)."""
     from harness.analysis import compat
     from harness.analysis.intake import intakes
     from harness.matrix.expand import load_matrix
@@ -54,7 +54,7 @@ def generated_tables(record_root: Path, cases_dir: Path, matrix_path: Path) -> d
     assert isinstance(store, RecordStore)  # no --db: the record alone
     matrix = load_matrix(matrix_path) if matrix_path.is_file() else None
     report = reports.report_for(store.latest(), cases_dir, [c.name for c in matrix.cells] if matrix else [], matrix)
-    grid = view.to_markdown(compat.measured(store), None)
+    grid = view.to_docs(compat.measured(store))
     if not grid.strip():  # say so, rather than leave a page's "printed this:" followed by nothing
         grid = (
             "*The record holds no compatibility probe yet (its compat.jsonl is empty or absent): "

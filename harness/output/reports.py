@@ -6,9 +6,11 @@ import html
 import json
 from collections import defaultdict
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from packaging.version import InvalidVersion, Version
 from rich.markup import escape
 
 from harness.analysis.compare import Change
@@ -224,7 +226,7 @@ def to_cases_markdown(report: MatrixReport) -> str:
         if case_id not in by_case:  # a case the results never reached: said, never left out
             links = ", ".join(f"[{link_name(u)}]({u})" for u in case.spec.upstream) if case else ""
             lines.append(
-                f"| `{case_id}` — {case.spec.title if case else ''} | {links} | not measured | "
+                f"| `{case_id}` — {case.spec.title if case else ''}{_anchor(case_id)} | {links} | not measured | "
                 f"not measured ({', '.join(case.spec.devices) if case else ''}) | — | — | — |"
             )
             continue
@@ -271,7 +273,7 @@ def to_cases_markdown(report: MatrixReport) -> str:
             prefix = "" if len(bugs) == 1 else f"`{', '.join(variants)}`: "
             for column, text in zip(columns, story, strict=True):
                 column.append(prefix + text)
-        title = f"`{case_id}` — {case.spec.title}" if case else f"`{case_id}`"
+        title = (f"`{case_id}` — {case.spec.title}" if case else f"`{case_id}`") + _anchor(case_id)
         links = ", ".join(f"[{link_name(u)}]({u})" for u in case.spec.upstream) if case else ""
         widest = max((axis for axis, _ in by_case[case_id]), key=lambda axis: len(axis.points))
         ordered = list(
@@ -286,6 +288,12 @@ def to_cases_markdown(report: MatrixReport) -> str:
             + f" | {', '.join(arounds) or '—'} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _anchor(case_id: str) -> str:
+    """An anchor named after the case, for links to its row of the cases page (`cases/#<case id>`: the HTML report's
+    case links)."""
+    return f'<a id="{case_id}"></a>'
 
 
 def _span_text(versions: list[str]) -> str:
@@ -322,30 +330,157 @@ def _changes_markdown(changes: list[Change]) -> list[str]:
     return lines + [""]
 
 
-def to_html(report: MatrixReport, title: str = "bugmatrix report") -> str:
-    """One self-contained page: a case x cell heatmap (hover for details) and the transition summaries."""
-    head = "".join(f'<th class="cell"><div>{html.escape(c)}</div></th>' for c in report.cells)
-    body = []
+def cell_order(cells: list[str]) -> list[str]:
+    """Cells in version order: grouped by their first word (in the order the matrix names them: default, torch,
+    torchrec, ...), then by the versions in their names, compared as versions (lightning 2.5.0 before 2.5.6 before
+    2.6.6; `2.0.9.post0` and `1.10.0` where they belong), then by the other words (`-cuda` after the plain cell)."""
+    first: dict[str, int] = {}
+    for cell in cells:
+        first.setdefault(cell.split("-")[0], len(first))
+
+    def key(cell: str) -> tuple[int, tuple[Version, ...], tuple[str, ...]]:
+        versions, words = [], []
+        for part in cell.split("-"):
+            try:
+                versions.append(Version(part))
+            except InvalidVersion:
+                words.append(part)
+        return first[cell.split("-")[0]], tuple(versions), tuple(words)
+
+    return sorted(cells, key=key)
+
+
+def _when(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _row_html(report: MatrixReport, row: tuple[str, str, str], cells: list[str], docs: str) -> str:
+    """One grid row: the case (linked to its docs anchor and its upstream issue), then a square per cell."""
+    tds, seen = [], set()
+    for cell in cells:
+        status, rs = report.status(row, cell)
+        if not rs:
+            tds.append('<td class="na"></td>')
+            continue
+        seen.add(status)
+        tip = "\n".join(
+            f"{cell} n={r.nproc}: {r.outcome.value} (expected {shown(r.expected)}) — {r.reason[:200]}\n"
+            + ", ".join(f"{k}=={v}" for k, v in sorted(r.versions.items()))
+            for r in rs
+        )
+        mark = {"infra": "I"}.get(status, SYMBOL.get(status, ""))
+        tds.append(f'<td class="s-{html.escape(status)}" title="{html.escape(tip)}">{html.escape(mark)}</td>')
+    return (
+        f'<tr {_row_data(report, row[0], seen)}><th class="row">{_case_links(report, row[0], docs)} · '
+        f"{html.escape(row[1])} ({html.escape(row[2])})</th>{''.join(tds)}</tr>"
+    )
+
+
+def _row_data(report: MatrixReport, case_id: str, statuses: set[str]) -> str:
+    package = report.primary.get(case_id) or primary_package(
+        list(report.cases[case_id].spec.packages) if case_id in report.cases else []
+    )
+    return (
+        f'data-case="{html.escape(case_id)}" data-package="{html.escape(package)}" '
+        f'data-status="{html.escape(" ".join(sorted(statuses)))}"'
+    )
+
+
+def _case_links(report: MatrixReport, case_id: str, docs: str) -> str:
+    """The case id linked to its row of the docs' cases page, then its upstream issue."""
+    name = html.escape(case_id)
+    out = f'<a href="{html.escape(docs)}#{name}" title="its row on the cases page">{name}</a>'
+    case = report.cases.get(case_id)
+    for url in case.spec.upstream[:1] if case else []:
+        out += f' <a class="up" href="{html.escape(url)}" title="upstream">↗ {html.escape(link_name(url))}</a>'
+    return out
+
+
+HTML_STYLE = """
+body { font: 14px system-ui, sans-serif; margin: 16px 24px; color: #222; }
+a { color: #1a5fb4; text-decoration: none; } a:hover { text-decoration: underline; }
+.bar { position: sticky; top: 0; z-index: 5; background: #fff; padding: 8px 0; border-bottom: 1px solid #ddd; }
+.bar input, .bar select { font: inherit; padding: 3px 6px; margin-right: 10px; }
+.scroll { overflow: auto; max-height: 85vh; border: 1px solid #eee; }
+table.grid { border-collapse: separate; border-spacing: 0; }
+.grid td { min-width: 20px; height: 20px; text-align: center; color: #fff; font-weight: 600; border: 1px solid #fff; }
+.grid td.na { background: #f7f7f7; }
+.grid thead th { position: sticky; top: 0; z-index: 2; background: #fff; }
+.grid th.row { position: sticky; left: 0; z-index: 1; background: #fff; text-align: right; padding-right: 8px;
+  font-weight: 500; white-space: nowrap; }
+.grid thead th.corner { left: 0; z-index: 3; }
+.grid th.cell { height: 130px; vertical-align: bottom; }
+.grid th.cell div { writing-mode: vertical-rl; transform: rotate(180deg); font-weight: 500; white-space: nowrap; }
+a.up { font-size: 12px; color: #666; }
+table.sum { border-collapse: collapse; margin-top: 8px; }
+.sum th { position: sticky; top: 46px; background: #fff; }
+.sum td, .sum th { border-bottom: 1px solid #ddd; padding: 4px 10px; text-align: left; }
+.sum td.interval { background: #fff3cd; border-left: 4px solid #e6a700; }
+.key { display: inline-block; width: 14px; height: 14px; margin: 0 4px 0 12px; vertical-align: middle; }
+.hidden { display: none; }
+"""
+
+HTML_SCRIPT = """
+const q = document.getElementById('q'), pkg = document.getElementById('pkg'), out = document.getElementById('out');
+function shown(tr) {
+  const text = q.value.trim().toLowerCase();
+  return (!text || tr.textContent.toLowerCase().includes(text)) && (!pkg.value || tr.dataset.package === pkg.value)
+    && (!out.value || tr.dataset.status.split(' ').includes(out.value));
+}
+function apply() {
+  let rows = 0;
+  document.querySelectorAll('tr[data-case]').forEach(tr => {
+    const on = shown(tr); tr.classList.toggle('hidden', !on); if (on && tr.closest('.grid')) rows++;
+  });
+  document.querySelectorAll('section.pkg').forEach(sec => {
+    const trs = [...sec.querySelectorAll('tbody tr')].filter(tr => !tr.classList.contains('hidden'));
+    sec.classList.toggle('hidden', trs.length === 0);
+    const heads = sec.querySelectorAll('thead th.cell');
+    heads.forEach((th, i) => {  // a column no shown row has a result in is left out
+      const used = trs.some(tr => !tr.children[i + 1].classList.contains('na'));
+      th.classList.toggle('hidden', !used);
+      sec.querySelectorAll('tbody tr').forEach(tr => tr.children[i + 1].classList.toggle('hidden', !used));
+    });
+  });
+  document.getElementById('count').textContent = rows + ' case variant(s) shown';
+  const state = new URLSearchParams();
+  if (q.value) state.set('q', q.value); if (pkg.value) state.set('package', pkg.value);
+  if (out.value) state.set('outcome', out.value);
+  history.replaceState(null, '', state.toString() ? '#' + state : location.pathname);
+}
+const given = new URLSearchParams(location.hash.slice(1));
+q.value = given.get('q') || given.get('case') || ''; pkg.value = given.get('package') || '';
+out.value = given.get('outcome') || '';
+[q, pkg, out].forEach(el => el.addEventListener('input', apply));
+document.getElementById('clear').addEventListener('click', () => { q.value = pkg.value = out.value = ''; apply(); });
+apply();
+"""
+
+
+def to_html(report: MatrixReport, title: str = "bugmatrix report", docs: str = "cases/") -> str:
+    """One self-contained page (no script or style from elsewhere): per package, a case x cell heatmap with only
+    the cells its cases ran in, in version order (hover a square for details), then the transition summaries.
+    Filters by package, outcome and text (a case id: `report.html#q=lightning-18086` opens filtered), sticky
+    headers, each case linked to its row of the docs' cases page (`docs`, relative to where the page is published:
+    beside the documentation) and its upstream issue, and the date of the newest result."""
+    cells = cell_order(report.cells)
+    by_package: dict[str, list[tuple[str, str, str]]] = defaultdict(list)
     for row in report.rows:
-        tds = []
-        for cell in report.cells:
-            status, rs = report.status(row, cell)
-            if not rs:
-                tds.append('<td class="na"></td>')
-                continue
-            tip = "\n".join(
-                f"{cell} n={r.nproc}: {r.outcome.value} (expected {shown(r.expected)}) — {r.reason[:200]}\n"
-                + ", ".join(f"{k}=={v}" for k, v in sorted(r.versions.items()))
-                for r in rs
-            )
-            tds.append(
-                f'<td style="background:{COLOUR.get(status, "#fff")}" title="{html.escape(tip)}">'
-                f"{html.escape({'infra': 'I'}.get(status, SYMBOL.get(status, '')))}</td>"
-            )
-        label = f"{row[0]} · {row[1]} ({row[2]})"
-        body.append(f'<tr><th class="row">{html.escape(label)}</th>{"".join(tds)}</tr>')
+        by_package[report.primary.get(row[0], "")].append(row)
+    sections = []
+    for package, rows in sorted(by_package.items()):
+        used = [c for c in cells if any(report.status(row, c)[1] for row in rows)]
+        head = "".join(f'<th class="cell"><div>{html.escape(c)}</div></th>' for c in used)
+        body = "".join(_row_html(report, row, used, docs) for row in rows)
+        sections.append(
+            f'<section class="pkg" data-package="{html.escape(package)}"><h2>{html.escape(package or "other")} '
+            f"<small>({len(rows)} case variants × {len(used)} cells)</small></h2>"
+            f'<div class="scroll"><table class="grid"><thead><tr><th class="corner"></th>{head}</tr></thead>'
+            f"<tbody>{body}</tbody></table></div></section>"
+        )
     summaries = "".join(
-        f"<tr><td>{html.escape(a.case)}</td><td>{html.escape(a.variant)}</td><td>{a.device}</td>"
+        f"<tr {_row_data(report, a.case, {report.status((a.case, a.variant, a.device), c)[0] for c in cells} - {''})}>"
+        f"<td>{_case_links(report, a.case, docs)}</td><td>{html.escape(a.variant)}</td><td>{a.device}</td>"
         f"<td>{html.escape(a.package)}</td>"
         + (
             f'<td class="interval" title="an interval: not every version between was run">{html.escape(s)}</td>'
@@ -359,32 +494,33 @@ def to_html(report: MatrixReport, title: str = "bugmatrix report") -> str:
         f'<span class="key" style="background:{COLOUR[k]}"></span>{k} '
         for k in ("reproduced", "fixed", "unknown", "infra")
     )
+    colours = "".join(f".grid td.s-{k} {{ background: {v}; }}\n" for k, v in COLOUR.items())
+    packages = "".join(f'<option value="{html.escape(p)}">{html.escape(p)}</option>' for p in sorted(by_package) if p)
+    outcomes = "".join(f'<option value="{k}">{k}</option>' for k in ("reproduced", "fixed", "unknown", "infra"))
+    case_ids = "".join(f'<option value="{html.escape(c)}">' for c in sorted({row[0] for row in report.rows}))
+    newest = max((r.started_at for _, r in report.results if r.started_at), default=0.0)
+    dated = f"newest result {_when(newest)}" if newest else "no result dated"
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
-<style>
-body {{ font: 14px system-ui, sans-serif; margin: 24px; color: #222; }}
-table.grid {{ border-collapse: collapse; }}
-.grid td {{ width: 22px; height: 22px; text-align: center; color: #fff; font-weight: 600; border: 1px solid #fff; }}
-.grid td.na {{ background: #f7f7f7; }}
-.grid th.row {{ text-align: right; padding-right: 8px; font-weight: 500; white-space: nowrap; }}
-.grid th.cell {{ height: 130px; vertical-align: bottom; }}
-.grid th.cell div {{ writing-mode: vertical-rl; transform: rotate(180deg); font-weight: 500; white-space: nowrap; }}
-table.sum {{ border-collapse: collapse; margin-top: 24px; }}
-.sum td, .sum th {{ border-bottom: 1px solid #ddd; padding: 4px 10px; text-align: left; }}
-.sum td.interval {{ background: #fff3cd; border-left: 4px solid #e6a700; }}
-.key {{ display: inline-block; width: 14px; height: 14px; margin: 0 4px 0 12px; vertical-align: middle; }}
-</style></head><body>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<style>{HTML_STYLE}{colours}</style></head><body>
 <h1>{html.escape(title)}</h1>
-<p>{len(report.rows)} case variants × {len(report.cells)} cells. Hover a square for outcomes, versions and reasons.
-{legend}</p>
-<table class="grid"><tr><th></th>{head}</tr>
-{"".join(body)}
-</table>
+<p>{len(report.rows)} case variants × {len(cells)} cells; {dated}; made {_when(datetime.now(UTC).timestamp())}.
+Hover a square for outcomes, versions and reasons; a case id opens its row of the <a href="{html.escape(docs)}">cases
+page</a>, ↗ its upstream issue. {legend} <span class="key" style="background:#f7f7f7"></span>not run</p>
+<div class="bar"><input id="q" type="search" placeholder="search: case, variant" list="cases" size="32">
+<datalist id="cases">{case_ids}</datalist>
+<label>package <select id="pkg"><option value="">all</option>{packages}</select></label>
+<label>outcome <select id="out"><option value="">any</option>{outcomes}</select></label>
+<button id="clear" type="button">clear</button> <span id="count"></span></div>
+{"".join(sections)}
+<h2>Where each case changes</h2>
 <p>A boundary reads <b>fixed in B (A reproduced)</b> when nothing lies between A and B: a measurement.
 <span style="background:#fff3cd;border-left:4px solid #e6a700;padding:0 6px">Highlighted</span> summaries hold an
 interval, <b>fixed between A and B</b>, with versions between that were not run (or could not say).</p>
-<table class="sum"><tr><th>case</th><th>variant</th><th>device</th><th>package</th><th>where it changes</th></tr>
-{summaries}</table>
+<table class="sum"><thead><tr><th>case</th><th>variant</th><th>device</th><th>package</th><th>where it changes</th>
+</tr></thead><tbody>{summaries}</tbody></table>
+<script>{HTML_SCRIPT}</script>
 </body></html>
 """
 
