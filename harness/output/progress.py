@@ -3,7 +3,18 @@
 from __future__ import annotations
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Column
+from rich.text import Text
 
 from harness.model.job import Job
 from harness.model.result import Result
@@ -11,17 +22,29 @@ from harness.session.observer import Observer
 
 
 def progress_bar(label: str, console: Console, transient: bool = False, disable: bool = False) -> Progress:
-    """The live progress display every long command shows: label, bar, done/total, elapsed, current item."""
+    """The live progress display every long command shows: label, bar, done/total, elapsed, then what runs (as
+    plain text, cut to the line: `[cpu-1]` is no markup)."""
     return Progress(
-        TextColumn(f"[bold]{label}"),
-        BarColumn(),
+        TextColumn(f"[bold]{label}", table_column=Column(no_wrap=True)),
+        BarColumn(bar_width=20),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        TextColumn("{task.description}"),
+        _Description(),
         console=console,
         transient=transient,
         disable=disable,
     )
+
+
+class _Description(ProgressColumn):
+    """The task's description as plain text on one line, cut with an ellipsis: the column the others leave room
+    for (the only one rich narrows first, being the widest that may wrap)."""
+
+    def __init__(self) -> None:
+        super().__init__(table_column=Column(no_wrap=False))
+
+    def render(self, task: Task) -> Text:
+        return Text(task.description, no_wrap=True, overflow="ellipsis")
 
 
 class LaunchLines(Observer):
@@ -103,7 +126,9 @@ class ProgressDisplay(Running):
         if self.task is None:
             return
         names = [job_name(job) for job in self.running.values()]
-        self.progress.update(self.task, advance=advance, description=f"running {_some(names)}" if names else self.last)
+        self.progress.update(
+            self.task, advance=advance, description=f"{len(names)} running: {_some(names)}" if names else self.last
+        )
 
 
 def interrupted_text(running: Running, run_id: str, resume: str) -> str:
