@@ -105,7 +105,8 @@ class FitTable:
             for row in rows:
                 row.pop(i)
             left_out.append(col.header)
-        caption = f"left out at {width} columns: {', '.join(left_out)} (a wider terminal shows them)"
+        them = "them" if left_out[1:] else "it"
+        caption = f"left out at {width} columns: {', '.join(left_out)} (a wider terminal shows {them})"
         table = Table(title=self.title, caption=caption if left_out else None)
         sizes = self._sizes(columns, rows, width)
         for col in columns:
