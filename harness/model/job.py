@@ -24,12 +24,11 @@ import json
 from dataclasses import dataclass
 
 from harness.model.case import Case
-from harness.model.cell import Cell
+from harness.model.cell import LOCAL_CELL, Cell
 from harness.model.common import item_id
 from harness.model.outcome import Outcome
 
 SETTLED = (Outcome.REPRODUCED, Outcome.FIXED, Outcome.SKIP, Outcome.FLAKY)
-LOCAL_CELL = "local"  # the cell recorded for runs in the current (or --python) environment, outside the matrix
 
 
 @dataclass(frozen=True)
