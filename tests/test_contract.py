@@ -5,6 +5,7 @@ included, on any rows (Hypothesis)."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import tempfile
 from collections.abc import Callable
@@ -15,11 +16,12 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from harness.model.cell import CASE_CELLS, COMPAT_CELLS, CellKind, kind_of, kind_sql
+from harness.model.job import Job, fingerprint
 from harness.model.outcome import Outcome
-from harness.model.result import Result
+from harness.model.result import OPTIONAL_FIELDS, Result
 from harness.session.contract import Entry, ReadOnly, Store, current
 from harness.session.readers import open_reader
-from harness.session.record import LayeredStore, Record, RecordStore, to_row
+from harness.session.record import LayeredStore, Record, RecordError, RecordStore, from_row, load, to_row, write
 from harness.session.store import NullStore, ResultStore, StoreError
 
 CELLS = ["local", "torch-2.5.1", "bisect-torch-2.6.0", "compat-torch-2.5.1-torchrec-1.0"]
@@ -251,3 +253,42 @@ def test_a_reading_command_cannot_write_to_the_store_it_reads(tmp_path: Path) ->
         reader.save(RUNS[0], result("z", 1, Outcome.FIXED, 1, "d1"))
     assert "z" not in {r.case for _, _, r in ResultStore(db).results()}
     assert len(reader.latest()) == 3  # what it reads is the store's
+
+
+# ------------------------------------------------------------------------------ new result fields: one place
+
+
+def test_a_new_optional_result_field_goes_through_one_place(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    make_case,  # noqa: ANN001
+) -> None:
+    case = make_case("print('x')\n")
+    job = Job(case, "bug", 1, "cpu")
+    plain = result("fake-1-case", 1, Outcome.FIXED, 100, "d1", "fp-1")
+    before = (json.dumps(to_row(RUNS[0], "local", plain, "m-1")), plain.model_dump(mode="json"), fingerprint(job, "p"))
+    monkeypatch.setitem(OPTIONAL_FIELDS, "launch", str)  # what a warm-launch issue would declare
+
+    # unset: the record row, the payload item and the fingerprint are what they were before the field existed
+    assert (json.dumps(to_row(RUNS[0], "local", plain, "m-1")), plain.model_dump(mode="json")) == before[:2]
+    assert fingerprint(job, "p", extra=plain.extra) == before[2]
+
+    # set: given at a payload item's top level, it is in the row, the store, the record and the fingerprint
+    warm = Result.model_validate({**plain.model_dump(mode="json"), "launch": "warm"})
+    assert warm.extra == {"launch": "warm"} and warm.model_dump(mode="json")["launch"] == "warm"
+    row = to_row(RUNS[0], "local", warm, "m-1")
+    assert row["launch"] == "warm" and from_row(row)[2].extra == {"launch": "warm"}
+    store = _sqlite(tmp_path, "s", [(RUNS[0], "local", warm), (RUNS[1], "local", plain)])
+    assert [r.extra for _, _, r in store.results()] == [{"launch": "warm"}, {}]
+    record = Record(rows=[row], runs={RUNS[0]: {"started": "2020-01-01T00:00:00Z", "machine": "m-1", "command": ""}})
+    write(tmp_path / "rec", record)
+    assert [r["launch"] for r in load(tmp_path / "rec").rows] == ["warm"]
+    assert fingerprint(job, "p", extra=warm.extra) != before[2]
+
+    # checked: a record row's value of another type names file, line and field; an undeclared one is refused
+    path = tmp_path / "rec" / "results" / "fake-1-case.jsonl"
+    path.write_text(path.read_text().replace('"launch":"warm"', '"launch":3'))
+    with pytest.raises(RecordError, match=r"fake-1-case.jsonl:1: launch: 3 is not a str"):
+        load(tmp_path / "rec")
+    with pytest.raises(ValueError, match="mode: not a declared optional result field"):
+        Result.model_validate({**plain.model_dump(), "extra": {"mode": "x"}})

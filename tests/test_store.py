@@ -230,7 +230,9 @@ def test_a_store_an_older_bugmatrix_wrote_to_since_is_made_right_when_opened(tmp
     db = sqlite3.connect(path)  # what bugmatrix 2 does: its own rows, no `latest`, and its version number
     db.execute("INSERT INTO runs VALUES ('old-run', 0, 1, 'complete', 'host', 'bugmatrix run')")
     db.execute(
-        "INSERT INTO results SELECT 'old-run', case_id, variant, nproc, device, cell, 'reproduced', expected, "
+        "INSERT INTO results (run_id, case_id, variant, nproc, device, cell, outcome, expected, reason, versions, "
+        "python, ranks, duration_s, log_excerpt, stacks, started_at, launched, tallies, fingerprint, digest) "
+        "SELECT 'old-run', case_id, variant, nproc, device, cell, 'reproduced', expected, "
         "reason, versions, python, ranks, duration_s, log_excerpt, stacks, 500.0, launched, tallies, "
         "fingerprint, digest FROM results"
     )

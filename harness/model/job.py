@@ -69,9 +69,13 @@ def run_digest(case: Case, variant: str) -> str:
     return digest.hexdigest()
 
 
-def fingerprint(job: Job, pins: str, repeat: int = 1) -> str:
-    """What a result of `job` depends on, as one hex string (`pins` identifies the environment)."""
-    parts = [run_digest(job.case, job.variant), job.variant, job.nproc, job.device, pins, max(1, repeat)]
+def fingerprint(job: Job, pins: str, repeat: int = 1, extra: dict | None = None) -> str:
+    """What a result of `job` depends on, as one hex string (`pins` identifies the environment; `extra`, the
+    optional result fields that are set, `harness/model/result.py` `OPTIONAL_FIELDS`: none, the fingerprint they
+    had before they existed)."""
+    parts: list = [run_digest(job.case, job.variant), job.variant, job.nproc, job.device, pins, max(1, repeat)]
+    if extra:
+        parts.append(sorted(extra.items()))
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:32]
 
 

@@ -53,7 +53,7 @@ from harness.model.job import SETTLED
 from harness.model.names import UnsafeName, check_key, check_name
 from harness.model.nesting import MAX_NESTING, json_too_deep
 from harness.model.outcome import Outcome
-from harness.model.result import Result, trusted
+from harness.model.result import Result, check_optional, optional_of, trusted
 from harness.session.basics import default_record
 from harness.session.contract import Entry, Run, Store, StoreError, entry_identity, entry_measured, entry_moment, newest
 from harness.session.journal import pending, recover, replace_all
@@ -185,6 +185,7 @@ def to_row(run_id: str, cell: str, result: Result, machine: str, signature: str 
         "run": run_id,
         "machine": machine,
     }
+    row.update(result.extra)  # the optional fields that are set (`OPTIONAL_FIELDS`): none, the row as before
     if not result.launched:
         row["launched"] = False
     excerpt = deciding_lines(result, signature)
@@ -215,6 +216,7 @@ def from_row(row: dict) -> tuple[str, str, Result]:
             "tallies": row["tallies"],
             "fingerprint": row["fingerprint"],
             "digest": row["digest"],
+            "extra": optional_of(row),
         }
     )
     return row["run"], row["cell"], result
@@ -273,6 +275,11 @@ _FIELD_TYPES = {tuple(kind if isinstance(kind, type) else t for kind in _ROW_FIE
 
 
 def _check_row(path: Path, number: int, row: dict) -> dict:
+    for name, value in optional_of(row).items():
+        try:
+            check_optional(name, value)
+        except ValueError as exc:
+            raise RecordError(f"{path}:{number}: {exc}") from None
     if tuple(map(type, map(row.get, _FIELD_NAMES))) in _FIELD_TYPES and row["outcome"] in _OUTCOME_OF:
         try:
             timestamp(row["date"])

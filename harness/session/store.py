@@ -67,7 +67,7 @@ from harness.model.result import Result
 from harness.session.basics import default_db
 from harness.session.contract import Entry, Run, Store, StoreError
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 LOW_SPACE = 1 << 20  # below this much free space, an I/O error of the store is taken for a full disk
 
 _SCHEMA = """
@@ -101,6 +101,7 @@ CREATE TABLE IF NOT EXISTS results (
     tallies TEXT NOT NULL DEFAULT '{}',
     fingerprint TEXT NOT NULL DEFAULT '',
     digest TEXT NOT NULL DEFAULT '',
+    extra TEXT NOT NULL DEFAULT '{}',
     PRIMARY KEY (run_id, case_id, variant, nproc, device, cell)
 );
 CREATE INDEX IF NOT EXISTS results_case ON results (case_id, variant, cell);
@@ -119,6 +120,7 @@ _ADDED_COLUMNS = {  # schema version 2: column -> definition, added to stores wr
     "tallies": "TEXT NOT NULL DEFAULT '{}'",
     "fingerprint": "TEXT NOT NULL DEFAULT ''",
     "digest": "TEXT NOT NULL DEFAULT ''",  # schema version 4
+    "extra": "TEXT NOT NULL DEFAULT '{}'",  # schema version 6: the optional fields a result sets (`OPTIONAL_FIELDS`)
 }
 # schema version 3: the `latest` table, and the index that finds a key's newest result without reading the rows
 _NEWEST_INDEX = (
@@ -159,6 +161,7 @@ _RESULT_COLUMNS = (
     "tallies",
     "fingerprint",
     "digest",
+    "extra",
 )
 
 
@@ -326,6 +329,7 @@ class ResultStore(Store):
             json.dumps(result.tallies, sort_keys=True),
             result.fingerprint,
             result.digest,
+            json.dumps(result.extra, sort_keys=True),
         )
         with self._connect() as db:
             db.execute(
@@ -554,4 +558,5 @@ def _to_result(row: tuple) -> Result:
         tallies=json.loads(values["tallies"]),
         fingerprint=values["fingerprint"],
         digest=values["digest"],
+        extra=json.loads(values["extra"]),
     )
