@@ -446,7 +446,7 @@ def fold(record: Record, rows: Iterable[dict], runs: dict[str, dict], machines: 
     exactly as it was (unless a row of another fingerprint of its world size and cell has been recorded since: then
     the confirmation makes it current again, with its date and run); a newer result of a recorded key replaces it
     (one that recorded a version more, e.g. of a package a rule names, too); an older one is ignored; an `infra` row
-    (nothing measured) never replaces a settled one, as it never shadows one in `latest()`."""
+    (nothing measured) never replaces a settled one, as it never shadows one in `latest()` (`contract.current`)."""
     index = {key(row): i for i, row in enumerate(record.rows)}
     newest: dict[tuple, tuple] = {}  # (case, variant, world size, device, cell) -> the newest (date, run) recorded
     for row in record.rows:
