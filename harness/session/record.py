@@ -534,6 +534,7 @@ def superseded(case: str, variant: str, digest: str, digests: Digests) -> bool:
     return now is not None and now != digest
 
 
+@lru_cache(maxsize=4096)  # a record holds few distinct cells
 def _kept(cell: str, kinds: Kinds) -> bool:
     return kind_of(cell) in kinds
 
