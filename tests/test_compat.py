@@ -26,6 +26,7 @@ from harness.cli import main
 from harness.matrix.cellenvs import CellEnvironments
 from harness.matrix.envcache import EnvCache
 from harness.matrix.expand import load_matrix
+from harness.model.cell import COMPAT_CELLS
 from harness.model.outcome import Outcome
 from harness.model.result import Result
 from harness.session.store import ResultStore, recording
@@ -150,7 +151,7 @@ def test_the_torchrec_lane_alone_pairs_with_what_the_fbgemm_lane_recorded(walked
     # store recorded working with that torch (before, none: the lane alone probed nothing)
     from harness.workflows.compat import recorded_works
 
-    latest = walked.latest(compat=True)
+    latest = walked.latest(kinds=COMPAT_CELLS)
     assert recorded_works(latest, "2.4.0") == {"1.0", "1.3"}
     assert recorded_works(latest, "2.5.0") == {"1.0"}
     assert recorded_works(latest, "2.6.0") == set()
@@ -215,7 +216,7 @@ def test_check_catches_a_wrong_row_and_a_missing_one(
 
 def test_compat_results_are_kept_apart(project: Path, walked: ResultStore, capsys: pytest.CaptureFixture[str]) -> None:
     assert walked.latest() == [] and walked.results() == [] and walked.runs(with_results=True) == []
-    assert len(walked.latest(compat=True)) == 8 and len(walked.runs(with_results=True, compat=True)) == 1
+    assert len(walked.latest(kinds=COMPAT_CELLS)) == 8 and len(walked.runs(with_results=True, kinds=COMPAT_CELLS)) == 1
     assert main(["report", "--db", str(walked.path)]) == 1  # no case results: report says so
     assert main(["compare", "--db", str(walked.path)]) == 2  # no two runs with case results
     capsys.readouterr()
@@ -263,10 +264,10 @@ def test_cli_walk_resumes(project: Path, walked: ResultStore, capsys: pytest.Cap
         "--format",
         "json",
     ]
-    before = len(walked.results(compat=True))
+    before = len(walked.results(kinds=COMPAT_CELLS))
     assert main(argv) == 0
     # every verdict, the refusal and the import failure included, is reused: nothing new is recorded
-    assert len(walked.results(compat=True)) == before
+    assert len(walked.results(kinds=COMPAT_CELLS)) == before
     assert len(json.loads(capsys.readouterr().out)["probes"]) == 8
 
 
@@ -389,7 +390,7 @@ def test_resume_from_copies_only_the_compat_results(
         == 0
     )
     fresh = ResultStore(tmp_path / "new.db")
-    assert len(fresh.results(compat=True)) == 8 and fresh.results() == []
+    assert len(fresh.results(kinds=COMPAT_CELLS)) == 8 and fresh.results() == []
     assert len(json.loads(capsys.readouterr().out)["probes"]) == 8
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from harness.model.outcome import Outcome, RankState, RankStatus
 from harness.model.result import Result
+from harness.session.contract import current
 from harness.session.store import SCHEMA_VERSION, ResultStore, StoreError
 
 
@@ -87,15 +88,10 @@ def test_foreign_file_is_a_clear_error(tmp_path: Path) -> None:
         ResultStore(tmp_path / "m.db").merge([tmp_path / "missing.db"])
 
 
-# What `latest()` meant before it had a table of its own (bugmatrix with schema version 2): every result read,
-# the newest per key kept, a tie in `started_at` going to the later of `results()`'s order (the greater run id).
 def slow_latest(store: ResultStore) -> list[tuple[str, Result]]:
-    newest: dict[tuple[str, str, int, str, str], tuple[str, Result]] = {}
-    for _, cell, r in store.results():
-        key = (r.case, r.variant, r.nproc, r.device, cell)
-        if key not in newest or r.started_at >= newest[key][1].started_at:
-            newest[key] = (cell, r)
-    return [newest[k] for k in sorted(newest)]
+    """`latest()` by its one definition (`contract.current`) over every result the store holds: what the `latest`
+    table must give."""
+    return [(cell, r) for _, cell, r in current(store.results())]
 
 
 def timed(case: str, at: float, outcome: Outcome = Outcome.FIXED, nproc: int = 1) -> Result:
@@ -230,7 +226,9 @@ def test_a_store_an_older_bugmatrix_wrote_to_since_is_made_right_when_opened(tmp
     db = sqlite3.connect(path)  # what bugmatrix 2 does: its own rows, no `latest`, and its version number
     db.execute("INSERT INTO runs VALUES ('old-run', 0, 1, 'complete', 'host', 'bugmatrix run')")
     db.execute(
-        "INSERT INTO results SELECT 'old-run', case_id, variant, nproc, device, cell, 'reproduced', expected, "
+        "INSERT INTO results (run_id, case_id, variant, nproc, device, cell, outcome, expected, reason, versions, "
+        "python, ranks, duration_s, log_excerpt, stacks, started_at, launched, tallies, fingerprint, digest) "
+        "SELECT 'old-run', case_id, variant, nproc, device, cell, 'reproduced', expected, "
         "reason, versions, python, ranks, duration_s, log_excerpt, stacks, 500.0, launched, tallies, "
         "fingerprint, digest FROM results"
     )

@@ -45,10 +45,10 @@ from harness.matrix.axes import rule_versions
 from harness.matrix.expand import Matrix
 from harness.matrix.spec import AxisRule
 from harness.model.case import PROBES_DIR, Case, load_case
-from harness.model.cell import COMPAT_PREFIX, Cell
+from harness.model.cell import COMPAT_CELLS, COMPAT_PREFIX, Cell
 from harness.model.outcome import Outcome
 from harness.model.result import Result
-from harness.session.store import ResultStore
+from harness.session.contract import Store
 
 STAGE_USE = "COMPAT-PROBE stage: use"
 FAILED = "COMPAT-PROBE-FAILED"
@@ -265,10 +265,10 @@ class Probe:
         return self.pins.get(LANES[self.lane].packages[-1], "") if self.lane in LANES else ""
 
 
-def measured(store: ResultStore, run_id: str | None = None) -> list[Probe]:
+def measured(store: Store, run_id: str | None = None) -> list[Probe]:
     """The newest verdict of every probe cell in the store (or in one run), sorted by lane and versions."""
     out = []
-    for cell, result in store.latest(run_id, compat=True):
+    for cell, result in store.latest(run_id, COMPAT_CELLS):
         lane = lane_of(result.case)
         if lane not in LANES:
             continue

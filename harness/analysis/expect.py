@@ -66,8 +66,7 @@ from harness.model.common import DEVICES, logical_name
 from harness.model.common import primary_package as primary_of
 from harness.model.outcome import Outcome
 from harness.model.result import Result
-from harness.session.record import entry_identity, entry_measured, unshadowed
-from harness.session.store import ResultStore
+from harness.session.contract import Store, entry_identity, entry_measured, unshadowed
 
 DECISIVE = (Outcome.REPRODUCED, Outcome.FIXED, Outcome.SKIP)
 IGNORED = (Outcome.ERROR, Outcome.TIMEOUT, Outcome.INFRA)
@@ -79,13 +78,13 @@ def primary_package(case: Case) -> str:
     return primary_of(case.spec.packages)
 
 
-def measurements(store: ResultStore, run_ids: Iterable[str] | None = None) -> list[Measured]:
+def measurements(store: Store, run_ids: Iterable[str] | None = None) -> list[Measured]:
     """`(run_id, cell, result)`: the newest result of each case x variant x world size x device x cell x installed
     versions (a cell whose pins float shows each version it ran), from every run or only `run_ids`."""
     wanted = set(run_ids) if run_ids is not None else None
     newest: dict[tuple[Any, ...], Measured] = {}
     found = [(run_id, cell, r) for run_id, cell, r in store.results() if wanted is None or run_id in wanted]
-    # an infra result never shadows a settled one of its key and script, as in `ResultStore.latest`
+    # an infra result never shadows a settled one of its key and script, as in `Store.latest` (`contract.current`)
     for run_id, cell, r in unshadowed(found, entry_identity, entry_measured):
         key = (r.case, r.variant, r.nproc, r.device, cell, tuple(sorted(r.versions.items())))
         if key not in newest or r.started_at >= newest[key][2].started_at:

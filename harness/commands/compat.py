@@ -85,6 +85,7 @@ def run(args: argparse.Namespace) -> ExitCode:
 
     from harness.analysis import compat
     from harness.launch.interpreter import machine_name
+    from harness.model.cell import COMPAT_CELLS
     from harness.output import compat as view
     from harness.output.console import LOG_WIDTH, is_terminal
     from harness.output.progress import LaunchLines, ProgressDisplay, progress_bar
@@ -102,7 +103,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     for source in args.resume_from or ():
         path = source / NIGHTLY_DB if source.is_dir() else source
         if path.is_file():
-            added = store.merge([path], compat_only=True)
+            added = store.merge([path], COMPAT_CELLS)
             err.print(f"resumed from {path}: {added} compat result(s) copied", soft_wrap=True, highlight=False)
         else:
             err.print(f"no store at {path}: nothing to resume from", soft_wrap=True, highlight=False)

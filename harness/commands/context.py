@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from harness.matrix.expand import Matrix
     from harness.model.case import Case
     from harness.model.case_schema import CaseError
-    from harness.session.store import ResultStore, Store
+    from harness.session.contract import Store
 
 
 def options() -> dict[str, argparse.ArgumentParser]:
@@ -208,7 +208,7 @@ class Context:
             raise UsageError(f"--cases-dir {self.args.cases_dir}: no such folder")
         return discover(self.args.cases_dir, patterns)
 
-    def reader(self, writable: bool = False, creates: bool = False) -> ResultStore:
+    def reader(self, writable: bool = False, creates: bool = False) -> Store:
         """What a reading command reads: the record (`--record`) with the local store (`--db`) layered over it;
         with `writable`, the local store is opened to record probes, and with `creates` too an explicit `--db`
         that does not exist is created rather than refused (see harness/session/readers.py)."""

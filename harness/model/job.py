@@ -24,12 +24,11 @@ import json
 from dataclasses import dataclass
 
 from harness.model.case import Case
-from harness.model.cell import Cell
+from harness.model.cell import LOCAL_CELL, Cell
 from harness.model.common import item_id
 from harness.model.outcome import Outcome
 
 SETTLED = (Outcome.REPRODUCED, Outcome.FIXED, Outcome.SKIP, Outcome.FLAKY)
-LOCAL_CELL = "local"  # the cell recorded for runs in the current (or --python) environment, outside the matrix
 
 
 @dataclass(frozen=True)
@@ -70,9 +69,13 @@ def run_digest(case: Case, variant: str) -> str:
     return digest.hexdigest()
 
 
-def fingerprint(job: Job, pins: str, repeat: int = 1) -> str:
-    """What a result of `job` depends on, as one hex string (`pins` identifies the environment)."""
-    parts = [run_digest(job.case, job.variant), job.variant, job.nproc, job.device, pins, max(1, repeat)]
+def fingerprint(job: Job, pins: str, repeat: int = 1, extra: dict | None = None) -> str:
+    """What a result of `job` depends on, as one hex string (`pins` identifies the environment; `extra`, the
+    optional result fields that are set, `harness/model/result.py` `OPTIONAL_FIELDS`: none, the fingerprint they
+    had before they existed)."""
+    parts: list = [run_digest(job.case, job.variant), job.variant, job.nproc, job.device, pins, max(1, repeat)]
+    if extra:
+        parts.append(sorted(extra.items()))
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:32]
 
 

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from typing import Any
+
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from harness.model.common import item_id
 from harness.model.outcome import Outcome, RankStatus
 
 LOG_EXCERPT_CHARS = 4000
+# New result fields go through this one place: name -> its JSON type (str, int, float or bool). Each is optional: a
+# result that does not set it is exactly what it was before the field existed -- the same record row, store row,
+# `--json` payload and fingerprint (`job.fingerprint` takes the set ones; `run_digest` measures the case, not a
+# result). A set one is held in `Result.extra`, written at the top level of a record row and a payload item, in the
+# store's `extra` column, and read back from each; a record row's is checked against its type.
+OPTIONAL_FIELDS: dict[str, type] = {}
 
 
 class Result(BaseModel):
@@ -34,6 +42,34 @@ class Result(BaseModel):
     # `run_digest` of the script and run settings that produced it: a result whose digest the case no longer gives
     # (its script or settings were edited since) is superseded history, never a verdict
     digest: str = ""
+    # the `OPTIONAL_FIELDS` that are set (none: the result is as it was before they existed)
+    extra: dict[str, Any] = Field(default_factory=dict, exclude=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gathered(cls, values: Any) -> Any:  # noqa: ANN401 - what pydantic was given
+        """A payload item's optional fields, given at its top level, into `extra`."""
+        if isinstance(values, dict) and any(name in values for name in OPTIONAL_FIELDS):
+            found = {name: values[name] for name in OPTIONAL_FIELDS if name in values}
+            values = {k: v for k, v in values.items() if k not in found}
+            values["extra"] = {**values.get("extra", {}), **found}
+        return values
+
+    @field_validator("extra")
+    @classmethod
+    def _declared(cls, extra: dict[str, Any]) -> dict[str, Any]:
+        """Only declared optional fields, each of its type."""
+        for name, value in extra.items():
+            check_optional(name, value)
+        return extra
+
+    def model_dump(self, **kwargs: Any) -> dict[str, Any]:  # noqa: ANN401 - pydantic's own keywords
+        """pydantic's dump, with the set optional fields at the top level, as a record row holds them (none when
+        none is set: the dump is what it was before they existed)."""
+        data = super().model_dump(**kwargs)
+        if self.extra:
+            data.update(self.extra)
+        return data
 
     @property
     def repeats(self) -> int:
@@ -74,6 +110,21 @@ def trusted(values: dict) -> Result:
     object.__setattr__(result, "__pydantic_extra__", None)
     object.__setattr__(result, "__pydantic_private__", None)
     return result
+
+
+def check_optional(name: str, value: object) -> None:
+    """Raise `ValueError` naming `name` unless it is a declared optional field (`OPTIONAL_FIELDS`) and `value` is
+    of its type."""
+    kind = OPTIONAL_FIELDS.get(name)
+    if kind is None:
+        raise ValueError(f"{name}: not a declared optional result field (harness/model/result.py OPTIONAL_FIELDS)")
+    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+        raise ValueError(f"{name}: {value!r} is not a {kind.__name__}")
+
+
+def optional_of(row: dict) -> dict[str, Any]:
+    """The optional fields a record row or payload item sets (see `OPTIONAL_FIELDS`)."""
+    return {name: row[name] for name in OPTIONAL_FIELDS if name in row}
 
 
 def counts(result: Result) -> bool:

@@ -21,9 +21,11 @@ from harness.matrix import git, index
 from harness.matrix.basics import IndexLookupError
 from harness.matrix.expand import Matrix
 from harness.model.case import Case
+from harness.model.cell import COMPAT_CELLS
 from harness.model.common import distributions, logical_name
 from harness.model.job import LOCAL_CELL, run_digest
 from harness.model.result import Result, counts
+from harness.session.contract import Store
 from harness.session.record import (
     Record,
     fold,
@@ -58,7 +60,7 @@ def rows_of(entries: Iterable[tuple[str, str, Result]], cases: list[Case], machi
 
 
 def fold_store(
-    record: Record, store: ResultStore, cases: list[Case], cell: str | None = None, pins: dict[str, str] | None = None
+    record: Record, store: Store, cases: list[Case], cell: str | None = None, pins: dict[str, str] | None = None
 ) -> tuple[int, int]:
     """Fold every counted result of `store` (cases and compat probes) into `record`; (added, replaced). With
     `cell`, the results of the store's `local` cell (a run outside the matrix: a GPU machine's own interpreter) are
@@ -71,7 +73,7 @@ def fold_store(
         machines[mid] = description
         machine_of[run.run_id] = mid
         runs[run.run_id] = {"started": iso(run.started_at), "machine": mid, "command": run.command}
-    entries = store.results() + store.results(compat=True)
+    entries = store.results() + store.results(kinds=COMPAT_CELLS)
     if cell:
         entries = [
             (run_id, cell, _pinned(result, pins or {})) if at == LOCAL_CELL else (run_id, at, result)

@@ -33,9 +33,10 @@ from harness.launch.torchrun import LaunchAborted
 from harness.model.cell import Cell
 from harness.model.job import SETTLED, Job, fingerprint, local_pins, run_digest
 from harness.model.result import Result
+from harness.session.contract import Store
 from harness.session.observer import Observer
 from harness.session.scheduler import run_scheduled
-from harness.session.store import NullStore, Store
+from harness.session.store import NullStore
 
 if TYPE_CHECKING:
     from harness.matrix.cellenvs import CellEnvironments

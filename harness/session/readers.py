@@ -28,6 +28,7 @@ from harness.model.case import PROBES_DIR, Case, discover
 from harness.model.outcome import Outcome
 from harness.model.result import Result
 from harness.session.basics import default_db
+from harness.session.contract import ReadOnly, Store
 from harness.session.record import DEFAULT_RECORD, LayeredStore, Record, RecordStore, current_digests, load, when
 from harness.session.store import ResultStore, StoreError
 
@@ -100,7 +101,7 @@ def open_reader(
     probes_dir: Path = PROBES_DIR,
     judge: bool = True,
     creates: bool = False,
-) -> ResultStore:
+) -> Store:
     """The store a reading command reads (see the module docstring; `db` None: the record alone); raises
     `StoreError` (a one-line message) for an explicit `--db` that does not exist (unless `creates`, with
     `writable`) or is not a store, or a record file that does not parse, before anything is created.
@@ -115,9 +116,9 @@ def open_reader(
     if db is None:  # the record alone
         return layer
     if writable:
-        local: ResultStore = ResultStore(db)
+        local: Store = ResultStore(db)
     elif db.is_file():
-        local = ResultStore(db, readonly=True)
+        local = ReadOnly(ResultStore(db, readonly=True))
     else:
         return layer
     return LayeredStore(local, layer)

@@ -47,17 +47,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
-from typing import TypeVar
 
-from harness.model.cell import COMPAT_PREFIX
+from harness.model.cell import CASE_CELLS, LOCAL_CELL, CellKind, Kinds, kind_of
 from harness.model.job import SETTLED
 from harness.model.names import UnsafeName, check_key, check_name
 from harness.model.nesting import MAX_NESTING, json_too_deep
 from harness.model.outcome import Outcome
-from harness.model.result import Result, trusted
+from harness.model.result import Result, check_optional, optional_of, trusted
 from harness.session.basics import default_record
+from harness.session.contract import Entry, Run, Store, StoreError, entry_identity, entry_measured, entry_moment, newest
 from harness.session.journal import pending, recover, replace_all
-from harness.session.store import ResultStore, Run, StoreError
 
 DEFAULT_RECORD = default_record()
 MANIFEST = "manifest.jsonl"  # every other file of the record that holds rows: one missing or emptied is an error
@@ -84,7 +83,6 @@ _ROW_FIELDS = {
     "run": str,
     "tallies": dict,
 }
-T = TypeVar("T")
 _OUTCOME_OF = {o.value: o for o in Outcome}
 _DECIDING = re.compile(r"\b(REPRODUCED|FIXED|SKIP|COMPAT-PROBE[\w-]*)\b")
 
@@ -187,6 +185,7 @@ def to_row(run_id: str, cell: str, result: Result, machine: str, signature: str 
         "run": run_id,
         "machine": machine,
     }
+    row.update(result.extra)  # the optional fields that are set (`OPTIONAL_FIELDS`): none, the row as before
     if not result.launched:
         row["launched"] = False
     excerpt = deciding_lines(result, signature)
@@ -217,6 +216,7 @@ def from_row(row: dict) -> tuple[str, str, Result]:
             "tallies": row["tallies"],
             "fingerprint": row["fingerprint"],
             "digest": row["digest"],
+            "extra": optional_of(row),
         }
     )
     return row["run"], row["cell"], result
@@ -275,6 +275,11 @@ _FIELD_TYPES = {tuple(kind if isinstance(kind, type) else t for kind in _ROW_FIE
 
 
 def _check_row(path: Path, number: int, row: dict) -> dict:
+    for name, value in optional_of(row).items():
+        try:
+            check_optional(name, value)
+        except ValueError as exc:
+            raise RecordError(f"{path}:{number}: {exc}") from None
     if tuple(map(type, map(row.get, _FIELD_NAMES))) in _FIELD_TYPES and row["outcome"] in _OUTCOME_OF:
         try:
             timestamp(row["date"])
@@ -369,7 +374,7 @@ def render(record: Record) -> dict[str, str]:
     """Every file of the record as text, by path relative to the record's root (deterministic)."""
     files: dict[str, list[dict]] = {}
     for row in sorted(record.rows, key=_order):
-        name = "compat.jsonl" if row["cell"].startswith(COMPAT_PREFIX) else results_file(row["case"])
+        name = "compat.jsonl" if kind_of(row["cell"]) is CellKind.COMPAT else results_file(row["case"])
         files.setdefault(name, []).append(row)
     cited_runs = {row["run"] for row in record.rows}
     cited_machines = {record.runs[r]["machine"] for r in cited_runs if r in record.runs} | {
@@ -441,7 +446,7 @@ def fold(record: Record, rows: Iterable[dict], runs: dict[str, dict], machines: 
     exactly as it was (unless a row of another fingerprint of its world size and cell has been recorded since: then
     the confirmation makes it current again, with its date and run); a newer result of a recorded key replaces it
     (one that recorded a version more, e.g. of a package a rule names, too); an older one is ignored; an `infra` row
-    (nothing measured) never replaces a settled one, as it never shadows one in `latest()`."""
+    (nothing measured) never replaces a settled one, as it never shadows one in `latest()` (`contract.current`)."""
     index = {key(row): i for i, row in enumerate(record.rows)}
     newest: dict[tuple, tuple] = {}  # (case, variant, world size, device, cell) -> the newest (date, run) recorded
     for row in record.rows:
@@ -529,63 +534,15 @@ def superseded(case: str, variant: str, digest: str, digests: Digests) -> bool:
     return now is not None and now != digest
 
 
-def _kept(cell: str, compat: bool) -> bool:
-    return cell.startswith(COMPAT_PREFIX) == compat
+@lru_cache(maxsize=4096)  # a record holds few distinct cells
+def _kept(cell: str, kinds: Kinds) -> bool:
+    return kind_of(cell) in kinds
 
 
-def unshadowed(items: Iterable[T], identity: Callable[[T], tuple], measured: Callable[[T], tuple[str, str]]) -> list[T]:
-    """`items` less every `infra` item that a settled item of the same identity measured at the same digest
-    outranks (`ResultStore.latest`'s rule: nothing was measured, so the measurement stands). `measured` gives an
-    item's (outcome, digest)."""
-    items = list(items)
-    standing = {
-        (identity(item), digest)
-        for item in items
-        for outcome, digest in [measured(item)]
-        if digest and outcome in _SETTLED_VALUES
-    }
-    return [
-        item
-        for item in items
-        if not (measured(item)[0] == Outcome.INFRA.value and (identity(item), measured(item)[1]) in standing)
-    ]
-
-
-def _newest(
-    items: Iterable[T],
-    identity: Callable[[T], tuple],
-    moment: Callable[[T], tuple],
-    measured: Callable[[T], tuple[str, str]],
-) -> list[T]:
-    """The newest item of each identity (case, variant, nproc, device, cell) by `moment` (when it started, then
-    the run id: a tie goes to the greater run id), in identity order, as `ResultStore.latest` defines it: an
-    `infra` item never shadows a settled item of its identity that measured the same digest (`unshadowed`)."""
-    best: dict[tuple, T] = {}
-    for item in unshadowed(items, identity, measured):
-        k = identity(item)
-        if k not in best or moment(item) > moment(best[k]):
-            best[k] = item
-    return [best[k] for k in sorted(best)]
-
-
-def entry_identity(e: tuple[str, str, Result]) -> tuple:
-    """A `(run, cell, result)` entry's key: (case, variant, world size, device, cell)."""
-    return (e[2].case, e[2].variant, e[2].nproc, e[2].device, e[1])
-
-
-def _entry_moment(e: tuple[str, str, Result]) -> tuple:
-    return (e[2].started_at, e[0])
-
-
-def entry_measured(e: tuple[str, str, Result]) -> tuple[str, str]:
-    """A `(run, cell, result)` entry's (outcome, digest), for `unshadowed`."""
-    return (e[2].outcome.value, e[2].digest)
-
-
-class RecordStore(ResultStore):
-    """The record as a read-only store (a sibling of `ResultStore` and `NullStore`): every reader gets the
-    record's results that are not superseded, judged by today's rules; writing is refused. Rows become `Result`s
-    only when a reader returns them (a record ten times today's is read in well under a second)."""
+class RecordStore(Store):
+    """The record as a read-only store (a sibling of `ResultStore` and `NullStore` under `contract.Store`): every
+    reader gets the record's results that are not superseded, judged by today's rules; writing is refused. Rows
+    become `Result`s only when a reader returns them (a record ten times today's is read in well under a second)."""
 
     def __init__(
         self,
@@ -603,10 +560,10 @@ class RecordStore(ResultStore):
     def _result(self, row: dict) -> Result:
         return self.judge(from_row(row)[2])
 
-    def entries(self, run_id: str | None = None, compat: bool = False) -> list[tuple[str, str, Result]]:
-        """`(run_id, cell, result)` of every current row, not judged (`results` judges them)."""
+    def entries(self, run_id: str | None = None, kinds: Kinds = CASE_CELLS) -> list[Entry]:
+        """`(run_id, cell, result)` of every row that is not superseded, not judged (`results` judges them)."""
         with gc_paused():
-            return [from_row(row) for row in self._chosen(run_id, compat)]
+            return [from_row(row) for row in self._chosen(run_id, kinds)]
 
     def begin_run(self, command: str, machine: str, run_id: str | None = None) -> str:
         raise StoreError(f"{self.path}: the record is written by `bugmatrix record fold`, not by a run")
@@ -614,17 +571,17 @@ class RecordStore(ResultStore):
     def end_run(self, run_id: str, status: str = "complete") -> None:
         raise StoreError(f"{self.path}: the record is written by `bugmatrix record fold`, not by a run")
 
-    def save(self, run_id: str, result: Result, cell: str = "local") -> None:
+    def save(self, run_id: str, result: Result, cell: str = LOCAL_CELL) -> None:
         raise StoreError(f"{self.path}: the record is written by `bugmatrix record fold`, not by a run")
 
-    def merge(self, sources: list[Path], compat_only: bool = False) -> int:
+    def merge(self, sources: list[Path], kinds: Kinds | None = None) -> int:
         raise StoreError(f"{self.path}: the record is written by `bugmatrix record fold`")
 
-    def _chosen(self, run_id: str | None, compat: bool) -> list[dict]:
-        return [row for row in self._rows if _kept(row["cell"], compat) and (run_id is None or row["run"] == run_id)]
+    def _chosen(self, run_id: str | None, kinds: Kinds) -> list[dict]:
+        return [row for row in self._rows if _kept(row["cell"], kinds) and (run_id is None or row["run"] == run_id)]
 
-    def runs(self, with_results: bool = False, compat: bool = False) -> list[Run]:
-        cited = {row["run"] for row in self._rows if not with_results or _kept(row["cell"], compat)}
+    def runs(self, with_results: bool = False, kinds: Kinds = CASE_CELLS) -> list[Run]:
+        cited = {row["run"] for row in self._rows if not with_results or _kept(row["cell"], kinds)}
         out = []
         for run_id in cited:
             run = self.record.runs.get(run_id, {})
@@ -642,22 +599,22 @@ class RecordStore(ResultStore):
             )
         return sorted(out, key=lambda r: (r.started_at, r.run_id))
 
-    def results(self, run_id: str | None = None, compat: bool = False) -> list[tuple[str, str, Result]]:
+    def results(self, run_id: str | None = None, kinds: Kinds = CASE_CELLS) -> list[Entry]:
         rows = sorted(
-            self._chosen(run_id, compat),
+            self._chosen(run_id, kinds),
             key=lambda row: (row["run"], row["case"], row["variant"], row["cell"], row["device"], row["nproc"]),
         )
         return [(row["run"], row["cell"], self._result(row)) for row in rows]
 
-    def latest(self, run_id: str | None = None, compat: bool = False) -> list[tuple[str, Result]]:
-        newest = _newest(
-            self._chosen(run_id, compat),  # rows, so that only the newest become Results
+    def latest(self, run_id: str | None = None, kinds: Kinds = CASE_CELLS) -> list[tuple[str, Result]]:
+        current = newest(  # `contract.current` over rows, so that only the current rows become Results
+            self._chosen(run_id, kinds),
             lambda row: (row["case"], row["variant"], row["nproc"], row["device"], row["cell"]),
             lambda row: (row["date"], row["run"]),
             lambda row: (row["outcome"], row["digest"]),
         )
         with gc_paused():
-            return [(row["cell"], self._result(row)) for row in newest]
+            return [(row["cell"], self._result(row)) for row in current]
 
     def standing(
         self, cell: str, case: str, variant: str, fingerprint: str, outcomes: tuple[Outcome, ...]
@@ -677,12 +634,13 @@ class RecordStore(ResultStore):
         return self._result(max(found, key=lambda row: (row["date"], row["run"]))) if found else None
 
 
-class LayeredStore(ResultStore):
-    """The local store over the record: readers see both (the newest result of a key wins, as `latest()`; the
-    local store's copy of a row it shares with the record wins), writers write to the local store only. Results
-    that are superseded (see `superseded`) are left out of every reader, in either layer."""
+class LayeredStore(Store):
+    """A wrapper: any store (`local`) over the record: readers see both (the current result of a key wins, as
+    `contract.current` defines it; the local store's copy of a row it shares with the record wins), writers write to
+    the local store only. Results that are superseded (see `superseded`) are left out of every reader, in either
+    layer."""
 
-    def __init__(self, local: ResultStore, record: RecordStore) -> None:
+    def __init__(self, local: Store, record: RecordStore) -> None:
         self.path = local.path
         self.readonly = local.readonly
         self.local, self.record = local, record
@@ -694,38 +652,38 @@ class LayeredStore(ResultStore):
     def end_run(self, run_id: str, status: str = "complete") -> None:
         self.local.end_run(run_id, status)
 
-    def save(self, run_id: str, result: Result, cell: str = "local") -> None:
+    def save(self, run_id: str, result: Result, cell: str = LOCAL_CELL) -> None:
         self.local.save(run_id, result, cell)
 
-    def merge(self, sources: list[Path], compat_only: bool = False) -> int:
-        return self.local.merge(sources, compat_only)
+    def merge(self, sources: list[Path], kinds: Kinds | None = None) -> int:
+        return self.local.merge(sources, kinds)
 
-    def _entries(self, run_id: str | None, compat: bool) -> list[tuple[str, str, Result]]:
-        """Both layers' current results, not judged: the local store's copy of a (run, key) wins."""
+    def _entries(self, run_id: str | None, kinds: Kinds) -> list[Entry]:
+        """Both layers' results that are not superseded, not judged: the local store's copy of a (run, key) wins."""
         mine = [
             e
-            for e in self.local.results(run_id, compat)
+            for e in self.local.results(run_id, kinds)
             if not superseded(e[2].case, e[2].variant, e[2].digest, self.digests)
         ]
         seen = {(run_id_, cell, r.case, r.variant, r.nproc, r.device) for run_id_, cell, r in mine}
         return mine + [
             e
-            for e in self.record.entries(run_id, compat)
+            for e in self.record.entries(run_id, kinds)
             if (e[0], e[1], e[2].case, e[2].variant, e[2].nproc, e[2].device) not in seen
         ]
 
-    def runs(self, with_results: bool = False, compat: bool = False) -> list[Run]:
-        mine = {r.run_id: r for r in self.local.runs(with_results, compat)}
-        merged = {**{r.run_id: r for r in self.record.runs(with_results, compat)}, **mine}
+    def runs(self, with_results: bool = False, kinds: Kinds = CASE_CELLS) -> list[Run]:
+        mine = {r.run_id: r for r in self.local.runs(with_results, kinds)}
+        merged = {**{r.run_id: r for r in self.record.runs(with_results, kinds)}, **mine}
         return sorted(merged.values(), key=lambda r: (r.started_at, r.run_id))
 
-    def results(self, run_id: str | None = None, compat: bool = False) -> list[tuple[str, str, Result]]:
-        judged = [(r_id, cell, self.judge(r)) for r_id, cell, r in self._entries(run_id, compat)]
+    def results(self, run_id: str | None = None, kinds: Kinds = CASE_CELLS) -> list[Entry]:
+        judged = [(r_id, cell, self.judge(r)) for r_id, cell, r in self._entries(run_id, kinds)]
         return sorted(judged, key=lambda e: (e[0], e[2].case, e[2].variant, e[1], e[2].device, e[2].nproc))
 
-    def latest(self, run_id: str | None = None, compat: bool = False) -> list[tuple[str, Result]]:
-        newest = _newest(self._entries(run_id, compat), entry_identity, _entry_moment, entry_measured)
-        return [(cell, self.judge(r)) for _, cell, r in newest]  # only what is returned is judged
+    def latest(self, run_id: str | None = None, kinds: Kinds = CASE_CELLS) -> list[tuple[str, Result]]:
+        current = newest(self._entries(run_id, kinds), entry_identity, entry_moment, entry_measured)
+        return [(cell, self.judge(r)) for _, cell, r in current]  # only what is returned is judged
 
     def standing(
         self, cell: str, case: str, variant: str, fingerprint: str, outcomes: tuple[Outcome, ...]

@@ -17,18 +17,16 @@ Contract:
   fingerprint (see `harness/model/job.py`) among those outcomes, from any run: what a resumed run reuses instead of
   launching again. The fingerprint holds no case id (two cases with the same script and settings share it), so the
   case and variant are matched as well: a case never takes another case's result.
-- `latest()` is the newest result of each key (case, variant, nproc, device, cell) over all runs: the greatest
-  `started_at`, a tie going to the greater `run_id` -- except that an `infra` result (nothing was measured: the
-  environment could not be made) never shadows a settled result of its key that measured the same digest (script and
-  settings): that measurement still stands. A resumed run reuses it without saving it again, so without this rule one
-  failed build would turn a standing verdict into "could not say" for good. It reads a small `latest` table (key ->
-  the run holding that newest result), kept in the same transaction as every `save` and `merge`, so it costs the
-  number of keys, not the number of results ever stored; `latest(run_id)` and `results(run_id)` read one run through
-  its index, and `runs(with_results=True)` asks the same index, so `report` and `compare` stay fast as the store grows
-  by a nightly every night.
-- Compatibility probes (`bugmatrix compat`) are recorded like every result, in cells named `compat-...`
-  (`COMPAT_PREFIX`); `latest`, `results` and `runs(with_results=True)` leave them out unless asked for them
-  (`compat=True`: only them), so report, compare, narrow, expect and the nightly's verdict never mix the two.
+- `latest()` is the current result of each key, as harness/session/contract.py defines it (`current`: the newest,
+  an `infra` result never shadowing a settled one of the same digest -- a resumed run reuses that one without saving
+  it again, so without this rule one failed build would turn a standing verdict into "could not say" for good). This
+  store answers it in SQL, from a small `latest` table (key -> the run holding that current result), kept in the
+  same transaction as every `save` and `merge`, so it costs the number of keys, not the number of results ever
+  stored (tests/test_contract.py holds it to `current` on the same rows); `latest(run_id)` and `results(run_id)`
+  read one run through its index, and `runs(with_results=True)` asks the same index, so `report` and `compare` stay
+  fast as the store grows by a nightly every night.
+- Compatibility probes (`bugmatrix compat`) are recorded like every result, in cells named `compat-...`; every
+  reader takes the kinds of cell it reads (`CellKind`, filtered in SQL by `kind_sql`, the same table of names).
 - A store written by an older bugmatrix is upgraded in place when opened, in one transaction (new columns get their
   empty values; the `latest` table is rebuilt from the results whenever the store was last opened by another schema
   version, so one that an older bugmatrix has written to since is made right again).
@@ -43,7 +41,8 @@ Contract:
 Nothing is ever deleted implicitly (`latest` holds no result of its own: it only points at results).
 
 `NullStore` keeps the same contract for a run that records nothing (`--no-store`): runs get the id "", saving
-does nothing, nothing is standing, every reader sees an empty store. Callers never check for a missing store.
+does nothing, nothing is standing, every reader sees an empty store. Callers never check for a missing store: both
+are siblings under `contract.Store`.
 """
 
 from __future__ import annotations
@@ -57,19 +56,18 @@ import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 from harness.launch.logscan import human_size
-from harness.model.cell import COMPAT_PREFIX
-from harness.model.job import LOCAL_CELL, SETTLED
+from harness.model.cell import CASE_CELLS, LOCAL_CELL, Kinds, kind_sql
+from harness.model.job import SETTLED
 from harness.model.names import UnsafeName, check_key
 from harness.model.outcome import Outcome, RankStatus
 from harness.model.result import Result
 from harness.session.basics import default_db
+from harness.session.contract import Entry, Run, Store, StoreError
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 LOW_SPACE = 1 << 20  # below this much free space, an I/O error of the store is taken for a full disk
 
 _SCHEMA = """
@@ -103,6 +101,7 @@ CREATE TABLE IF NOT EXISTS results (
     tallies TEXT NOT NULL DEFAULT '{}',
     fingerprint TEXT NOT NULL DEFAULT '',
     digest TEXT NOT NULL DEFAULT '',
+    extra TEXT NOT NULL DEFAULT '{}',
     PRIMARY KEY (run_id, case_id, variant, nproc, device, cell)
 );
 CREATE INDEX IF NOT EXISTS results_case ON results (case_id, variant, cell);
@@ -121,6 +120,7 @@ _ADDED_COLUMNS = {  # schema version 2: column -> definition, added to stores wr
     "tallies": "TEXT NOT NULL DEFAULT '{}'",
     "fingerprint": "TEXT NOT NULL DEFAULT ''",
     "digest": "TEXT NOT NULL DEFAULT ''",  # schema version 4
+    "extra": "TEXT NOT NULL DEFAULT '{}'",  # schema version 6: the optional fields a result sets (`OPTIONAL_FIELDS`)
 }
 # schema version 3: the `latest` table, and the index that finds a key's newest result without reading the rows
 _NEWEST_INDEX = (
@@ -161,16 +161,13 @@ _RESULT_COLUMNS = (
     "tallies",
     "fingerprint",
     "digest",
+    "extra",
 )
 
 
-def _kept(compat: bool, column: str = "cell") -> str:
-    """The SQL condition that keeps compat cells only (`compat`) or leaves them out."""
-    return f"substr({column}, 1, {len(COMPAT_PREFIX)}) {'=' if compat else '!='} '{COMPAT_PREFIX}'"
-
-
-class StoreError(RuntimeError):
-    """The store file cannot be opened or is not a bugmatrix store."""
+def _kept(kinds: Kinds, column: str = "cell") -> str:
+    """The SQL condition that keeps the cells of `kinds`."""
+    return f"{kind_sql(column)} IN ({', '.join(sorted(repr(k.value) for k in kinds)) or 'NULL'})"
 
 
 class DiskFull(RuntimeError):
@@ -224,70 +221,14 @@ def _space_checked(path: Path) -> Iterator[None]:
         raise full from exc
 
 
-@dataclass(frozen=True)
-class Run:
-    """One recorded invocation."""
-
-    run_id: str
-    started_at: float
-    finished_at: float | None
-    status: str
-    machine: str
-    command: str
-
-
 def new_run_id() -> str:
     """A run id that sorts by start time and is unique across machines: YYYYmmddTHHMMSS-host-random."""
     host = socket.gethostname().split(".")[0][:16] or "host"
     return f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{host}-{secrets.token_hex(3)}"
 
 
-class Store(Protocol):
-    """The contract every results store keeps (the module docstring): the SQLite `ResultStore`, the `NullStore`
-    that records nothing, and the record's read-only stores (harness/session/record.py). Callers take a `Store` and
-    never check which one they hold."""
-
-    path: Path
-    readonly: bool
-
-    def begin_run(self, command: str, machine: str, run_id: str | None = None) -> str:
-        """Record a new run as `running`; return its id."""
-        ...
-
-    def end_run(self, run_id: str, status: str = "complete") -> None:
-        """Mark the run `complete` or `interrupted`."""
-        ...
-
-    def save(self, run_id: str, result: Result, cell: str = LOCAL_CELL) -> None:
-        """Save one result of the run, in one transaction."""
-        ...
-
-    def runs(self, with_results: bool = False, compat: bool = False) -> list[Run]:
-        """The runs, oldest first."""
-        ...
-
-    def results(self, run_id: str | None = None, compat: bool = False) -> list[tuple[str, str, Result]]:
-        """(run id, cell, result) of one run or of all."""
-        ...
-
-    def latest(self, run_id: str | None = None, compat: bool = False) -> list[tuple[str, Result]]:
-        """The newest result of each key (case, variant, nproc, device, cell), as (cell, result)."""
-        ...
-
-    def standing(
-        self, cell: str, case: str, variant: str, fingerprint: str, outcomes: tuple[Outcome, ...]
-    ) -> Result | None:
-        """The newest result of `case`'s `variant` in `cell` with this fingerprint among these outcomes, from any run
-        (what a resumed run reuses)."""
-        ...
-
-    def merge(self, sources: list[Path], compat_only: bool = False) -> int:
-        """Copy runs and results from other store files; how many results were new."""
-        ...
-
-
-class ResultStore:
-    """A SQLite results store (see the module docstring for the whole contract)."""
+class ResultStore(Store):
+    """A SQLite results store (see the module docstring; the contract is harness/session/contract.py's)."""
 
     def __init__(self, path: Path | str | None = None, readonly: bool = False) -> None:
         self.path = Path(path) if path is not None else default_db()
@@ -388,6 +329,7 @@ class ResultStore:
             json.dumps(result.tallies, sort_keys=True),
             result.fingerprint,
             result.digest,
+            json.dumps(result.extra, sort_keys=True),
         )
         with self._connect() as db:
             db.execute(
@@ -396,12 +338,12 @@ class ResultStore:
             )
             db.execute(_REFRESH_LATEST, row[1:6])  # the key, in the same transaction
 
-    def runs(self, with_results: bool = False, compat: bool = False) -> list[Run]:
-        """Every run, oldest first (only those that recorded at least one result, with `with_results`: a case
-        result, or a compat probe's with `compat`)."""
+    def runs(self, with_results: bool = False, kinds: Kinds = CASE_CELLS) -> list[Run]:
+        """Every run, oldest first (only those that recorded at least one result in a cell of `kinds`, with
+        `with_results`)."""
         where = (
             " WHERE EXISTS (SELECT 1 FROM results WHERE results.run_id = runs.run_id "
-            f"AND {_kept(compat, 'results.cell')})"
+            f"AND {_kept(kinds, 'results.cell')})"
             if with_results
             else ""
         )
@@ -409,10 +351,10 @@ class ResultStore:
             rows = db.execute(f"SELECT * FROM runs{where} ORDER BY started_at, run_id").fetchall()
         return [Run(*row) for row in rows]
 
-    def results(self, run_id: str | None = None, compat: bool = False) -> list[tuple[str, str, Result]]:
-        """`(run_id, cell, result)` for every result (of one run when `run_id` is given), in a stable order; the
-        cases' results, or with `compat` only the compat probes'."""
-        query = f"SELECT {', '.join(_RESULT_COLUMNS)} FROM results WHERE {_kept(compat)}"
+    def results(self, run_id: str | None = None, kinds: Kinds = CASE_CELLS) -> list[Entry]:
+        """`(run_id, cell, result)` for every result in a cell of `kinds` (of one run when `run_id` is given), in a
+        stable order."""
+        query = f"SELECT {', '.join(_RESULT_COLUMNS)} FROM results WHERE {_kept(kinds)}"
         params: tuple[str, ...] = ()
         if run_id is not None:
             query += " AND run_id = ?"
@@ -422,24 +364,23 @@ class ResultStore:
             rows = db.execute(query, params).fetchall()
         return [(row[0], row[5], _to_result(row)) for row in rows]
 
-    def latest(self, run_id: str | None = None, compat: bool = False) -> list[tuple[str, Result]]:
-        """`(cell, result)`: the newest result for each (case, variant, nproc, device, cell), over all runs or one
-        (the greatest `started_at`, a tie going to the greater run id), in key order; the cases' results, or with
-        `compat` only the compat probes'."""
+    def latest(self, run_id: str | None = None, kinds: Kinds = CASE_CELLS) -> list[tuple[str, Result]]:
+        """`(cell, result)`: the current result of each key in a cell of `kinds` (`contract.current`), over all runs
+        or one, in key order: read from the `latest` table, which `_REFRESH_LATEST` keeps."""
         columns = ", ".join(f"r.{c}" for c in _RESULT_COLUMNS)
         order = ", ".join(_KEY_COLUMNS)
         with self._connect() as db:
             if run_id is not None:  # within a run each key is unique: the run's results are its newest
                 rows = db.execute(
                     f"SELECT {columns} FROM results AS r WHERE run_id = ? "
-                    f"AND {_kept(compat, 'r.cell')} ORDER BY {order}",
+                    f"AND {_kept(kinds, 'r.cell')} ORDER BY {order}",
                     (run_id,),
                 ).fetchall()
             else:  # CROSS JOIN: walk the small table in key order, fetch each result by its primary key
                 rows = db.execute(
                     f"SELECT {columns} FROM latest AS l CROSS JOIN results AS r ON r.run_id = l.run_id "
                     + "".join(f"AND r.{c} = l.{c} " for c in _KEY_COLUMNS)
-                    + f"WHERE {_kept(compat, 'l.cell')} ORDER BY "
+                    + f"WHERE {_kept(kinds, 'l.cell')} ORDER BY "
                     + ", ".join(f"l.{c}" for c in _KEY_COLUMNS)
                 ).fetchall()
         return [(row[5], _to_result(row)) for row in rows]
@@ -460,22 +401,22 @@ class ResultStore:
             ).fetchone()
         return _to_result(row) if row else None
 
-    def merge(self, sources: list[Path], compat_only: bool = False) -> int:
+    def merge(self, sources: list[Path], kinds: Kinds | None = None) -> int:
         """Copy runs and results from other store files; return how many results were new (idempotent). With
-        `compat_only`, only the compat probes' results (and the runs that hold them): what a compat walk resumes
-        from."""
+        `kinds`, only the results in cells of those kinds (and the runs that hold them): the compat probes' are what
+        a compat walk resumes from."""
         added = 0
         for source in sources:
             if not Path(source).is_file():
                 raise StoreError(f"{source}: no such store file")
             other = ResultStore(source)
             with self._connect() as db:
-                for run in other.runs(with_results=compat_only, compat=compat_only):
+                for run in other.runs(with_results=kinds is not None, kinds=kinds or CASE_CELLS):
                     db.execute("INSERT OR IGNORE INTO runs VALUES (?, ?, ?, ?, ?, ?)", tuple(run.__dict__.values()))
                 with other._connect() as src:
                     rows = src.execute(
                         f"SELECT {', '.join(_RESULT_COLUMNS)} FROM results"
-                        + (f" WHERE {_kept(True)}" if compat_only else "")
+                        + (f" WHERE {_kept(kinds)}" if kinds is not None else "")
                     ).fetchall()
                 for row in rows:  # a shard from another machine names what it likes: check before it is ours
                     try:
@@ -491,7 +432,7 @@ class ResultStore:
         return added
 
 
-class NullStore:
+class NullStore(Store):
     """A store that records nothing and holds nothing (see the module docstring): a sibling of `ResultStore`, both
     keeping the `Store` contract."""
 
@@ -508,13 +449,10 @@ class NullStore:
     def save(self, run_id: str, result: Result, cell: str = LOCAL_CELL) -> None:
         return None
 
-    def runs(self, with_results: bool = False, compat: bool = False) -> list[Run]:
+    def runs(self, with_results: bool = False, kinds: Kinds = CASE_CELLS) -> list[Run]:
         return []
 
-    def results(self, run_id: str | None = None, compat: bool = False) -> list[tuple[str, str, Result]]:
-        return []
-
-    def latest(self, run_id: str | None = None, compat: bool = False) -> list[tuple[str, Result]]:
+    def results(self, run_id: str | None = None, kinds: Kinds = CASE_CELLS) -> list[Entry]:
         return []
 
     def standing(
@@ -522,7 +460,7 @@ class NullStore:
     ) -> Result | None:
         return None
 
-    def merge(self, sources: list[Path], compat_only: bool = False) -> int:
+    def merge(self, sources: list[Path], kinds: Kinds | None = None) -> int:
         raise StoreError("cannot merge into a store that records nothing")
 
 
@@ -620,4 +558,5 @@ def _to_result(row: tuple) -> Result:
         tallies=json.loads(values["tallies"]),
         fingerprint=values["fingerprint"],
         digest=values["digest"],
+        extra=json.loads(values["extra"]),
     )

@@ -32,7 +32,7 @@ from harness.matrix.basics import MatrixError
 from harness.matrix.expand import Matrix, apply_couplings, pairing_row
 from harness.matrix.git import Commit, git_candidates, git_checkout, resolve_ref
 from harness.model.case import Case
-from harness.model.cell import BISECT_PREFIX, Cell, GitPin
+from harness.model.cell import BISECT_PREFIX, Cell, CellKind, GitPin, kind_of
 from harness.model.common import logical_name
 from harness.model.job import Job
 from harness.model.outcome import Outcome
@@ -395,7 +395,7 @@ def bisect_commands(
 
     lines = []
     for candidate in (found.last_old, found.first_new):
-        probed = [r for _, cell, r in results if cell.endswith(f"-{candidate}") and cell.startswith(BISECT_PREFIX)]
+        probed = [r for _, cell, r in results if cell.endswith(f"-{candidate}") and kind_of(cell) is CellKind.BISECT]
         probed += [r for c, r in (reused or {}).items() if c == str(candidate)]  # a probe reused, not launched
         if probed:
             result = max(probed, key=lambda r: r.nproc)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from harness.analysis.compat import LANES, VARIANT, Grid, Kind, probe_cell, verdict
 from harness.model.case import Case
-from harness.model.cell import Cell
+from harness.model.cell import COMPAT_CELLS, Cell
 from harness.model.common import logical_name
 from harness.model.job import Job
 from harness.model.outcome import Outcome
@@ -84,7 +84,7 @@ def walk(
         return results
 
     # without the fbgemm lane, the fbgemm verdicts the store holds pair the torchrec probes; the walk adds none
-    recorded = probing.store.latest(compat=True) if "fbgemm" not in probes else []
+    recorded = probing.store.latest(kinds=COMPAT_CELLS) if "fbgemm" not in probes else []
     for torch in grid.torch:
         jobs = []
         for lane in ("fbgemm", "lightning", "litgpt"):

@@ -68,6 +68,7 @@ from harness.model.exitcode import ExitCode
 from harness.output import reports
 from harness.output.github import job_matrix, split_list
 from harness.session.basics import NIGHTLY_DB
+from harness.session.contract import Store
 from harness.session.store import ResultStore
 
 WORKFLOW = "nightly.yml"
@@ -371,7 +372,7 @@ def verdict(shards: list[Path], merged: int, compared: dict[str, Any] | None) ->
     return Verdict(ExitCode.FAILED if n else ExitCode.OK, True, n)
 
 
-def record_baseline(record_root: Path, cases_dir: Path) -> ResultStore | None:
+def record_baseline(record_root: Path, cases_dir: Path) -> Store | None:
     """The committed record as the night's baseline (a read-only store of its current results), or None when the
     record holds no result."""
     from harness.model.case import discover

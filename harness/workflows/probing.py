@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from harness.matrix.cellenvs import CellEnvironments
     from harness.matrix.expand import Matrix
+    from harness.session.contract import Store
     from harness.session.observer import Observer
-    from harness.session.store import Store
 
 
 def _silent(line: str) -> None:
