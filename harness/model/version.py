@@ -132,3 +132,8 @@ def _public(release: Version) -> Version:
 def version_key(text: str) -> tuple[int, Version, int, str, str]:
     """The sort key of a recorded version's text: `sorted(texts, key=version_key)`."""
     return parse_version(text).key
+
+
+def short(text: str, digits: int = 12) -> str:
+    """`PinVersion.short` of a recorded version's text: `0.4.0.dev0 @ 47806045a376`, `git:47806045a376`."""
+    return parse_version(text).short(digits)
