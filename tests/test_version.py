@@ -77,3 +77,11 @@ def test_the_three_former_sort_keys_disagreed_and_one_order_decides() -> None:
     local, plain = PinVersion.parse("2.6.0+cu124"), PinVersion.parse("2.6.0")
     assert plain < local
     assert local.public_at() == plain.public_at()
+
+
+def test_public_keeps_the_text_as_written() -> None:
+    """`2.5` stays `2.5` after `2.5.0` was read (an OSV range is written from it): a cache keyed by `Version` would
+    answer `2.5.0`, as `Version("2.5") == Version("2.5.0")`."""
+    assert str(PinVersion.parse("2.5.0+cpu").public) == "2.5.0"
+    assert str(PinVersion.parse("2.5").public) == "2.5"
+    assert PinVersion.parse(f"2.5 @ {SHA}").public_release is None

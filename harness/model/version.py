@@ -58,10 +58,17 @@ class PinVersion:
             return ""
         return self.text.partition(AT)[0]
 
-    @property
+    @cached_property
     def public(self) -> Version | None:
         """The release without its local build tag (`2.11.0` of `2.11.0+cu130`); None without a release."""
-        return None if self.release is None else _public(self.release)
+        if self.release is None or self.release.local is None:
+            return self.release  # as written: `2.5` stays `2.5` (a cache keyed by Version would give `2.5.0`)
+        return Version(self.release.public)
+
+    @property
+    def public_release(self) -> Version | None:
+        """`public` of a release alone: None for a git install (`X @ sha`), a commit pin or text not a version."""
+        return self.public if self.kind == RELEASE else None
 
     def public_at(self) -> PinVersion:
         """This version with its release's local build tag dropped (itself when it has none)."""
@@ -122,11 +129,6 @@ def parse_version(text: str) -> PinVersion:
         return PinVersion(text, Version(release), commit, AT_COMMIT if commit else RELEASE)
     except InvalidVersion:
         return PinVersion(text, None, commit, OTHER)
-
-
-@lru_cache(maxsize=8192)
-def _public(release: Version) -> Version:
-    return Version(release.public) if release.local is not None else release
 
 
 def version_key(text: str) -> tuple[int, Version, int, str, str]:
