@@ -236,7 +236,7 @@ class _Cell:
     results: list[Result]
 
 
-def _key(text: str) -> PinVersion:
+def _on_axis(text: str) -> PinVersion:
     """Where a recorded version sits on an audit's axis: in the one order, a local build at its release (a
     `2.6.0+cu124` cell measured what a `2.6.0` pin asks, as `_matches` says)."""
     return PinVersion.parse(text).public_at()
@@ -526,13 +526,13 @@ class Auditor:
             line = [c for c in cells if q in c.versions and all(_matches(c.versions.get(p), pins[p]) for p in others)]
             if not line:
                 continue
-            here = _key(pins[q].text)
-            below = [c for c in line if _key(c.versions[q]) < here]
-            above = [c for c in line if _key(c.versions[q]) > here]
-            low = max((_key(c.versions[q]) for c in below), default=None)
-            high = min((_key(c.versions[q]) for c in above), default=None)
-            low_cells = [c for c in below if _key(c.versions[q]) == low]
-            high_cells = [c for c in above if _key(c.versions[q]) == high]
+            here = _on_axis(pins[q].text)
+            below = [c for c in line if _on_axis(c.versions[q]) < here]
+            above = [c for c in line if _on_axis(c.versions[q]) > here]
+            low = max((_on_axis(c.versions[q]) for c in below), default=None)
+            high = min((_on_axis(c.versions[q]) for c in above), default=None)
+            low_cells = [c for c in below if _on_axis(c.versions[q]) == low]
+            high_cells = [c for c in above if _on_axis(c.versions[q]) == high]
             low_status = _combine(c.status for c in low_cells) if low_cells else None
             high_status = _combine(c.status for c in high_cells) if high_cells else None
             lo_v = short(low_cells[0].versions[q]) if low_cells else ""
@@ -611,8 +611,8 @@ class Auditor:
             ]
             points: dict[tuple, list[_Cell]] = defaultdict(list)
             for c in line:
-                points[_key(c.versions[q])].append(c)
-            here = _key(target.pins[q].text)
+                points[_on_axis(c.versions[q])].append(c)
+            here = _on_axis(target.pins[q].text)
             after = [k for k in points if k > here and _combine(c.status for c in points[k]) == FIXED]
             if after:  # the first release measured fixed after the pin (one pass: no sort needed)
                 first = points[min(after)][0].versions[q]

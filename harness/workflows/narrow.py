@@ -227,7 +227,7 @@ def narrow(targets: list[Target], cases: dict[str, Case], probing: Probing, comm
         old, new = STATUS[b.old], STATUS[FIXED if b.kind == "fixed" else REPRODUCED]
         say(
             f"narrowing {axis.label}: {b.before} … {b.after} "
-            f"({len(b.untested)} {'commit(s)' if ' @ ' in b.before + b.after else 'release(s)'} between)"
+            f"({len(b.untested)} {'commit(s)' if b.commits else 'release(s)'} between)"
         )
         try:
             found = search(
