@@ -85,3 +85,32 @@ def test_public_keeps_the_text_as_written() -> None:
     assert str(PinVersion.parse("2.5.0+cpu").public) == "2.5.0"
     assert str(PinVersion.parse("2.5").public) == "2.5"
     assert PinVersion.parse(f"2.5 @ {SHA}").public_release is None
+
+
+def test_the_reproduce_command_of_a_commit_pin_installs_the_commit(make_case) -> None:  # noqa: ANN001
+    """A result whose pin never installed records `git:<sha>`: its command installs that commit from the case's
+    source (the `version @ sha` split read `git:<sha>` as a release: `--with litgpt==git:<sha>`)."""
+    from harness.analysis.reproduce import repro_command
+    from harness.model.outcome import Outcome
+    from harness.model.result import Result
+
+    case = make_case(
+        "print('x')\n",
+        case_id="litgpt-1-pin",
+        packages=["torch", "litgpt"],
+        sources={"litgpt": "https://github.com/Lightning-AI/litgpt"},
+    )
+    result = Result(
+        case=case.id,
+        variant="bug",
+        nproc=1,
+        device="cpu",
+        outcome=Outcome.INFRA,
+        expected=None,
+        reason="",
+        python="3.11.7",
+        versions={"litgpt": f"git:{SHA}", "torch": "2.5.0"},
+    )
+    command = repro_command(case, result)
+    assert f"'litgpt @ git+https://github.com/Lightning-AI/litgpt@{SHA}'" in command
+    assert "litgpt==" not in command
