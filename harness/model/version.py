@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
+from typing import Literal
 
 from packaging.version import InvalidVersion, Version
 
@@ -27,7 +28,11 @@ AT = " @ "  # between a git install's version and its commit: `0.4.0.dev0 @ <sha
 GIT_PIN = "git:"  # before the commit of a pin whose environment could not be made: `git:<sha>`
 ZERO = Version("0")
 
-RELEASE, AT_COMMIT, COMMIT, OTHER = "release", "release-at-commit", "commit", "other"
+Kind = Literal["release", "release-at-commit", "commit", "other"]
+RELEASE: Kind = "release"  # `2.6.0`, `2.11.0+cu130`
+AT_COMMIT: Kind = "release-at-commit"  # `0.4.0.dev0 @ <sha>`
+COMMIT: Kind = "commit"  # `git:<sha>`
+OTHER: Kind = "other"  # not a PEP 440 version
 
 
 @dataclass(frozen=True, eq=False)
@@ -38,7 +43,7 @@ class PinVersion:
     text: str
     release: Version | None
     commit: str
-    kind: str  # RELEASE, AT_COMMIT (`X @ sha`), COMMIT (`git:<sha>`) or OTHER (not a version)
+    kind: Kind
 
     @staticmethod
     def parse(text: str) -> PinVersion:
@@ -106,17 +111,17 @@ class PinVersion:
     def __eq__(self, other: object) -> bool:
         return self.text == other.text if isinstance(other, PinVersion) else NotImplemented
 
-    def __lt__(self, other: PinVersion) -> bool:
-        return self.key < other.key
+    def __lt__(self, other: object) -> bool:
+        return self.key < other.key if isinstance(other, PinVersion) else NotImplemented
 
-    def __le__(self, other: PinVersion) -> bool:
-        return self.key <= other.key
+    def __le__(self, other: object) -> bool:
+        return self.key <= other.key if isinstance(other, PinVersion) else NotImplemented
 
-    def __gt__(self, other: PinVersion) -> bool:
-        return self.key > other.key
+    def __gt__(self, other: object) -> bool:
+        return self.key > other.key if isinstance(other, PinVersion) else NotImplemented
 
-    def __ge__(self, other: PinVersion) -> bool:
-        return self.key >= other.key
+    def __ge__(self, other: object) -> bool:
+        return self.key >= other.key if isinstance(other, PinVersion) else NotImplemented
 
 
 @lru_cache(maxsize=16384)  # a record holds few distinct versions; readers parse them again for every axis
