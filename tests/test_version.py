@@ -66,12 +66,22 @@ def test_the_order_is_total_and_agrees_with_equality(a: str, b: str, c: str) -> 
 
 def test_the_three_former_sort_keys_disagreed_and_one_order_decides() -> None:
     """`audit._key`, `expect._key` and `transitions._sort_key` (before this type) ordered a local build against its
-    release differently: audit by public version (`2.6.0` tied with `2.6.0+cu124`), the other two by the whole
-    version (`2.6.0` first); and a commit pin (`git:<sha>`, not a version) against a git install of version 0
-    (audit: pins after commits, the others by text). One order now: the whole version, a local build after its
-    release; no release first; at a release, the release before its commits. Audit counts a local build as its
-    release explicitly, with `public_at()`."""
-    ordered = [f"git:{SHA}", "0", f"0 @ {SHA}", "2.6.0", "2.6.0+cpu", "2.6.0+cu124", f"2.6.0+cu124 @ {SHA}", "2.6.1"]
+    release differently: audit by public version (`2.6.0` tied with `2.6.0+cu124`, one point), the other two by the
+    whole version (`2.6.0` first, two points); and text that is not a version (audit: after every commit at 0; the
+    others among those commits by text). One order now: no release first (`git:<sha>`, not a version), then the
+    whole version, a local build after its release, at a release the release before its commits. Audit counts a
+    local build as its release explicitly, with `public_at()`."""
+    ordered = [
+        "unknown",
+        f"git:{SHA}",
+        "0",
+        f"0 @ {SHA}",
+        "2.6.0",
+        "2.6.0+cpu",
+        "2.6.0+cu124",
+        f"2.6.0+cu124 @ {SHA}",
+        "2.6.1",
+    ]
     assert sorted(reversed(ordered), key=version_key) == ordered
     assert sorted(map(PinVersion.parse, reversed(ordered))) == list(map(PinVersion.parse, ordered))
     local, plain = PinVersion.parse("2.6.0+cu124"), PinVersion.parse("2.6.0")
