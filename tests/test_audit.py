@@ -258,6 +258,14 @@ def test_each_precision_word_and_the_coupling(world: dict) -> None:
     assert ("torchrec-3-never", "bug") not in a  # the case does not run on cuda
 
 
+def test_a_pin_written_short_matches_the_release_measured(world: dict) -> None:
+    """`torch==2.3` is the release measured as `2.3.0` (PEP 440: the same version): an exact measurement. The
+    match compared public version strings (`2.3` is not `2.3.0`) while the axis placed them at one point, so the
+    answer fell to the rules between 2.1.2 and 2.5.1 with the measurement at the pin itself left out."""
+    answer = _answers(world, ["torch==2.3"])[("torch-2-simple", "bug")]
+    assert (answer.status, answer.basis, answer.precision) == ("fixed", "exact", "measured at these exact pins")
+
+
 def test_a_case_whose_primary_package_is_missing_is_not_applicable(world: dict) -> None:
     a = _answers(world, ["torchrec==1.0.0"])  # torch-2-simple's only package is not pinned: no answer for it
     assert not any(case == "torch-2-simple" for case, _ in a)

@@ -48,10 +48,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
 
 from harness.analysis.reproduce import repro_command
 from harness.analysis.transitions import FIXED, MIXED, REPRODUCED, UNKNOWN, cell_axes, cell_status, cell_versions
@@ -59,10 +57,11 @@ from harness.launch.expectations import environment_of, expected_outcome, rule_h
 from harness.launch.interpreter import Environment, Installed
 from harness.model.case import Case
 from harness.model.case_schema import SKIP_KINDS, GitCondition, Rule, Variant
-from harness.model.common import logical_name, primary_package, public_version
+from harness.model.common import logical_name, primary_package
 from harness.model.outcome import Outcome
 from harness.model.requirements import Loose, Pin
 from harness.model.result import Result
+from harness.model.version import AT_COMMIT, PinVersion, short
 
 # distributions that are the same code as a logical package under an older name
 RENAMED = {"pytorch-lightning": "lightning"}
@@ -108,11 +107,9 @@ class Target:
         """logical package -> public version (`2.6.0` of `2.6.0+cu124`), the releases only."""
         out = {}
         for name, pin in self.pins.items():
-            if pin.version and not pin.commit:
-                try:
-                    out[name] = Version(pin.version).public
-                except InvalidVersion:
-                    continue
+            public = PinVersion.parse(pin.version).public if pin.version and not pin.commit else None
+            if public is not None:
+                out[name] = str(public)
         return out
 
 
@@ -145,12 +142,12 @@ def target_of(pins: Iterable[Pin], loose: Iterable[Loose], known: dict[str, set[
             target.not_covered.append(Uncovered(pin.distribution, pin.text, "the record has no results for it"))
             continue
         if pin.commit:
-            recorded = [v for v in known[name] if " @ " in v and _same_commit(v.partition(" @ ")[2], pin.commit)]
+            recorded = [p for v in known[name] if _same_commit(p := PinVersion.parse(v), pin.commit)]
             if not recorded:
                 target.not_covered.append(Uncovered(pin.distribution, pin.text, "a commit the record does not hold"))
                 continue
-            version, _, sha = sorted(recorded)[0].partition(" @ ")
-            pin = Pin(pin.distribution, version, sha, pin.where)
+            first = min(recorded)
+            pin = Pin(pin.distribution, first.release_text, first.commit, pin.where)
         target.pins[name] = pin
     for item in loose:
         target.not_covered.append(Uncovered(item.name, item.text, item.why))
@@ -163,8 +160,10 @@ def target_of_environment(env: Environment, known: dict[str, set[str]], label: s
     return target_of(pins, [], known, label)
 
 
-def _same_commit(a: str, b: str) -> bool:
-    return bool(a) and bool(b) and (a.startswith(b) or b.startswith(a))
+def _same_commit(recorded: PinVersion, commit: str) -> bool:
+    """Whether `recorded` is a git install (`X @ sha`) of `commit` (either sha a prefix of the other)."""
+    a = recorded.commit
+    return recorded.kind == AT_COMMIT and bool(a) and bool(commit) and (a.startswith(commit) or commit.startswith(a))
 
 
 # ------------------------------------------------------------------------------------------------------- answers
@@ -237,25 +236,22 @@ class _Cell:
     results: list[Result]
 
 
-@lru_cache(maxsize=8192)  # a record holds few distinct versions; an audit compares them thousands of times
-def _key(text: str) -> tuple:
-    release, _, commit = text.partition(" @ ")
-    try:
-        return (Version(Version(release).public), 1 if commit else 0, commit)
-    except InvalidVersion:
-        return (Version("0"), 2, text)
+def _on_axis(text: str) -> PinVersion:
+    """Where a recorded version sits on an audit's axis: in the one order, a local build at its release (a
+    `2.6.0+cu124` cell measured what a `2.6.0` pin asks, as `_matches` says)."""
+    return PinVersion.parse(text).public_at()
 
 
 def _matches(recorded: str | None, pin: Pin) -> bool:
     if recorded is None:
         return False
-    release, _, commit = recorded.partition(" @ ")
+    version = PinVersion.parse(recorded)
     if pin.commit:
-        return _same_commit(commit, pin.commit)
-    if commit:
+        return _same_commit(version, pin.commit)
+    if version.commit:
         return False
-    mine, theirs = public_version(release), public_version(pin.version)
-    return release == pin.version if mine is None or theirs is None else mine == theirs
+    mine, theirs = version.public, PinVersion.parse(pin.version).public
+    return recorded == pin.version if mine is None or theirs is None else mine == theirs
 
 
 def _combine(statuses: Iterable[str]) -> str:
@@ -318,11 +314,6 @@ def _cells(entries: list[tuple[str, Result]]) -> list[_Cell]:
     return out
 
 
-def _short(text: str) -> str:
-    release, _, commit = text.partition(" @ ")
-    return f"{release} @ {commit[:12]}" if commit else release
-
-
 def _exact(cells: list[_Cell], deciding: list[str], target: Target) -> list[_Cell]:
     """The cells measured at the target's deciding versions, those that match most of its other pins."""
     pins = target.pins
@@ -335,8 +326,8 @@ def _exact(cells: list[_Cell], deciding: list[str], target: Target) -> list[_Cel
 
 def _moved(target: Target, package: str, recorded: str) -> Target:
     """The target with `package` at a recorded version (`2.6.0`, `0.4.0.dev0 @ <sha>`) instead of its pin."""
-    release, _, commit = recorded.partition(" @ ")
-    pins = {**target.pins, package: Pin(target.pins[package].distribution, release, commit or None)}
+    at = PinVersion.parse(recorded)
+    pins = {**target.pins, package: Pin(target.pins[package].distribution, at.release_text, at.commit or None)}
     return Target(pins, renamed=target.renamed, label=target.label)
 
 
@@ -347,8 +338,8 @@ def _outside(case: Case, target: Target) -> str:
         pin = target.pins.get(logical_name(package))
         if pin is None or pin.commit or not spec:
             continue
-        version = public_version(pin.version)
-        if version is not None and not version_matches(Version(version), spec):
+        version = PinVersion.parse(pin.version).public
+        if version is not None and not version_matches(version, spec):
             return f"{package} {pin.text} (supports {package} {spec})"
     return ""
 
@@ -493,7 +484,7 @@ class Auditor:
         if used:
             differ = sorted(
                 {
-                    f"{p} {_short(c.versions[p])}"
+                    f"{p} {short(c.versions[p])}"
                     for c in used
                     for p in c.versions
                     if p not in deciding and (p not in target.pins or not _matches(c.versions[p], target.pins[p]))
@@ -535,17 +526,17 @@ class Auditor:
             line = [c for c in cells if q in c.versions and all(_matches(c.versions.get(p), pins[p]) for p in others)]
             if not line:
                 continue
-            here = _key(pins[q].text)
-            below = [c for c in line if _key(c.versions[q]) < here]
-            above = [c for c in line if _key(c.versions[q]) > here]
-            low = max((_key(c.versions[q]) for c in below), default=None)
-            high = min((_key(c.versions[q]) for c in above), default=None)
-            low_cells = [c for c in below if _key(c.versions[q]) == low]
-            high_cells = [c for c in above if _key(c.versions[q]) == high]
+            here = _on_axis(pins[q].text)
+            below = [c for c in line if _on_axis(c.versions[q]) < here]
+            above = [c for c in line if _on_axis(c.versions[q]) > here]
+            low = max((_on_axis(c.versions[q]) for c in below), default=None)
+            high = min((_on_axis(c.versions[q]) for c in above), default=None)
+            low_cells = [c for c in below if _on_axis(c.versions[q]) == low]
+            high_cells = [c for c in above if _on_axis(c.versions[q]) == high]
             low_status = _combine(c.status for c in low_cells) if low_cells else None
             high_status = _combine(c.status for c in high_cells) if high_cells else None
-            lo_v = _short(low_cells[0].versions[q]) if low_cells else ""
-            hi_v = _short(high_cells[0].versions[q]) if high_cells else ""
+            lo_v = short(low_cells[0].versions[q]) if low_cells else ""
+            hi_v = short(high_cells[0].versions[q]) if high_cells else ""
             ruled = self._rules(case, variant, target, device)
             if low_status and high_status:
                 if low_status == high_status == SKIP:
@@ -615,17 +606,17 @@ class Auditor:
                 c
                 for c in cells
                 if q in c.versions
-                and " @ " not in c.versions[q]
+                and not PinVersion.parse(c.versions[q]).commit
                 and all(_matches(c.versions.get(p), target.pins[p]) for p in others)
             ]
             points: dict[tuple, list[_Cell]] = defaultdict(list)
             for c in line:
-                points[_key(c.versions[q])].append(c)
-            here = _key(target.pins[q].text)
+                points[_on_axis(c.versions[q])].append(c)
+            here = _on_axis(target.pins[q].text)
             after = [k for k in points if k > here and _combine(c.status for c in points[k]) == FIXED]
             if after:  # the first release measured fixed after the pin (one pass: no sort needed)
                 first = points[min(after)][0].versions[q]
-                return f"{q}=={Version(first.partition(' @ ')[0]).public}"
+                return f"{q}=={PinVersion.parse(first).public}"
         return None
 
     def _reproduce(self, case: Case, variant: str, target: Target, device: str, used: list[_Cell]) -> str:
@@ -651,7 +642,7 @@ class Auditor:
         for name in sorted(names):
             if name in target.pins:
                 pin = target.pins[name]
-                versions[pin.distribution] = f"{pin.version} @ {pin.commit}" if pin.commit else pin.version
+                versions[pin.distribution] = str(PinVersion.of(pin.version, pin.commit))
             elif name in recorded:
                 versions[recorded[name][0]] = recorded[name][1]
         job = base.model_copy(update={"versions": versions, "device": device, "variant": variant})

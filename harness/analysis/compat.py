@@ -48,6 +48,7 @@ from harness.model.case import PROBES_DIR, Case, load_case
 from harness.model.cell import COMPAT_CELLS, COMPAT_PREFIX, Cell
 from harness.model.outcome import Outcome
 from harness.model.result import Result
+from harness.model.version import COMMIT, RELEASE, PinVersion
 from harness.session.contract import Store
 
 STAGE_USE = "COMPAT-PROBE stage: use"
@@ -287,13 +288,16 @@ def lookup(table: list[Probe], lane: str, torch: str, partner: str) -> Probe | N
 def _same(measured_version: str, asked: str) -> bool:
     """Whether a measured exact version is what `asked` names: the same version, the same major.minor (`2.5`), or
     one a specifier allows (`==2.5.*`, as a matrix cell's coupled pins are written)."""
-    if not measured_version or not asked or measured_version.startswith("git:"):
+    measured = PinVersion.parse(measured_version)
+    if not measured_version or not asked or measured.kind == COMMIT:
         return False
     if measured_version == asked:
         return True
+    if measured.kind != RELEASE:  # not a release: a git install is never a coupled pin
+        return False
     if asked[0] in "=<>!~":
-        return SpecifierSet(asked).contains(Version(measured_version), prereleases=True)
-    return asked.count(".") == 1 and Version(measured_version).release[:2] == Version(asked).release[:2]
+        return SpecifierSet(asked).contains(measured.release, prereleases=True)
+    return asked.count(".") == 1 and measured.release.release[:2] == Version(asked).release[:2]
 
 
 # ---------------------------------------------------------------------------------------------- rows vs measurement

@@ -55,9 +55,8 @@ from typing import Any
 import yaml
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
 
-from harness.analysis.transitions import Between, Boundary, short
+from harness.analysis.transitions import Between, Boundary
 from harness.launch.expectations import environment_of, expected_outcome, rule_holds
 from harness.launch.interpreter import Environment, Installed
 from harness.model.case import Case, cases_dir_option, load_case
@@ -66,6 +65,7 @@ from harness.model.common import DEVICES, logical_name
 from harness.model.common import primary_package as primary_of
 from harness.model.outcome import Outcome
 from harness.model.result import Result
+from harness.model.version import PinVersion, short, version_key
 from harness.session.contract import Store, entry_identity, entry_measured, unshadowed
 
 DECISIVE = (Outcome.REPRODUCED, Outcome.FIXED, Outcome.SKIP)
@@ -108,11 +108,11 @@ class Point:
 
     @property
     def commit(self) -> str:
-        return self.version.partition(" @ ")[2]
+        return PinVersion.parse(self.version).commit
 
     @property
     def release(self) -> str:
-        return self.version.partition(" @ ")[0]
+        return PinVersion.parse(self.version).release_text
 
 
 @dataclass
@@ -160,7 +160,8 @@ class Derivation:
             "cells": [
                 f"{c} ({v} {o})"
                 for c, v, o in sorted(
-                    {(p.cell, short(p.version), p.outcome.value) for p in self.points}, key=lambda t: (_key(t[1]), t[0])
+                    {(p.cell, short(p.version), p.outcome.value) for p in self.points},
+                    key=lambda t: (version_key(t[1]), t[0]),
                 )
             ],
         }
@@ -198,14 +199,6 @@ def _meaning(rules: list[Rule]) -> list[tuple[str, dict[str, Any]]]:
         )
         for rule in rules
     ]
-
-
-def _key(version: str) -> tuple[Version, int, str]:
-    release, _, commit = version.partition(" @ ")
-    try:
-        return (Version(release), 1 if commit else 0, commit)
-    except InvalidVersion:
-        return (Version("0"), 1, version)
 
 
 def _version_of(result: Result, package: str) -> str | None:
@@ -388,7 +381,7 @@ def _axis_rules(
     """The rules of one partition: git rules, then one range rule per segment that differs from the newest, then
     the catch-all (with `conds`, unless this partition is the last)."""
     package = d.package
-    releases = sorted((v for v in at if " @ " not in v), key=_key)
+    releases = sorted((v for v in at if not PinVersion.parse(v).commit), key=version_key)
     segments: list[list[str]] = []
     for v in releases:
         if segments and at[segments[-1][-1]] == at[v]:
@@ -398,14 +391,14 @@ def _axis_rules(
     label = ", ".join(f"{k} {v[0] if k == NPROC and len(v) == 1 else v}" for k, v in conds.items())
     for prev, nxt in zip(segments, segments[1:], strict=False):
         _adjacent(d, prev[-1], nxt[0], at[prev[-1]], at[nxt[0]], run_here, devices, between, label)
-    commits = sorted((v for v in at if " @ " in v), key=_key)
+    commits = sorted((v for v in at if PinVersion.parse(v).commit), key=version_key)
     catch_all = at[segments[-1][0]] if segments else at[commits[-1]]
     ranges: list[Rule] = []
     for i, seg in enumerate(segments[:-1]):
         if at[seg[0]] == catch_all:
             continue
-        upper = f"<{Version(segments[i + 1][0]).public}"
-        spec = upper if i == 0 else f">={Version(seg[0]).public},{upper}"
+        upper = f"<{PinVersion.parse(segments[i + 1][0]).public}"
+        spec = upper if i == 0 else f">={PinVersion.parse(seg[0]).public},{upper}"
         ranges.append(Rule(when={package: spec, **conds}, outcome=at[seg[0]]))
     tail = Rule(when=dict(conds), outcome=catch_all) if conds else Rule(outcome=catch_all)
     by_ranges = Variant(
@@ -419,10 +412,10 @@ def _axis_rules(
         env = Environment(
             python="",
             python_version="",
-            packages={canonicalize_name(package): Installed(name=package, version=v.partition(" @ ")[0])},
+            packages={canonicalize_name(package): Installed(name=package, version=PinVersion.parse(v).release_text)},
         )
         if expected_outcome(by_ranges, env, 0, "") != at[v]:
-            wrong[at[v]].append(v.partition(" @ ")[2])
+            wrong[at[v]].append(PinVersion.parse(v).commit)
     gits = [Rule(when={package: GitCondition(git=shas), **conds}, outcome=o) for o, shas in wrong.items()]
     return [*gits, *ranges, tail]
 
@@ -476,10 +469,9 @@ def _adjacent(
 
 
 def _norm(version: str) -> str:
-    try:
-        return str(Version(version.partition(" @ ")[0]))
-    except InvalidVersion:
-        return version
+    """A version as the index lists it: normalised (`2.6` is `2.6.0`), its commit left out."""
+    release = PinVersion.parse(version).release
+    return version if release is None else str(release)
 
 
 def _kept_rules(d: Derivation, points: list[Point]) -> list[tuple[int, Rule]]:

@@ -44,7 +44,7 @@ from collections.abc import Iterable
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from harness.analysis.audit import Answer, Auditor, Target
 from harness.analysis.reproduce import repro_command
@@ -53,6 +53,7 @@ from harness.model.common import DEVICE_PACKAGES, distributions, logical_name, p
 from harness.model.outcome import Outcome
 from harness.model.requirements import Pin
 from harness.model.result import Result
+from harness.model.version import PinVersion
 from harness.session.record import iso
 
 PREFIX = "x_BUGMATRIX"  # `x_`: the schema's prefix for a local database (one osv.dev does not aggregate)
@@ -65,13 +66,6 @@ ZERO = Version("0")
 def osv_id(case_id: str, variant: str | None = None) -> str:
     """`x_BUGMATRIX-<case-id>` (the case's first bug variant), `x_BUGMATRIX-<case-id>.<variant>` (another)."""
     return f"{PREFIX}-{case_id}" + (f".{variant}" if variant else "")
-
-
-def _public(text: str) -> Version | None:
-    try:
-        return Version(Version(text).public)
-    except InvalidVersion:
-        return None
 
 
 class Listing:
@@ -88,7 +82,7 @@ class Listing:
             found = set()
             for dist in distributions(package):
                 for version, point in self.releases.get(dist, {}).items():
-                    parsed = _public(version)
+                    parsed = PinVersion.parse(version).public_release
                     if parsed is not None and not point.get("yanked") and not parsed.is_prerelease:
                         found.add(parsed)
             self._by[package] = sorted(found)
@@ -106,7 +100,7 @@ def _spec_points(spec: object) -> set[Version]:
     out = set()
     for one in specifiers:
         text = one.version.removesuffix(".*")
-        at = _public(text)
+        at = PinVersion.parse(text).public_release
         if at is None:
             continue
         out.add(at)
@@ -123,7 +117,7 @@ def grid(case: Case, variant: str, package: str, measured: Iterable[str], listin
     (and above the newest)."""
     points = {ZERO}
     for text in measured:
-        if " @ " not in text and (at := _public(text)) is not None:
+        if (at := PinVersion.parse(text).public_release) is not None:
             points.add(at)
     for rule in case.spec.variants[variant].expect:
         for key, spec in rule.when.items():
@@ -290,7 +284,7 @@ def document(
     ranged = {p: v for p, v in _ranges(auditor, case, variant, device, listing).items() if v[0]}
     cells = auditor.cells(case.id, variant, device)
     measured = {
-        p: {v for c in cells if p in c.versions and (v := _public(c.versions[p].partition(" @ ")[0]))} for p in ranged
+        p: {v for c in cells if p in c.versions and (v := PinVersion.parse(c.versions[p]).public)} for p in ranged
     }
     primary = logical_name(primary_package(spec.packages))
     listed = listed_package({p: v[0] for p, v in ranged.items()}, measured, primary) if ranged else None
@@ -303,7 +297,7 @@ def document(
                 for c in cells
                 if c.status in ("reproduced", "mixed")
                 and listed in c.versions
-                and (v := _public(c.versions[listed])) is not None
+                and (v := PinVersion.parse(c.versions[listed]).public_release) is not None
                 and matches(runs, v)
             },
             key=Version,
@@ -409,10 +403,10 @@ def documents(
 def affects(entry: dict, version: str) -> bool:
     """Whether one `affected[]` entry holds `version` (its `versions`, or its ECOSYSTEM ranges: introduced <= v <
     fixed, evaluated in version order; a local build tag is not compared)."""
-    asked = _public(version)
+    asked = PinVersion.parse(version).public_release
     if asked is None:
         return version in entry.get("versions", [])
-    if any(_public(v) == asked for v in entry.get("versions", [])):
+    if any(PinVersion.parse(v).public_release == asked for v in entry.get("versions", [])):
         return True
     for rng in entry.get("ranges", []):
         if rng.get("type") != "ECOSYSTEM":
@@ -420,7 +414,7 @@ def affects(entry: dict, version: str) -> bool:
         events = []
         for event in rng.get("events", []):
             for kind, text in event.items():
-                at = Version("0") if text == "0" else _public(text)
+                at = Version("0") if text == "0" else PinVersion.parse(text).public_release
                 if at is not None:
                     events.append((at, 0 if kind == "fixed" else 1, kind))
         inside = False

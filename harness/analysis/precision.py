@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 from packaging.specifiers import SpecifierSet
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from harness.analysis.transitions import Between
 from harness.matrix.basics import IndexLookupError, MatrixError
@@ -19,6 +19,7 @@ from harness.matrix.expand import Matrix
 from harness.matrix.git import known_position, resolve_ref
 from harness.matrix.index import releases as index_releases
 from harness.model.case import Case
+from harness.model.version import PinVersion
 
 
 def allowed_releases(
@@ -60,11 +61,11 @@ def between_on_index(matrix: Matrix, cases: dict[str, Case]) -> Between:
         case = cases.get(case_id)
         if case is None:
             return None
-        if " @ " in before or " @ " in after:
+        sides = PinVersion.parse(before), PinVersion.parse(after)
+        if any(side.commit for side in sides):
             return _commits_between(matrix, package, before, after)
-        try:
-            low, high = Version(before), Version(after)
-        except InvalidVersion:
+        low, high = (side.release for side in sides)
+        if low is None or high is None:
             return None
         found = releases(case, package, device, low.is_prerelease or high.is_prerelease)
         if found is None:
@@ -83,9 +84,8 @@ def _commits_between(matrix: Matrix, package: str, before: str, after: str) -> t
         return _counted_between(package, before, after)
     repo = Path(source.removeprefix("file://"))
     ends = []
-    for point in (before, after):
-        version, _, commit = point.partition(" @ ")
-        ends.append(resolve_ref(repo, commit) if commit else resolve_ref(repo, version))
+    for point in map(PinVersion.parse, (before, after)):
+        ends.append(resolve_ref(repo, point.commit or point.release_text))
     if None in ends:
         return _counted_between(package, before, after)
     proc = subprocess.run(
@@ -103,9 +103,8 @@ def _counted_between(package: str, before: str, after: str) -> tuple[str, ...] |
     """Without a clone: as many placeholders as the record's first-parent positions put between the two points
     (`commit #<position>`), so a boundary's precision reads the same offline; None when a position is unknown."""
     positions = []
-    for point in (before, after):
-        version, _, commit = point.partition(" @ ")
-        positions.append(known_position(package, commit or version))
+    for point in map(PinVersion.parse, (before, after)):
+        positions.append(known_position(package, point.commit or point.release_text))
     if None in positions:
         return None
     low, high = sorted(positions)  # type: ignore[type-var]

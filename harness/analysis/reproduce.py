@@ -19,6 +19,7 @@ from harness.matrix.git import git_url
 from harness.model.case import Case, script_path
 from harness.model.common import logical_name
 from harness.model.result import Result
+from harness.model.version import PinVersion
 
 if TYPE_CHECKING:  # the planner is imported only when a matrix is given (`audit` prints commands without one)
     from harness.matrix.expand import Matrix
@@ -31,7 +32,8 @@ def repro_command(case: Case, result: Result, matrix: Matrix | None = None, pyth
         from harness.matrix.resolve import companions, exclude_newer, made_at
     withs, stamps = [], []
     for dist, recorded in sorted(result.versions.items()):
-        version, _, commit = recorded.partition(" @ ")
+        pinned = PinVersion.parse(recorded)
+        version, commit = pinned.release_text, pinned.commit
         if commit:
             source = case.spec.sources.get(logical_name(dist)) or (
                 matrix.source(logical_name(dist)) if matrix else None
@@ -44,7 +46,7 @@ def repro_command(case: Case, result: Result, matrix: Matrix | None = None, pyth
             if stamp is not None:
                 stamps.append(stamp)
     if matrix is not None:  # what those releases need but do not declare, as their cells get it (matrix.yaml)
-        released = {logical_name(d): v.partition(" @ ")[0] for d, v in result.versions.items() if " @ " not in v}
+        released = {logical_name(d): v for d, v in result.versions.items() if not PinVersion.parse(v).commit}
         withs += [req for req in companions(matrix, released) if req not in withs]
     command = ["uv", "run", "--no-project", "--python", result.python.rpartition(".")[0] or python]
     if stamps:

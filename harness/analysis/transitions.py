@@ -17,17 +17,16 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
-
-from packaging.version import InvalidVersion, Version
 
 from harness.model.case import cases_dir_option
 from harness.model.common import logical_name
 from harness.model.outcome import Outcome
 from harness.model.result import Result
+from harness.model.version import PinVersion, short, version_key
 
 REPRODUCED, FIXED, UNKNOWN, MIXED = "reproduced", "fixed", "unknown", "mixed"
 
@@ -70,6 +69,11 @@ class Boundary:
         return self.untested == () and not self.undecided
 
     @property
+    def commits(self) -> bool:
+        """Whether a side is a commit (`0.4.0.dev0 @ <sha>`): what lies between is commits, not releases."""
+        return bool(PinVersion.parse(self.before).commit or PinVersion.parse(self.after).commit)
+
+    @property
     def old(self) -> str:
         """The status before the change."""
         return REPRODUCED if self.kind == "fixed" else FIXED
@@ -85,7 +89,7 @@ class Boundary:
         elif self.untested:
             notes.append(
                 f"{len(self.untested)} release{'s' * (len(self.untested) != 1)} not run"
-                if " @ " not in self.before + self.after
+                if not self.commits
                 else f"{len(self.untested)} commit(s) not run"
             )
         if self.undecided:
@@ -142,16 +146,17 @@ class Axis:
             run = [p.version for p in self.points]
             inside = run[run.index(before) + 1 : run.index(after)]  # points run between: all could not say
             candidates = between(self.case, self.package, self.device, before, after) if between else None
-            ran = set(run) | {commit_of(v)[1] for v in run}  # a commit is run as "<version> @ <sha>" or "git:<sha>"
+            ran = set(run) | {PinVersion.parse(v).commit for v in run}  # a commit is run as `X @ sha` or `git:sha`
             untested = None if candidates is None else tuple(v for v in candidates if v not in ran)
+            found = Boundary(kind, before, after, untested, tuple(inside))
             because = (
                 "no package index was consulted"
                 if between is None
                 else "no local clone of the repository to place the commits"
-                if " @ " in before + after
+                if found.commits
                 else "the index does not list them"
             )
-            out.append(Boundary(kind, before, after, untested, tuple(inside), because if untested is None else ""))
+            out.append(replace(found, unknown_because=because) if untested is None else found)
         return out
 
     def changes(self) -> list[tuple[str, str, str]]:
@@ -201,24 +206,6 @@ def span(versions: list[str], digits: int = 12) -> str:
     """`2.0.1 … 2.1.2 (3 versions)`, or the one version; commits cut to `digits` hex digits."""
     first, last = short(versions[0], digits), short(versions[-1], digits)
     return first if len(versions) == 1 else f"{first} … {last} ({len(versions)} versions)"
-
-
-def short(version: str, digits: int = 12) -> str:
-    """`0.4.0.dev0 @ 47806045a376` rather than the full 40-digit commit (`git:47806045a376` for a pin never
-    installed)."""
-    if version.startswith(GIT_PIN):
-        return version[: len(GIT_PIN) + digits]
-    release, _, commit = version.partition(" @ ")
-    return f"{release} @ {commit[:digits]}" if commit else release
-
-
-@lru_cache(maxsize=8192)  # few distinct versions, sorted again for every axis
-def _sort_key(text: str) -> tuple[Version, int, str]:
-    version, _, commit = text.partition(" @ ")
-    try:
-        return (Version(version), 1 if commit else 0, commit)
-    except InvalidVersion:
-        return (Version("0"), 1, text)
 
 
 Dater = Callable[[str, str, str | None], datetime | None]  # (package, version, commit) -> when it was made
@@ -278,32 +265,20 @@ def _ordered(package: str, versions: list[str], dater: Dater | None) -> tuple[li
     """(the versions in history order, the git installs that cannot be placed). Releases alone sort by version; with
     git installs among them, everything sorts by the date `dater` gives (upload, commit date) when it can date them
     all, else the releases sort by version and the commits are left unplaced, never sorted by their version strings."""
-    commits = [v for v in versions if commit_of(v)[1]]
+    commits = [v for v in versions if PinVersion.parse(v).commit]
     releases = list(_releases_in_order(frozenset(v for v in versions if v not in commits)))
     if not commits:
         return releases, []
     if dater is not None:
-        dates = {v: dater(package, release, commit or None) for v in versions for release, commit in [commit_of(v)]}
+        dates = {v: dater(package, p.release_text, p.commit or None) for v in versions for p in [PinVersion.parse(v)]}
         if all(d is not None for d in dates.values()):
-            return sorted(versions, key=lambda v: (dates[v], _sort_key(v))), []
-    return releases, sorted(commits, key=_sort_key)
-
-
-GIT_PIN = "git:"  # what a git install whose environment could not be made records: its pin, no version yet
-
-
-def commit_of(version: str) -> tuple[str, str]:
-    """(release, commit) of a point: `0.4.0.dev0 @ <sha>`, a pinned commit never installed (`git:<sha>`, release
-    unknown), or a release (commit "")."""
-    if version.startswith(GIT_PIN):
-        return "", version.removeprefix(GIT_PIN)
-    release, _, commit = version.partition(" @ ")
-    return release, commit
+            return sorted(versions, key=lambda v: (dates[v], version_key(v))), []
+    return releases, sorted(commits, key=version_key)
 
 
 @lru_cache(maxsize=1024)  # every variant of a case has the same points: sorted once
 def _releases_in_order(releases: frozenset[str]) -> tuple[str, ...]:
-    return tuple(sorted(sorted(releases), key=_sort_key))
+    return tuple(sorted(releases, key=version_key))  # the text breaks ties: `2.6` before `2.6.0`
 
 
 def cell_versions(results: list[Result]) -> dict[str, str]:

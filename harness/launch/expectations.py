@@ -7,12 +7,13 @@ from functools import lru_cache
 
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from harness.launch.interpreter import Environment, Installed
 from harness.model.case_schema import DEVICE, NPROC, GitCondition, Rule, Variant
 from harness.model.outcome import Outcome
 from harness.model.result import Result
+from harness.model.version import PinVersion
 
 
 def rule_holds(rule: Rule, env: Environment, nproc: int, device: str) -> bool:
@@ -33,20 +34,11 @@ def rule_holds(rule: Rule, env: Environment, nproc: int, device: str) -> bool:
                 if not any(commit.startswith(sha) for sha in cond.git):
                     return False
             else:
-                version = _public(installed.version)
+                version = PinVersion.parse(installed.version).public
                 # A local build tag (2.14.1+cu130) must not hide a release from '<=2.14.1'.
                 if version is None or not version_matches(version, str(cond)):
                     return False
     return True
-
-
-@lru_cache(maxsize=8192)
-def _public(text: str) -> Version | None:
-    """The public version of `text` (`2.14.1` of `2.14.1+cu130`); None when it is not a version."""
-    try:
-        return Version(Version(text).public)
-    except InvalidVersion:
-        return None
 
 
 @lru_cache(maxsize=16384)
@@ -78,8 +70,10 @@ def environment_of(result: Result) -> Environment:
     environment."""
     packages = {}
     for name, text in result.versions.items():
-        version, _, commit = text.partition(" @ ")
-        packages[canonicalize_name(name)] = Installed(name=name, version=version, commit=commit or None)
+        version = PinVersion.parse(text)
+        packages[canonicalize_name(name)] = Installed(
+            name=name, version=version.release_text, commit=version.commit or None
+        )
     return Environment(python="", python_version=result.python, packages=packages)
 
 

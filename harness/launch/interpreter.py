@@ -25,6 +25,7 @@ from pydantic import BaseModel
 from harness.launch import early_smi
 from harness.launch.processes import run_bounded
 from harness.model.common import distributions
+from harness.model.version import PinVersion
 
 
 def _inspect():  # standard library only, no annotations: its source also runs in any interpreter (Python >= 3.8)
@@ -109,7 +110,7 @@ class Environment(BaseModel):
         for package in packages:
             found = self.get(package)
             if found:
-                out[found.name] = found.version + (f" @ {found.commit}" if found.commit else "")
+                out[found.name] = str(PinVersion.of(found.version, found.commit))
         return out
 
 

@@ -19,6 +19,7 @@ from harness.matrix.expand import Matrix
 from harness.matrix.git import commit_date, git_url
 from harness.matrix.index import matching
 from harness.model.cell import Cell, GitPin, exact
+from harness.model.version import COMMIT, GIT_PIN, PinVersion
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ def resolve_cell(matrix: Matrix, cell: Cell) -> ResolvedCell:
             url = cell.sources.get(package) or matrix.source(package)
             if url is None:
                 raise MatrixError(f"{matrix.path}: cell {cell.name}: {package} is pinned to git but has no `sources`")
-            versions[package] = f"git:{pin.git}"
+            versions[package] = f"{GIT_PIN}{pin.git}"
             requirements.append(f"{dist} @ git+{git_url(url)}@{pin.git}")
             stamp = commit_date(url, pin.git)
             if stamp:
@@ -101,7 +102,7 @@ def companions(matrix: Matrix, versions: dict[str, str]) -> list[str]:
     for companion in matrix.spec.companions:
         if all(
             package in versions
-            and not versions[package].startswith("git:")
+            and PinVersion.parse(versions[package]).kind != COMMIT
             and SpecifierSet(spec).contains(versions[package], prereleases=True)
             for package, spec in companion.when.items()
         ):

@@ -15,7 +15,6 @@ from typing import Literal
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict
 
 Device = Literal["cpu", "cuda"]
@@ -55,15 +54,6 @@ def distributions(package: str) -> tuple[str, ...]:
     """Every distribution that provides logical `package` on some device, the logical name first."""
     name = canonicalize_name(package)
     return (name, *(canonicalize_name(d) for d in DEVICE_PACKAGES.get(name, {}).values()))
-
-
-@lru_cache(maxsize=8192)  # a record holds few distinct versions; an audit compares them thousands of times
-def public_version(text: str) -> str | None:
-    """`2.6.0` of `2.6.0+cu124`: a version without its local build tag (None: not a version)."""
-    try:
-        return Version(text).public
-    except InvalidVersion:
-        return None
 
 
 @lru_cache(maxsize=4096)

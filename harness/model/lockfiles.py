@@ -38,7 +38,6 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from harness.model.common import public_version
 from harness.model.requirements import (
     Budget,
     Loose,
@@ -48,6 +47,7 @@ from harness.model.requirements import (
     read_text,
     requirements_of,
 )
+from harness.model.version import PinVersion
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -412,7 +412,7 @@ def _one_release_each(pins: list[Pin], loose: list[Loose]) -> tuple[list[Pin], l
         by_name[pin.distribution].append(pin)
     out: list[Pin] = []
     for name, group in by_name.items():
-        releases = {(public_version(p.version) or p.version, p.commit) for p in group}
+        releases = {(PinVersion.parse(p.version).public or p.version, p.commit) for p in group}
         if len(releases) == 1:
             out.append(group[0])
         else:

@@ -17,6 +17,7 @@ from rich.text import Text
 from harness.model.case import Case
 from harness.model.outcome import Outcome
 from harness.model.result import Result, counts, misses
+from harness.model.version import COMMIT, GIT_PIN, PinVersion
 
 if TYPE_CHECKING:
     from harness.matrix.expand import Matrix
@@ -349,7 +350,7 @@ def matrix_rows(matrix: Matrix) -> list[dict[str, Any]]:
             "device": c.device,
             "python": c.python,
             "group": c.group,
-            "pins": {k: (v if isinstance(v, str) else f"git:{v.git}") for k, v in c.pins.items()},
+            "pins": {k: (v if isinstance(v, str) else f"{GIT_PIN}{v.git}") for k, v in c.pins.items()},
             "problem": matrix.problems.get(c.name),
         }
         for c in matrix.cells
@@ -376,4 +377,4 @@ def matrix_table(rows: list[dict[str, Any]], title: str) -> FitTable:
 
 
 def _pin_op(pin: str) -> str:
-    return f" {pin}" if pin[:1] in "=<>~!" else f"=={pin}" if not pin.startswith("git:") else f" @ {pin}"
+    return f" {pin}" if pin[:1] in "=<>~!" else f"=={pin}" if PinVersion.parse(pin).kind != COMMIT else f" @ {pin}"

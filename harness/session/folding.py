@@ -25,6 +25,7 @@ from harness.model.cell import COMPAT_CELLS
 from harness.model.common import distributions, logical_name
 from harness.model.job import LOCAL_CELL, run_digest
 from harness.model.result import Result, counts
+from harness.model.version import AT_COMMIT, COMMIT, PinVersion
 from harness.session.contract import Store
 from harness.session.record import (
     Record,
@@ -137,7 +138,7 @@ def refresh_versions(record: Record, matrix: Matrix | None) -> list[str]:
         points = {
             row["versions"][name] for row in record.rows for name in row["versions"] if logical_name(name) == package
         }
-        if not any(" @ " in p for p in points):
+        if not any(PinVersion.parse(p).kind == AT_COMMIT for p in points):
             continue
         source = matrix.source(package)
         if not source or ("://" in source and not source.startswith("file://")):
@@ -149,9 +150,11 @@ def refresh_versions(record: Record, matrix: Matrix | None) -> list[str]:
         repo = Path(source.removeprefix("file://"))
         known = record.commits.setdefault(package, {})
         for point in sorted(points):
-            version, _, commit = point.partition(" @ ")
-            ref = commit or version
-            sha = commit or git.resolve_ref(repo, version)
+            at = PinVersion.parse(point)
+            if at.kind == COMMIT:  # a pin never installed: the record dates the commits it installed
+                continue
+            ref = at.commit or at.release_text
+            sha = at.commit or git.resolve_ref(repo, at.release_text)
             if sha is None:
                 continue
             when = git.commit_date(str(repo), sha)

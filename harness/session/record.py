@@ -54,6 +54,7 @@ from harness.model.names import UnsafeName, check_key, check_name
 from harness.model.nesting import MAX_NESTING, json_too_deep
 from harness.model.outcome import Outcome
 from harness.model.result import Result, check_optional, optional_of, trusted
+from harness.model.version import version_key
 from harness.session.basics import default_record
 from harness.session.contract import Entry, Run, Store, StoreError, entry_identity, entry_measured, entry_moment, newest
 from harness.session.journal import pending, recover, replace_all
@@ -408,15 +409,7 @@ def results_file(case: str) -> str:
 
 
 def _by_version(points: dict[str, dict]) -> list[tuple[str, dict]]:
-    from packaging.version import InvalidVersion, Version
-
-    def order(item: tuple[str, dict]) -> tuple:
-        try:
-            return (0, Version(item[0]), item[0])
-        except InvalidVersion:
-            return (1, Version("0"), item[0])
-
-    return sorted(points.items(), key=order)
+    return sorted(points.items(), key=lambda item: version_key(item[0]))
 
 
 def write(root: Path, record: Record) -> list[str]:

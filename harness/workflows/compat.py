@@ -21,6 +21,7 @@ from harness.model.common import logical_name
 from harness.model.job import Job
 from harness.model.outcome import Outcome
 from harness.model.result import Result
+from harness.model.version import PinVersion
 from harness.session.pipeline import MatrixEnvironments, Recorder, Resume, Session
 from harness.workflows.probing import Probing
 
@@ -53,7 +54,8 @@ def recorded_works(latest: list[tuple[str, Result]], torch: str) -> set[str]:
         if result.case != LANES["fbgemm"].probe or verdict(result)[0] is not Kind.WORKS:
             continue
         versions = {logical_name(name): text for name, text in result.versions.items()}
-        if versions.get("torch", "").partition("+")[0] == torch and "fbgemm-gpu" in versions:
+        public = PinVersion.parse(versions.get("torch", "")).public_release
+        if public is not None and str(public) == torch and "fbgemm-gpu" in versions:
             out.add(versions["fbgemm-gpu"])
     return out
 

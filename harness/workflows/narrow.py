@@ -19,9 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from packaging.version import Version
-
-from harness.analysis.transitions import FIXED, REPRODUCED, Axis, Between, Boundary, axes, commit_of, short
+from harness.analysis.transitions import FIXED, REPRODUCED, Axis, Between, Boundary, axes
 from harness.matrix.expand import Matrix
 from harness.matrix.git import Commit, git_candidates, resolve_ref
 from harness.matrix.resolve import dater
@@ -30,6 +28,7 @@ from harness.model.cell import Pin
 from harness.model.common import primary_package
 from harness.model.outcome import Outcome
 from harness.model.result import Result
+from harness.model.version import RELEASE, PinVersion, short, version_key
 from harness.session.pipeline import Resume
 from harness.workflows.bisect import CaseProber
 from harness.workflows.probing import Probing
@@ -92,9 +91,12 @@ class Narrowed:
 
 def _between(versions: tuple[str, ...], low: object, high: object) -> list[str]:
     """The release `versions` that lie strictly between `low` and `high` (releases; nothing for commits)."""
-    if not isinstance(low, str) or not isinstance(high, str) or commit_of(low)[1] or commit_of(high)[1]:
+    if not isinstance(low, str) or not isinstance(high, str):
         return []
-    return [v for v in versions if not commit_of(v)[1] and Version(low) < Version(v) < Version(high)]
+    lo, hi = PinVersion.parse(low), PinVersion.parse(high)
+    if lo.kind != RELEASE or hi.kind != RELEASE:
+        return []
+    return [v for v in versions if (p := PinVersion.parse(v)).kind == RELEASE and lo.release < p.release < hi.release]
 
 
 def selected_axes(
@@ -198,7 +200,7 @@ def narrow(targets: list[Target], cases: dict[str, Case], probing: Probing, comm
             again = (*b.untested, *retry)  # commits: the clone gives the candidates, in its order
             b = replace(
                 b,
-                untested=again if " @ " in b.before + b.after else tuple(sorted(again, key=Version)),
+                untested=again if b.commits else tuple(sorted(again, key=version_key)),
                 undecided=tuple(v for v in b.undecided if v not in retry),
             )
             target = replace(target, boundary=b)
@@ -225,7 +227,7 @@ def narrow(targets: list[Target], cases: dict[str, Case], probing: Probing, comm
         old, new = STATUS[b.old], STATUS[FIXED if b.kind == "fixed" else REPRODUCED]
         say(
             f"narrowing {axis.label}: {b.before} … {b.after} "
-            f"({len(b.untested)} {'commit(s)' if ' @ ' in b.before + b.after else 'release(s)'} between)"
+            f"({len(b.untested)} {'commit(s)' if b.commits else 'release(s)'} between)"
         )
         try:
             found = search(
@@ -304,10 +306,10 @@ def _candidates(b: Boundary, prober: CaseProber) -> list[str | Commit]:
     """The boundary's endpoints and what lies between, oldest first: releases as version strings, and where either
     endpoint is a git install (`0.4.0.dev0 @ <sha>`), the first-parent commits of the local clone between the two
     (the clone `between` read them from), so that each probe installs its commit rather than a version."""
-    if " @ " not in b.before and " @ " not in b.after:
+    if not b.commits:
         return [b.before, *b.untested, b.after]
     repo = Path((prober.source or "").removeprefix("file://"))
-    old, new = (point.partition(" @ ")[2] or point for point in (b.before, b.after))
+    old, new = (p.commit or p.text for p in map(PinVersion.parse, (b.before, b.after)))
     return list(git_candidates(repo, old, new))
 
 
@@ -316,10 +318,10 @@ def _nothing_measured(axis: Axis, boundary: Boundary, results: list[tuple[str, R
     commits) whose every result on `axis` is `infra` (the environment could not be made: nothing was measured there,
     unlike an error or a timeout, which are measurements)."""
     cells = {p.version: set(p.cells) for p in axis.points}
-    commits = " @ " in boundary.before + boundary.after  # a commit boundary probes commits, a release one releases
+    commits = boundary.commits  # a commit boundary probes commits, a release one releases
     out = []
     for version in boundary.undecided:
-        if bool(commit_of(version)[1]) != commits:
+        if bool(PinVersion.parse(version).commit) != commits:
             continue
         found = [
             r
