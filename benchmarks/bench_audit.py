@@ -1,5 +1,5 @@
-"""`bugmatrix audit -r` of a 300-line `pip freeze` against a record ten times the size of a full one: whole
-process, best of N.
+"""`bugmatrix audit -r` of a 300-line `pip freeze`, and of a 300-package `uv.lock` holding the same pins, against a
+record ten times the size of a full one: whole process, best of N.
 
     uv run python benchmarks/bench_audit.py [--record /tmp/bench-audit-record] [--cells 78] [--runs 5]
         [--against DIR]   # also time another checkout in the same run, e.g. `git archive <ref> | tar -x -C DIR`
@@ -10,7 +10,11 @@ own (outcomes flip at a boundary in the middle, as a fix would), with the digest
 row is superseded and every row is read): 34,320 rows at 78 cells with the 48 cases of 2026-11-27, where a full
 record of today's matrix is about 2,500. The freeze is 300 lines as `pip freeze` writes them: the five libraries
 under test, local versions and hashes, and 295 other distributions the record does not know (each listed as not
-covered).
+covered). The uv.lock (written beside it, 1.2 MB) is what `uv lock` writes for a project depending on the same 300
+releases: a virtual root, a dependency tree reaching every package (a tenth of the edges behind a platform marker),
+sdists and 6 to 24 wheels with hashes per package, and torch resolved twice (a fork: `+cu124` on Linux, the plain
+release on macOS), so the reader walks the graph and evaluates markers for this machine as it does for a user's;
+its answer is checked to be the freeze's before anything is timed.
 
 Timed: the whole `python -m harness audit -r freeze.txt --record ... --json` process, fresh each time (its bytecode
 cached), after one warm-up run that also warms the page cache; and `--help` (start-up alone) for scale. With
@@ -43,6 +47,7 @@ LIBRARIES = {
     "litgpt": "0.5.{i}",
 }
 RUN = "20261201T000000-bench-aaaaaa"
+REGISTRY = "https://pypi.org/simple"
 
 
 def build(root: Path, cells: int) -> int:
@@ -102,6 +107,86 @@ def freeze(path: Path) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
+def _artifacts(name: str, version: str, wheels: int) -> list[str]:
+    """A package's `sdist` and `wheels` lines as uv writes them (urls, sha256 hashes, sizes, upload times)."""
+    file = name.replace("-", "_")
+    stamp = 'upload-time = "2026-10-13T12:07:08.553Z"'
+
+    def digest(tag: str) -> str:
+        return (f"{name}{version}{tag}".encode().hex() * 8)[:64]
+
+    base = "https://files.pythonhosted.org/packages/ab/cd/" + "0123456789abcdef" * 3 + "0123456789ab"
+    tags = [f"cp3{10 + i % 4}-cp3{10 + i % 4}-manylinux_2_{17 + i // 4}_x86_64" for i in range(wheels)]
+    lines = [
+        f'sdist = {{ url = "{base}/{file}-{version}.tar.gz", hash = "sha256:{digest("sdist")}", '
+        f"size = 24757, {stamp} }}",
+        "wheels = [",
+    ]
+    lines += [
+        f'    {{ url = "{base}/{file}-{version}-{tag}.whl", hash = "sha256:{digest(tag)}", size = 15038, {stamp} }},'
+        for tag in tags
+    ]
+    return [*lines, "]"]
+
+
+def uv_lock(path: Path) -> None:
+    """A 300-package uv.lock with the freeze's pins (module doc): what `uv lock` writes, graph and forks included."""
+    others = [(f"somepackage{i}", f"{i % 9}.{i % 7}.{i}") for i in range(295)]
+    libraries = [("fbgemm-gpu-cpu", "1.30.0"), ("lightning", "2.30.1"), ("litgpt", "0.5.30"), ("torchrec", "1.30.0")]
+    children = {i: [j for j in (50 + 2 * i, 51 + 2 * i) if j < len(others)] for i in range(len(others))}
+
+    def edge(j: int) -> str:
+        marker = ", marker = \"sys_platform == 'linux'\"" if j % 10 == 3 else ""
+        return f'    {{ name = "{others[j][0]}"{marker} }},'
+
+    linux, darwin = "sys_platform == 'linux'", "sys_platform != 'linux'"
+    lines = ["version = 1", "revision = 3", 'requires-python = ">=3.10"', f'resolution-markers = [\n    "{linux}",']
+    lines += [f'    "{darwin}",', "]", ""]
+    lines += ["[[package]]", 'name = "bench-app"', 'version = "0.1.0"', 'source = { virtual = "." }']
+    lines += ["dependencies = [", *(f'    {{ name = "{n}" }},' for n, _ in libraries)]
+    lines += [
+        f'    {{ name = "torch", version = "{v}", source = {{ registry = "{REGISTRY}" }}, marker = "{m}" }},'
+        for v, m in (("2.30.0+cu124", linux), ("2.30.0", darwin))
+    ]
+    lines += [*(edge(j) for j in range(50)), "]", ""]
+    for name, version in libraries:
+        lines += [
+            "[[package]]",
+            f'name = "{name}"',
+            f'version = "{version}"',
+            f'source = {{ registry = "{REGISTRY}" }}',
+        ]
+        lines += ["dependencies = [", '    { name = "torch" },', *(edge(j) for j in range(4)), "]"]
+        lines += [*_artifacts(name, version, 6), ""]
+    for version, marker in (("2.30.0+cu124", linux), ("2.30.0", darwin)):
+        lines += [
+            "[[package]]",
+            'name = "torch"',
+            f'version = "{version}"',
+            f'source = {{ registry = "{REGISTRY}" }}',
+        ]
+        lines += [f'resolution-markers = [\n    "{marker}",\n]', "dependencies = [", *(edge(j) for j in range(4)), "]"]
+        lines += [*_artifacts("torch", version, 24)[1:], ""]  # torch: wheels only
+    for i, (name, version) in enumerate(others):
+        lines += [
+            "[[package]]",
+            f'name = "{name}"',
+            f'version = "{version}"',
+            f'source = {{ registry = "{REGISTRY}" }}',
+        ]
+        if children[i]:
+            lines += ["dependencies = [", *(edge(j) for j in children[i]), "]"]
+        lines += [*_artifacts(name, version, 6 + i % 12), ""]
+    path.write_text("\n".join(lines))
+
+
+def affected(out: str) -> list[str]:
+    """The cases an `audit --json` answer lists as affected (what the lock and the freeze must agree on)."""
+    import json
+
+    return sorted(f"{a['case']}/{a['variant']}" for a in json.loads(out)["affected"])
+
+
 def main() -> None:
     """Build (once) and time."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -117,6 +202,9 @@ def main() -> None:
     rows = sum(1 for p in (args.record / "results").glob("*.jsonl") for _ in p.open())
     requirements = args.record.parent / "bench-audit-freeze.txt"
     freeze(requirements)
+    lock = args.record.parent / "bench-audit-lock" / "uv.lock"
+    lock.parent.mkdir(exist_ok=True)
+    uv_lock(lock)
     py = [sys.executable, "-m", "harness"]
     # bytecode cached, as an installed bugmatrix has it (this machine sets PYTHONDONTWRITEBYTECODE)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -131,9 +219,20 @@ def main() -> None:
                 root,
                 [*py, "audit", "-r", str(requirements), "--record", str(args.record), "--json"],
             ),
+            f"audit -r uv.lock ({lock.stat().st_size // 1024} KB, 300 packages) --json": (
+                root,
+                [*py, "audit", "-r", str(lock), "--record", str(args.record), "--json"],
+            ),
             "python -m harness --help (start-up alone)": (root, [*py, "--help"]),
         }
 
+    answers = [
+        subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=env, check=False)
+        for name, (_, command) in commands(ROOT).items()
+        if "audit" in name
+    ]
+    if any(a.returncode not in (0, 1) for a in answers) or affected(answers[0].stdout) != affected(answers[1].stdout):
+        sys.exit(f"the uv.lock and the freeze answer differently: {[a.stderr.strip()[-300:] for a in answers]}")
     checkouts = {"": ROOT} | ({" [baseline]": args.against.resolve()} if args.against else {})
     load = os.getloadavg()
     print(

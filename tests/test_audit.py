@@ -186,6 +186,52 @@ def test_a_pip_freeze_file_is_read_with_hashes_markers_extras_locals_git_and_loo
         read_requirements(req)
 
 
+def test_a_constraint_pins_what_the_requirements_name_and_installs_nothing_itself(tmp_path: Path) -> None:
+    """pip's `-c`: 7317000 skipped the line, so `torch>=2.4` under `-c` pinning torch==2.6.0 stayed loose (exit 5 in
+    a CI gate) and the constraint's pins were lost. A package named only in a constraints file is not installed,
+    so not audited; an `-r` inside a constraints file reads requirements again (pip's own reader does so)."""
+    (tmp_path / "my c.txt").write_text(
+        "torch==2.6.0 \\\n    --hash=sha256:aaaa\n"
+        "lightning<3\n"
+        "numpy==1.26.4\n"
+        'fbgemm-gpu-cpu==1.2.0 ; python_version < "3"\n'
+        "--index-url https://download.pytorch.org/whl/cpu\n"
+        "-r more.txt\n"
+    )
+    (tmp_path / "more.txt").write_text("torchrec==1.0.0\n")
+    (tmp_path / "local.txt").write_text("lightning==2.3.3+local\n")
+    req = tmp_path / "req.txt"
+    req.write_text('-c "my c.txt"\ntorch>=2.4\nlightning==2.3.3\nlitgpt\n--constraint=local.txt\n')
+    pins, loose = read_requirements(req)
+    assert {p.distribution: (p.text, Path(p.where).name) for p in pins} == {
+        "torch": ("2.6.0", "my c.txt:1"),  # the constraint's exact pin, its line named
+        "lightning": ("2.3.3+local", "local.txt:1"),  # ==2.3.3 admits the local build a constraint names
+        "torchrec": ("1.0.0", "more.txt:1"),
+    }  # numpy and fbgemm-gpu-cpu only constrained: not installed
+    assert [item.name for item in loose] == ["litgpt"]  # a constraint never makes a requirement of its own
+
+
+def test_a_constraint_that_excludes_the_requirement_or_that_pip_refuses_is_one_line(tmp_path: Path) -> None:
+    """7317000 skipped `-c` lines, so a constraint excluding the pinned release (pip: ResolutionImpossible) or one
+    pip refuses (editable, unnamed, extras) answered as if it were not there."""
+    req = tmp_path / "req.txt"
+    constraints = tmp_path / "c.txt"
+    for required, constraint, message in [
+        ("torch==2.6.0", "torch==2.5.1", r"c.txt:1: constraint torch==2.5.1 excludes torch==2.6.0 \(.*req.txt:2\)$"),
+        ("torch>=2.7", "torch==2.6.0", r"c.txt:1: constraint torch==2.6.0 excludes torch>=2.7$"),
+        ("torch==2.6.0", "torch<2.6", r"c.txt:1: constraint torch<2.6 excludes torch==2.6.0"),
+        ("torch", "torch==2.6.0\ntorch==2.5.1", r"c.txt:2: constraint torch==2.5.1 excludes torch"),
+        ("torch==2.6.0", "-e ./here", r"c.txt:1: -e ./here: an editable install is not allowed as a constraint"),
+        ("torch==2.6.0", "./here", r"c.txt:1: ./here: a constraint must name a package"),
+        ("torch==2.6.0", "torch[opt]==2.6.0", r"c.txt:1: torch\[opt\]==2.6.0: a constraint cannot have extras"),
+    ]:
+        constraints.write_text(constraint + "\n")
+        req.write_text(f"-c c.txt\n{required}\n")
+        with pytest.raises(RequirementsError, match=message) as caught:
+            read_requirements(req)
+        assert len(str(caught.value).splitlines()) == 1
+
+
 def test_distribution_names_map_to_the_record_and_what_it_does_not_know_is_not_covered(world: dict) -> None:
     known = {"torch": {"2.6.0"}, "lightning": {"2.3.3"}, "fbgemm-gpu": {"1.2.0"}, "torchrec": {"1.0.0 @ abcdef0123"}}
     pins = [
@@ -964,11 +1010,25 @@ def test_an_include_with_a_quoted_or_escaped_path_is_read_as_pip_reads_it(
         assert out.startswith("checked torch==2.1.2 against the record in") and "torch-2-simple" in out, line
 
 
+def test_a_loose_requirement_pinned_by_a_constraint_is_audited_and_a_constraint_alone_is_not(
+    world: dict, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """7317000: `torch>=2` with `-c` pinning torch==2.1.2 -> exit 5, nothing checked (the constraint was skipped)."""
+    (world["tmp"] / "pins.txt").write_text("torch==2.1.2\n")
+    (world["tmp"] / "top.txt").write_text("-c pins.txt\ntorch>=2\n")
+    assert main(_cli(world, "-r", str(world["tmp"] / "top.txt"))) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("checked torch==2.1.2 against the record in") and "torch-2-simple" in out
+    (world["tmp"] / "top.txt").write_text("-c pins.txt\nnumpy==2.0.0\n")  # torch only constrained: not installed
+    assert main(_cli(world, "-r", str(world["tmp"] / "top.txt"))) == 5
+    assert "nothing checked" in capsys.readouterr().err
+
+
 def test_what_is_not_a_readable_requirements_file_is_one_line_exit_2(
     world: dict, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """/dev/zero, a FIFO and a folder, given or included, never block or fill memory; nor does an include chain
-    deeper than the bound."""
+    """/dev/zero, a FIFO and a folder, given or included (`-r` or `-c`), never block or fill memory; nor does an
+    include chain deeper than the bound. (7317000 skipped `-c /dev/zero` and answered from the rest: exit 1.)"""
     fifo = world["tmp"] / "fifo"
     os.mkfifo(fifo)
     chain = world["tmp"] / "chain"
@@ -977,6 +1037,8 @@ def test_what_is_not_a_readable_requirements_file_is_one_line_exit_2(
         (chain / f"r{i}.txt").write_text(f"-r r{i + 1}.txt\n")
     (chain / "r40.txt").write_text("torch==2.1.2\n")
     includes = {"zero.txt": "-r /dev/zero\n", "fifo.txt": "-r fifo\n", "dir.txt": f"-r {world['tmp']}\n"}
+    includes |= {f"c-{name}": "torch==2.1.2\n" + text.replace("-r ", "-c ") for name, text in includes.items()}
+    (chain / "c40.txt").write_text("-c r0.txt\ntorch==2.1.2\n")  # constraints nest within the same bound
     for name, text in includes.items():
         (world["tmp"] / name).write_text(text)
     for given in [
@@ -985,6 +1047,7 @@ def test_what_is_not_a_readable_requirements_file_is_one_line_exit_2(
         str(world["tmp"]),
         *(str(world["tmp"] / n) for n in includes),
         str(chain / "r0.txt"),
+        str(chain / "c40.txt"),
     ]:
         assert main(_cli(world, "-r", given)) == 2, given
         err = capsys.readouterr().err.strip()

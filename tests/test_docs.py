@@ -3,15 +3,22 @@ every generated part (CLI reference, layout, command table, the record's tables)
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import shutil
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import yaml
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
 
 from harness.cli import build_parser, main
 from harness.commands import list as list_command
@@ -272,6 +279,7 @@ def test_the_site_build_fails_on_a_broken_link(tmp_path: Path) -> None:
     shutil.copy(ROOT / "tools" / "mkdocs_hooks.py", copy / "tools")
     shutil.copy(ROOT / "cases" / "README.md", copy / "cases")
     shutil.copy(ROOT / "mkdocs.yml", copy)
+    shutil.copy(ROOT / "pyproject.toml", copy)  # its [project.urls]: the site's site_url and repo_url
     shutil.copy(README, copy)
     page = copy / "docs" / "bisect.md"
     page.write_text(page.read_text() + "\nSee [the planted page](no-such-page.md).\n")
@@ -287,3 +295,60 @@ def test_the_site_build_fails_on_a_broken_link(tmp_path: Path) -> None:
     )
     assert built.returncode != 0
     assert "no-such-page.md" in built.stdout + built.stderr
+
+
+def _hooks() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("mkdocs_hooks", ROOT / "tools" / "mkdocs_hooks.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_sites_urls_are_the_projects_unless_the_publishing_workflow_names_its_own() -> None:
+    """7317000: no site_url (the 404 page rendered unstyled under GitHub Pages' sub-path) and no repo_url. Now they
+    are pyproject.toml's [project.urls] (where bugmatrix lives, said once; the wheel's metadata and SARIF's
+    informationUri read the same table), or the environment's, which the nightly sets from its repository."""
+    urls = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]
+    hooks = _hooks()
+    assert hooks.site_urls(ROOT / "pyproject.toml", {}) == (urls["Documentation"], urls["Repository"])
+    assert urls["Documentation"].endswith("/") and urls["Homepage"] == urls["Documentation"]
+    named = {"BUGMATRIX_SITE_URL": "https://acme.github.io/fork", "BUGMATRIX_REPO_URL": "https://github.com/acme/fork/"}
+    assert hooks.site_urls(ROOT / "pyproject.toml", named) == (
+        "https://acme.github.io/fork/",
+        "https://github.com/acme/fork",
+    )
+    step = next(
+        s
+        for s in yaml.safe_load((ROOT / ".github" / "workflows" / "nightly.yml").read_text())["jobs"]["pages"]["steps"]
+        if "mkdocs build" in s.get("run", "")
+    )
+    assert step["env"] == {
+        "BUGMATRIX_SITE_URL": "https://${{ github.repository_owner }}.github.io/${{ github.event.repository.name }}/",
+        "BUGMATRIX_REPO_URL": "${{ github.server_url }}/${{ github.repository }}",
+    }
+
+
+def test_the_404_page_finds_its_styles_under_the_sites_sub_path(tmp_path: Path) -> None:
+    """GitHub Pages serves a project's site under /<repository>/ and answers every missing page with 404.html, from
+    whatever folder was asked: its links must be absolute on the site's path (7317000: `/assets/...`, unstyled)."""
+    mkdocs = shutil.which("mkdocs", path=str(Path(sys.executable).parent))
+    assert mkdocs, "mkdocs is in the dev dependency group"
+    env = {"NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin"}
+    env |= {"BUGMATRIX_SITE_URL": "https://acme.github.io/fork/", "BUGMATRIX_REPO_URL": "https://github.com/acme/fork"}
+    built = subprocess.run(
+        [mkdocs, "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        check=False,
+    )
+    assert built.returncode == 0, built.stderr[-2000:]
+    page = (tmp_path / "site" / "404.html").read_text()
+    styles = re.findall(r'href="([^"]*assets/stylesheets/[^"]*)"', page)
+    assert styles and all(href.startswith("/fork/assets/") for href in styles), styles
+    assert 'href="https://github.com/acme/fork"' in page  # the header's link to the repository
+    home = (tmp_path / "site" / "index.html").read_text()
+    assert '<link rel="canonical" href="https://acme.github.io/fork/">' in home

@@ -494,6 +494,9 @@ def test_nightly_scripts_only_call_bugmatrix() -> None:
         if name == "pages" and "mkdocs" in script:
             assert script == "uv run --only-group dev mkdocs build --strict --site-dir site"
             continue
+        if name == "pages" and script.startswith("uv build"):
+            assert script == "uv build --wheel --out-dir dist"  # the audit wheel: uv's build, then `nightly wheel`
+            continue
         assert script.startswith("uv run bugmatrix "), f"job {name}: {script!r}"
         for shell in ("jq", "|", ";", "&&", "||", ">", "<", "$(", "`"):
             assert shell not in script, f"job {name}: {script!r} has shell logic ({shell})"
@@ -502,7 +505,8 @@ def test_nightly_scripts_only_call_bugmatrix() -> None:
 def test_nightly_publishes_the_docs_site_with_the_report_beside_it() -> None:
     """The Pages job builds the site from the checkout (mkdocs --strict: a broken link fails the job, not the page),
     then puts the night's report.html and compat.html into it, and the record's OSV feed (osv.dev's layout, under
-    osv/ and osv/<date>/: `bugmatrix nightly feed`, tests/test_osv.py), and deploys the folder."""
+    osv/ and osv/<date>/: `bugmatrix nightly feed`, tests/test_osv.py), and the audit wheel built from the checkout
+    (dist/ and dist/<date>/: `bugmatrix nightly wheel`, tests/test_install.py), and deploys the folder."""
     job = load_workflow(WORKFLOWS / "nightly.yml")["jobs"]["pages"]
     order = [s.get("uses", "").split("@")[0] or s["run"] for s in job["steps"]]
     assert order == [
@@ -511,12 +515,14 @@ def test_nightly_publishes_the_docs_site_with_the_report_beside_it() -> None:
         "uv run --only-group dev mkdocs build --strict --site-dir site",
         "actions/download-artifact",
         "uv run bugmatrix nightly feed --record record --site site",
+        "uv build --wheel --out-dir dist",
+        "uv run bugmatrix nightly wheel --dist dist --site site",
         "actions/upload-pages-artifact",
         "actions/deploy-pages",
     ]
     download = job["steps"][3]["with"]
     assert download == {"name": "bugmatrix-report", "path": "site"}  # report.html and compat.html beside the docs
-    assert job["steps"][5]["with"]["path"] == "site/"
+    assert job["steps"][7]["with"]["path"] == "site/"
     uploads = {
         s["with"]["name"]: s
         for s in load_workflow(WORKFLOWS / "nightly.yml")["jobs"]["aggregate"]["steps"]

@@ -15,17 +15,20 @@ import os
 import shlex
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
 import yaml
 
+from harness.cli import main
 from harness.matrix.envcache import uv_binary
 
 from .conftest import MakeCase
 
 ROOT = Path(__file__).resolve().parent.parent
 RELEASE = ROOT / ".github" / "workflows" / "release.yml"
+NIGHTLY = ROOT / ".github" / "workflows" / "nightly.yml"
 LAUNCH_ONLY = {"psutil", "pytest", "pytest-xdist", "uv", "py-spy", "ruamel-yaml"}  # pyproject.toml's `run` extra
 BLOCKED = ("psutil", "pytest", "xdist", "uv", "ruamel", "ruamel.yaml")  # their import names
 
@@ -130,6 +133,42 @@ def test_the_installed_wheel_answers_from_any_folder_as_the_clone_does(venv: Pat
     files = sorted(p.name for p in (tmp_path / "c").iterdir())
     assert files and files == sorted(p.name for p in (tmp_path / "w").iterdir())
     assert all((tmp_path / "w" / f).read_bytes() == (tmp_path / "c" / f).read_bytes() for f in files)
+
+
+def test_the_nightly_publishes_the_release_wheel_beside_the_site_and_uvx_answers_from_it(
+    venv: Path, away: Path, tmp_path: Path
+) -> None:
+    """The Pages job's two steps replayed (issue 34 item 7; 7317000 published no wheel): `uv build --wheel` of the
+    checkout, then `nightly wheel` into the site, newest and dated; the wheel holds what the release's (built from
+    its sdist) holds, and `uvx --from <wheel> bugmatrix audit` (docs/affected.md, with the site's URL) answers as the
+    installed release does, from a folder with no clone."""
+    steps = yaml.safe_load(NIGHTLY.read_text())["jobs"]["pages"]["steps"]
+    [build] = [shlex.split(s["run"]) for s in steps if s.get("run", "").startswith("uv build")]
+    [publish] = [shlex.split(s["run"]) for s in steps if " nightly wheel " in s.get("run", "")]
+    build[build.index("--out-dir") + 1] = str(tmp_path / "dist")
+    built = uv(*build[1:])
+    assert built.returncode == 0, built.stderr
+    assert publish[:3] == ["uv", "run", "bugmatrix"]
+    args = publish[3:]
+    args[args.index("--dist") + 1] = str(tmp_path / "dist")
+    args[args.index("--site") + 1] = str(tmp_path / "site")
+    assert main([*args, "--date", "2026-11-28"]) == 0
+    [newest] = (tmp_path / "site" / "dist").glob("bugmatrix-*.whl")
+    [dated] = (tmp_path / "site" / "dist" / "2026-11-28").glob("bugmatrix-*.whl")
+    [release] = (venv.parent / "dist").glob("bugmatrix-*.whl")
+    assert newest.name == dated.name == release.name and newest.read_bytes() == dated.read_bytes()
+    with zipfile.ZipFile(newest) as ours, zipfile.ZipFile(release) as theirs:
+        assert sorted(ours.namelist()) == sorted(theirs.namelist())
+    command = ["tool", "run", "--isolated", "--from", str(dated), "bugmatrix", "audit", "torch==2.6.0", "--json"]
+    env = plain_env(UV_TOOL_DIR=str(tmp_path / "tools"))
+    for extra in (["--offline"], []):  # uv's cache, else PyPI (where neither answers, this fails)
+        uvx = subprocess.run(
+            [uv_binary(), *extra, *command], cwd=away, env=env, capture_output=True, text=True, timeout=600, check=False
+        )
+        if uvx.returncode == 1:
+            break
+    assert uvx.returncode == 1, uvx.stderr
+    assert json.loads(uvx.stdout) == json.loads(installed(venv, "audit", "torch==2.6.0", "--json", cwd=away).stdout)
 
 
 def test_inside_a_clone_the_clones_record_answers(venv: Path) -> None:

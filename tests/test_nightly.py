@@ -1190,3 +1190,28 @@ def test_record_pr_dry_run_prints_the_body_and_writes_nothing(
     assert pulls.pulls == [] and pulls.git_calls == []
     assert (fake_project / "cases" / CASE / "case.yaml").read_text() == EXPECT_CASE
     assert not (fake_project / "record").exists()
+
+
+def test_the_wheel_step_puts_the_wheel_beside_the_site_newest_and_dated(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`nightly wheel` (issue 34 item 7; 7317000 had no such step): the one wheel `uv build --wheel` wrote, under
+    its own name (an installer reads name and version from it) as SITE/dist/<wheel> and SITE/dist/<date>/<wheel>,
+    its sha256 in the job summary; a folder holding no wheel, or two, is one line, exit 2. The real build is replayed
+    in tests/test_install.py."""
+    dist, site = tmp_path / "dist", tmp_path / "site"
+    dist.mkdir()
+    (dist / "bugmatrix-0.1.0.tar.gz").write_bytes(b"an sdist")
+    base = ["nightly", "wheel", "--dist", str(dist), "--site", str(site), "--date", "2026-11-28"]
+    assert main(base) == 2
+    assert capsys.readouterr().err.strip().endswith("holds 0 bugmatrix wheels, not one (uv build --wheel)")
+    (dist / "bugmatrix-0.1.0-py3-none-any.whl").write_bytes(b"the wheel")
+    assert main(base) == 0
+    assert (site / "dist" / "bugmatrix-0.1.0-py3-none-any.whl").read_bytes() == b"the wheel"
+    assert (site / "dist" / "2026-11-28" / "bugmatrix-0.1.0-py3-none-any.whl").read_bytes() == b"the wheel"
+    assert sorted(p.name for p in (site / "dist").rglob("*") if p.is_file()) == ["bugmatrix-0.1.0-py3-none-any.whl"] * 2
+    (dist / "bugmatrix-0.2.0-py3-none-any.whl").write_bytes(b"another")
+    assert main(base) == 2
+    assert "holds 2 bugmatrix wheels, not one" in capsys.readouterr().err
+    assert main([*base[:-1], "2026-1-1"]) == 2
+    assert "--date '2026-1-1': not a date (YYYY-MM-DD)" in capsys.readouterr().err

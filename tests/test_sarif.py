@@ -14,6 +14,11 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
 from harness.analysis.audit import Answer, Target
 from harness.model.requirements import Pin
 from harness.output.sarif import to_sarif
@@ -70,6 +75,10 @@ def test_sarif_validates_and_says_what_json_says(repo: Path) -> None:
     [run] = doc["runs"]
     driver = run["tool"]["driver"]
     assert driver["name"] == "bugmatrix" and driver["version"]
+    # where bugmatrix lives, said once: pyproject.toml's [project.urls], read from the installed metadata (7317000:
+    # no project URL, so no informationUri)
+    urls = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]
+    assert driver["informationUri"] == urls["Homepage"]
     every = answers["affected"] + answers["not_affected"] + answers["cannot_say"]
     assert [r["id"] for r in driver["rules"]] == sorted({f"{a['case']}/{a['variant']}" for a in every})
     assert len(answers["affected"]) == 17  # torch 2.9.1 + litgpt 0.5.12: the record's answer at cd5612d

@@ -1,4 +1,4 @@
-"""`bugmatrix nightly plan|cell|baseline|aggregate|issues|record-pr|feed`: the nightly workflow's steps
+"""`bugmatrix nightly plan|cell|baseline|aggregate|issues|record-pr|feed|wheel`: the nightly workflow's steps
 (.github/workflows/nightly.yml); they write $GITHUB_OUTPUT and $GITHUB_STEP_SUMMARY when those are set. What each
 step decides is in harness/workflows/nightly.py; the cell step drives `bugmatrix run`'s session directly
 (`harness.commands.run.execute`), never through a command line.
@@ -127,6 +127,14 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
     )
     n_feed.add_argument("--site", type=Path, default=Path("site"), help="the built site folder (default: site)")
     n_feed.add_argument("--date", default=None, help="the dated folder's name, YYYY-MM-DD (default: today, UTC)")
+    n_wheel = nightly_steps.add_parser(
+        "wheel",
+        help="the audit wheel `uv build --wheel` wrote into DIST, under SITE/dist/ and SITE/dist/DATE/ "
+        "(`uvx --from URL bugmatrix audit`)",
+    )
+    n_wheel.add_argument("--dist", type=Path, default=Path("dist"), help="where the wheel was built (default: dist)")
+    n_wheel.add_argument("--site", type=Path, default=Path("site"), help="the built site folder (default: site)")
+    n_wheel.add_argument("--date", default=None, help="the dated folder's name, YYYY-MM-DD (default: today, UTC)")
 
 
 def run(args: argparse.Namespace) -> ExitCode:
@@ -139,6 +147,7 @@ def run(args: argparse.Namespace) -> ExitCode:
         "issues": issues,
         "record-pr": record_pr,
         "feed": feed,
+        "wheel": wheel,
     }
     return ExitCode(steps[args.step](args))
 
@@ -240,11 +249,9 @@ def record_pr(args: argparse.Namespace) -> int:
     )
 
 
-def feed(args: argparse.Namespace) -> int:
-    """`nightly feed`: the record's OSV advisories beside the documentation site, dated."""
+def _day(args: argparse.Namespace) -> str:
+    """`--date` checked (YYYY-MM-DD), or today in UTC: the name of the dated folder a step publishes into."""
     import datetime
-
-    from harness.workflows import nightly
 
     day = args.date or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
     try:
@@ -252,6 +259,25 @@ def feed(args: argparse.Namespace) -> int:
             raise ValueError(day)
     except ValueError:
         raise UsageError(f"--date {day!r}: not a date (YYYY-MM-DD)") from None
+    return day
+
+
+def feed(args: argparse.Namespace) -> int:
+    """`nightly feed`: the record's OSV advisories beside the documentation site, dated."""
+    from harness.workflows import nightly
+
+    day = _day(args)
     if not args.cases_dir.is_dir():
         raise UsageError(f"--cases-dir {args.cases_dir}: no such folder")
     return nightly.publish_feed(args.record, args.cases_dir, args.site, day, nightly.Actions.from_env())
+
+
+def wheel(args: argparse.Namespace) -> int:
+    """`nightly wheel`: the audit wheel beside the documentation site, dated."""
+    from harness.workflows import nightly
+
+    day = _day(args)
+    wheels = sorted(args.dist.glob("bugmatrix-*.whl")) if args.dist.is_dir() else []
+    if len(wheels) != 1:
+        raise UsageError(f"--dist {args.dist}: holds {len(wheels)} bugmatrix wheels, not one (uv build --wheel)")
+    return nightly.publish_wheel(wheels[0], args.site, day, nightly.Actions.from_env())

@@ -10,10 +10,19 @@ against this interpreter, or the target a caller names (harness/model/lockfiles.
 `pylock.toml` too): a line whose marker is false is skipped), extras (ignored: the distribution is what
 counts), `name @ git+https://...@<sha>` (a commit, with no version of its own), a direct wheel URL (its file name
 says the version), `-r other.txt` (read too, relative to the file; a quoted or escaped path as pip reads it;
-depth, files and bytes bounded, and only regular files read), and the options a frozen file may hold
-(`--index-url`, `-c`, ...: skipped). A line that names a distribution without one exact version (`torch>=2.4`,
-an editable install, a local path) is *loose*: reported, never guessed. A line that does not parse at all is a
-`RequirementsError` (one line: `<file>:<line>: <problem>`).
+depth, files and bytes bounded, and only regular files read), `-c constraints.txt` (the same bounds; see below),
+and the options a frozen file may hold (`--index-url`, ...: skipped). A line that names a distribution without one
+exact version (`torch>=2.4`, an editable install, a local path) is *loose*: reported, never guessed. A line that
+does not parse at all is a `RequirementsError` (one line: `<file>:<line>: <problem>`).
+
+Constraints, as pip reads them (`-c`/`--constraint`, in any file, at any depth; an `-r` inside a constraints file
+reads requirements again, a `-c` inside a requirements file constraints, as pip's own reader does): a constraint
+decides which version of a package is installed, never whether it is. So a package named only in a constraints file
+is not installed and not audited; a loose requirement (`torch>=2.4`) that a constraint pins exactly (`torch==2.6.0`)
+is that pin (its `where`: the constraint's line); an exact requirement stays as it is. A constraint that the
+requirement (or another constraint of the same package) excludes is a conflict pip would refuse to resolve: one
+line naming both lines (`RequirementsError`). As in pip, a constraint must name a package: an editable install, an
+unnamed local path or extras in a constraints file are refused in one line.
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ from pathlib import Path
 
 from packaging.markers import EvaluateContext, InvalidMarker, Marker
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
@@ -105,6 +115,13 @@ def marker_holds(
         raise RequirementsError(f"{where}: marker {marker} cannot be evaluated ({exc})") from None
 
 
+def _requirement_text(line: str) -> str:
+    """A requirement line without its per-requirement options (`--hash=sha256:...` end the requirement; a marker
+    never holds ` --`)."""
+    cut = re.search(r"\s--?[A-Za-z]", line)
+    return line[: cut.start()].strip() if cut else line
+
+
 def parse_line(line: str, where: str, environment: Mapping[str, str] | None = None) -> Pin | Loose | None:
     """One requirement line as a pin, a loose requirement, or None (an option, or a marker that is false for
     `environment`: None is this interpreter); `RequirementsError` when it does not parse."""
@@ -114,9 +131,7 @@ def parse_line(line: str, where: str, environment: Mapping[str, str] | None = No
         return None
     if line.startswith((".", "/", "file:")):
         return Loose(line, line, "a local path: no version to look up")
-    # per-requirement options (`--hash=sha256:...`) end the requirement; a marker never holds ` --`
-    cut = re.search(r"\s--?[A-Za-z]", line)
-    requirement_text = line[: cut.start()].strip() if cut else line
+    requirement_text = _requirement_text(line)
     try:
         req = Requirement(requirement_text)
     except InvalidRequirement as exc:
@@ -146,7 +161,7 @@ def parse_line(line: str, where: str, environment: Mapping[str, str] | None = No
 MAX_DEPTH = 16  # `-r` within `-r` ...: pip has no limit but the stack; a real project nests two or three deep
 MAX_FILES = 256  # files read for one audit, includes counted
 MAX_BYTES = 16 * 1024 * 1024  # bytes read for one audit (a 300-package lock with hashes is ~100 KB)
-_INCLUDE = re.compile(r"(-r|--requirement)(?:\s+|=)(.+)$")
+_INCLUDE = re.compile(r"(-r|--requirement|-c|--constraint)(?:\s+|=)(.+)$")
 
 
 @dataclass
@@ -178,15 +193,38 @@ def read_text(path: Path, budget: Budget, where: str | None = None) -> str:
         raise RequirementsError(f"{path}: cannot be read ({getattr(exc, 'strerror', None) or exc})") from None
 
 
-def _include_target(argument: str, where: str) -> str:
-    """The file an `-r` line names, as pip reads it: quotes and backslash escapes undone (`-r "my reqs.txt"`)."""
+def _include_target(option: str, argument: str, where: str) -> str:
+    """The file an `-r`/`-c` line names, as pip reads it: quotes and backslash escapes undone (`-r "my reqs.txt"`)."""
     try:
         words = shlex.split(argument)
     except ValueError as exc:
-        raise RequirementsError(f"{where}: -r {argument}: {exc}") from None
+        raise RequirementsError(f"{where}: {option} {argument}: {exc}") from None
     if len(words) != 1:
-        raise RequirementsError(f"{where}: -r {argument}: names {len(words)} files, not one")
+        raise RequirementsError(f"{where}: {option} {argument}: names {len(words)} files, not one")
     return words[0]
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """One line of a constraints file: what it says (a pin or a range), its requirement text, and its line."""
+
+    item: Pin | Loose
+    text: str
+    where: str
+
+    @property
+    def name(self) -> str:
+        """The canonical name of the package it constrains."""
+        return self.item.distribution if isinstance(self.item, Pin) else self.item.name
+
+
+@dataclass
+class _Found:
+    """What the files of one read hold so far: requirements (pins, loose) and constraints."""
+
+    pins: list[Pin]
+    loose: list[Loose]
+    constraints: list[Constraint]
 
 
 def read_requirements(
@@ -196,12 +234,10 @@ def read_requirements(
     environment: Mapping[str, str] | None = None,
 ) -> tuple[list[Pin], list[Loose]]:
     """The pins and loose requirements of a requirements file (and the files it includes with `-r`, quoted or
-    escaped paths included, relative to the including file); bounded in depth, files and bytes, each bound and
-    every file that is not a regular file a `RequirementsError` naming it. Markers are evaluated for
-    `environment` (None: this interpreter)."""
+    escaped paths included, relative to the including file), with the constraints of its `-c` files applied (module
+    doc); bounded in depth, files and bytes, each bound and every file that is not a regular file a
+    `RequirementsError` naming it. Markers are evaluated for `environment` (None: this interpreter)."""
     budget = budget if budget is not None else Budget()
-    if len(seen) >= MAX_DEPTH:
-        raise RequirementsError(f"{path}: included more than {MAX_DEPTH} levels deep")
     return requirements_of(path, read_text(path, budget), seen, budget, environment)
 
 
@@ -209,28 +245,125 @@ def requirements_of(
     path: Path, text: str, seen: frozenset[Path], budget: Budget, environment: Mapping[str, str] | None = None
 ) -> tuple[list[Pin], list[Loose]]:
     """The pins and loose requirements in the text of the requirements file `path` (see read_requirements)."""
-    pins: list[Pin] = []
-    loose: list[Loose] = []
+    found = _Found([], [], [])
+    _collect(path, text, seen, budget, environment, False, found)
+    return constrained(found.pins, found.loose, found.constraints)
+
+
+def _collect(
+    path: Path,
+    text: str,
+    seen: frozenset[Path],
+    budget: Budget,
+    environment: Mapping[str, str] | None,
+    constraint: bool,
+    found: _Found,
+) -> None:
+    """Add the lines of `path` (read as requirements, or as constraints) and of the files it includes to `found`."""
+    if len(seen) >= MAX_DEPTH:
+        raise RequirementsError(f"{path}: included more than {MAX_DEPTH} levels deep")
     for number, line in _logical_lines(text):
+        where = f"{path}:{number}"
         include = _INCLUDE.match(line)
         if include:
-            where = f"{path}:{number}"
-            name = _include_target(include.group(2), where)
+            option = include.group(1)
+            name = _include_target(option, include.group(2), where)
             target = (path.parent / name).resolve()
             if target in seen or target == path.resolve():
-                raise RequirementsError(f"{where}: -r {name} includes itself")
-            if not target.is_file():
-                read_text(target, budget, where)  # raises: names what it is
-            more_pins, more_loose = read_requirements(target, seen | {path.resolve()}, budget, environment)
-            pins += more_pins
-            loose += more_loose
+                raise RequirementsError(f"{where}: {option} {name} includes itself")
+            nested = read_text(target, budget, where)  # a folder, a FIFO, /dev/zero: one line naming it
+            _collect(
+                target, nested, seen | {path.resolve()}, budget, environment, option in ("-c", "--constraint"), found
+            )
             continue
-        found = parse_line(line, f"{path}:{number}", environment)
-        if isinstance(found, Pin):
-            pins.append(found)
-        elif isinstance(found, Loose):
-            loose.append(found)
-    return pins, loose
+        if constraint:
+            _constraint_line(line, where, environment, found)
+            continue
+        item = parse_line(line, where, environment)
+        if isinstance(item, Pin):
+            found.pins.append(item)
+        elif isinstance(item, Loose):
+            found.loose.append(item)
+
+
+def _constraint_line(line: str, where: str, environment: Mapping[str, str] | None, found: _Found) -> None:
+    """One line of a constraints file into `found`; what pip refuses as a constraint is one line naming it."""
+    if line.startswith(("-e ", "--editable")):
+        raise RequirementsError(f"{where}: {line}: an editable install is not allowed as a constraint")
+    if line.startswith((".", "/", "file:")):
+        raise RequirementsError(f"{where}: {line}: a constraint must name a package")
+    item = parse_line(line, where, environment)
+    if item is None:
+        return
+    text = _requirement_text(line)
+    if Requirement(text).extras:
+        raise RequirementsError(f"{where}: {text}: a constraint cannot have extras")
+    found.constraints.append(Constraint(item, text, where))
+
+
+def _versions(item: Pin | Loose, text: str) -> SpecifierSet | None:
+    """The versions a requirement or constraint (`item`, its line's `text`) admits; None: no range to hold (a git
+    commit, a URL, an editable install, a local path)."""
+    if isinstance(item, Pin):
+        return SpecifierSet(f"=={item.version}") if item.version and not item.commit else None
+    try:
+        requirement = Requirement(text)
+    except InvalidRequirement:
+        return None
+    return None if requirement.url else requirement.specifier
+
+
+def _admits(item: Pin | Loose, text: str, candidate: Pin) -> bool:
+    """Whether a requirement or constraint admits installing `candidate`. What cannot be compared (a git commit
+    with no version against a range) is admitted: pip would build it to know."""
+    if isinstance(item, Pin) and item.commit:
+        theirs = candidate.commit or ""
+        return not theirs or theirs.startswith(item.commit) or item.commit.startswith(theirs)
+    versions = _versions(item, text)
+    return versions is None or not candidate.version or versions.contains(candidate.version, prereleases=True)
+
+
+def _spelled(pin: Pin) -> str:
+    """A pin as a requirement line says it: `torch==2.6.0`, `torchrec @ <sha>`."""
+    return f"{pin.distribution} @ {pin.commit}" if pin.commit else f"{pin.distribution}=={pin.version}"
+
+
+def constrained(pins: list[Pin], loose: list[Loose], constraints: list[Constraint]) -> tuple[list[Pin], list[Loose]]:
+    """pip's `-c` (module doc): the constraints limit the versions of the packages the requirements name and install
+    nothing themselves. Of a package, the requirement's own pin is kept where every constraint admits it, else the
+    first of the constraints' exact pins that the requirement and every constraint admit (`torch==2.6.0` constrained
+    to `torch==2.6.0+cu124` is the local build; `torch>=2.4` constrained to `torch==2.6.0` is 2.6.0); none: a
+    `RequirementsError` naming the constraint's line that excludes it."""
+    by_name: dict[str, list[Constraint]] = {}
+    for constraint in constraints:
+        by_name.setdefault(constraint.name, []).append(constraint)
+
+    def choose(required: Pin | Loose, text: str, limits: list[Constraint]) -> Pin | None:
+        candidates = [required] if isinstance(required, Pin) else []
+        candidates += [c.item for c in limits if isinstance(c.item, Pin)]
+        for candidate in candidates:
+            if _admits(required, text, candidate) and all(_admits(c.item, c.text, candidate) for c in limits):
+                return candidate
+        if not candidates:
+            return None  # only ranges: no one version to audit, the requirement stays loose
+        blocking = next((c for c in limits if not _admits(c.item, c.text, candidates[0])), None)
+        blocking = blocking or next(c for c in limits if c.item is candidates[0])
+        where = f" ({required.where})" if isinstance(required, Pin) else ""
+        raise RequirementsError(f"{blocking.where}: constraint {blocking.text} excludes {text}{where}")
+
+    kept_pins: list[Pin] = []
+    kept_loose: list[Loose] = []
+    for pin in pins:
+        limits = by_name.get(pin.distribution, [])
+        kept_pins.append(choose(pin, _spelled(pin), limits) or pin if limits else pin)
+    for item in loose:
+        limits = by_name.get(item.name, [])
+        chosen = choose(item, item.text, limits) if limits else None
+        if chosen is None:
+            kept_loose.append(item)
+        else:
+            kept_pins.append(chosen)
+    return kept_pins, kept_loose
 
 
 def parse_pins(

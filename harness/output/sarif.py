@@ -26,13 +26,14 @@ _WHERE = re.compile(r"^(?P<file>.+):(?P<line>[0-9]+)$")
 
 
 def _driver(rules: list[dict]) -> dict:
-    """bugmatrix as SARIF's `tool.driver`: its installed version and, where its metadata names one, its home."""
+    """bugmatrix as SARIF's `tool.driver`: its installed version and its home, the `Homepage` of its metadata's
+    project URLs (pyproject.toml's [project.urls], the one place that says where bugmatrix lives)."""
     driver: dict = {"name": "bugmatrix", "rules": rules}
     try:
         meta = metadata.metadata("bugmatrix")
         driver["version"] = meta["Version"]
-        urls = [u.partition(",")[2].strip() for u in meta.get_all("Project-URL") or []]
-        home = next((u for u in [*urls, meta.get("Home-page") or ""] if u.startswith("https://")), None)
+        urls = dict(u.partition(",")[::2] for u in meta.get_all("Project-URL") or [])
+        home = next((u.strip() for label, u in urls.items() if label.strip().lower() == "homepage"), None)
         if home:
             driver["informationUri"] = home
     except metadata.PackageNotFoundError:  # pragma: no cover - run from a source tree that was never installed

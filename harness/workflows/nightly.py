@@ -1,4 +1,4 @@
-"""The nightly workflow's steps, as code: `bugmatrix nightly plan|cell|baseline|aggregate|issues|record-pr|feed`.
+"""The nightly workflow's steps, as code: `bugmatrix nightly plan|cell|baseline|aggregate|issues|record-pr|feed|wheel`.
 
 `.github/workflows/nightly.yml` only calls these; every decision the workflow makes about the matrix lives here,
 with unit tests (tests/test_nightly.py), and GitHub's side is reduced to files and annotations:
@@ -43,6 +43,9 @@ record-pr  `open_record_pr`: tonight's store folded into the record (harness/ses
 feed       `publish_feed`: the committed record's OSV advisories in osv.dev's layout (`osv/PyPI/all.zip`, its
            `modified_id.csv`, one JSON per advisory) and the same under `osv/<date>/`, written into the site
            folder the Pages job deploys.
+wheel      `publish_wheel`: the wheel `uv build --wheel` made of the checkout (its record and cases inside), as
+           `dist/<wheel>` (the newest) and `dist/<date>/<wheel>` in the site folder, for
+           `uvx --from https://OWNER.github.io/REPO/dist/<wheel> bugmatrix audit ...` (docs/affected.md).
 
 `gh` is called through a `Gh` function (argument list in, stdout out, `GhError` on failure): `run_gh` runs the
 real CLI (it reads GH_TOKEN / GH_REPO from the environment); tests pass a fake.
@@ -77,6 +80,7 @@ BASELINE_FILE = "baseline.json"  # written by `baseline` beside the downloaded s
 COMPARE_FILE = "compare.json"
 REPORT_FILE = "report.html"
 FEED = "osv"  # the OSV feed's folder in the documentation site
+DIST = "dist"  # the audit wheel's folder in the documentation site
 LABEL = "bugmatrix-regression"
 LABEL_COLOR = "B60205"
 LABEL_DESCRIPTION = "bugmatrix nightly: a fixed bug came back"
@@ -402,6 +406,24 @@ def publish_feed(record_root: Path, cases_dir: Path, site: Path, day: str, gh: A
         "the documentation site\n"
     )
     gh.say(f"{site / FEED}: {len(docs)} advisories ({day})")
+    return ExitCode.OK
+
+
+def publish_wheel(wheel: Path, site: Path, day: str, gh: Actions) -> ExitCode:
+    """The audit wheel beside the documentation site: `site/dist/<wheel>` (the newest) and `site/dist/<day>/<wheel>`
+    (dated); a wheel keeps its own file name (an installer reads the name and version from it)."""
+    import hashlib
+    import shutil
+
+    for folder in (site / DIST, site / DIST / day):
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(wheel, folder / wheel.name)
+    sha256 = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    gh.summary(
+        f"Audit wheel: `{DIST}/{wheel.name}` and `{DIST}/{day}/{wheel.name}` beside the documentation site "
+        f"(sha256 `{sha256}`)\n"
+    )
+    gh.say(f"{site / DIST}: {wheel.name} ({day}, sha256 {sha256})")
     return ExitCode.OK
 
 
