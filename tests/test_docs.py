@@ -262,7 +262,7 @@ def test_bugmatrix_docs_check_fails_on_drift_and_docs_repairs_it(
 
 
 def test_the_catalogue_figures_are_generated_from_the_cases_and_the_record(make_case, tmp_path: Path) -> None:  # noqa: ANN001
-    """The case count, the record's size and its coverage are a generated region of docs/cases.md, never prose:
+    """The case count and the record's size are a generated region of docs/cases.md, never prose:
     7317000 stated '4,700 rows' in docs/record.md by hand and had no generated figure (a case added made them stale)."""
     from harness.model.case import discover
     from harness.session.record import Record, load, render, to_row, write
@@ -296,7 +296,7 @@ def test_the_catalogue_figures_are_generated_from_the_cases_and_the_record(make_
     )
     record = load(tmp_path / "rec")
     latest = [("torch-2.0.1", r) for r in [record_result(cpu, "2.0.1", Outcome.REPRODUCED, 1.0)]]
-    figures = pages.catalogue_figures([cpu, gpu], record, latest, None)
+    figures = pages.catalogue_figures([cpu, gpu], record, latest)
     size = sum(len(t.encode()) for t in render(record).values())
     assert (
         "**2 cases** in `cases/`, by the package each follows: torch 2; 1 run on CPU and CUDA, 1 on CUDA only"
@@ -305,7 +305,6 @@ def test_the_catalogue_figures_are_generated_from_the_cases_and_the_record(make_
     assert f"4 rows in {len(render(record))} files" in figures and f"({size:,} bytes)" in figures
     assert "2 CPU and 1 CUDA result rows" in figures and "1 compatibility probe," in figures
     assert "from 1 run;" in figures and "1 current result (1 CPU, 0 CUDA)" in figures
-    assert "CPU matrix" not in figures  # no matrix: no coverage said
 
 
 # --- the site ----------------------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 `<!-- NAME: ... -->` ... `<!-- /NAME -->`, each made from its one home and never edited by hand.
 
     cases-table     the committed record (`report --format cases`), never a local store     docs/cases.md
-    catalogue-figures  the case folders and the committed record: counts, size, coverage      docs/cases.md
+    catalogue-figures  the case folders and the committed record: counts and size           docs/cases.md
     compat-tables   the committed record (`compat --no-probe --format markdown`)            docs/compat.md
     layout-table    the harness package's own docstrings, walked generically                docs/layout.md
     cli-reference   the `bugmatrix` argument parser (every command, step and option)        docs/reference/cli.md
@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from harness.matrix.expand import Matrix
     from harness.model.case import Case
     from harness.model.result import Result
     from harness.session.record import Record
@@ -74,7 +73,7 @@ def generated_tables(record_root: Path, cases_dir: Path, matrix_path: Path) -> d
         "cases-table": reports.to_cases_markdown(report),
         "compat-tables": grid,
         "intake-table": reports.intake_markdown(rows),
-        "catalogue-figures": catalogue_figures(cases, store.record, store.latest(), matrix),
+        "catalogue-figures": catalogue_figures(cases, store.record, store.latest()),
     }
 
 
@@ -83,19 +82,15 @@ def _count(n: int, word: str) -> str:
     return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
-def catalogue_figures(
-    cases: list[Case], record: Record, latest: list[tuple[str, Result]], matrix: Matrix | None
-) -> str:
+def catalogue_figures(cases: list[Case], record: Record, latest: list[tuple[str, Result]]) -> str:
     """Every figure of the catalogue that prose would otherwise state and let go stale: the cases (by primary
-    package, by device, their variants), the record's rows, files and bytes (as `record fold` writes them), its
-    current results, and how much of the CPU matrix (`run --all-cells --device cpu`) it holds (`record coverage`;
-    left out without a matrix)."""
+    package, by device, their variants), the record's rows, files and bytes (as `record fold` writes them) and its
+    current results. How much of the matrix it holds is `bugmatrix record coverage`'s to say: planning the jobs
+    needs the launching layers, which a page never imports."""
     from collections import Counter
 
-    from harness.analysis.coverage import coverage
     from harness.model.cell import COMPAT_PREFIX
     from harness.model.common import primary_package
-    from harness.session.plan import Selection, plan_cells
     from harness.session.record import render
 
     packages = Counter(primary_package(c.spec.packages) for c in cases)
@@ -121,16 +116,6 @@ def catalogue_figures(
         f"{_count(len(latest), 'current result')} "
         f"({sum(r.device == 'cpu' for _, r in latest):,} CPU, {sum(r.device == 'cuda' for _, r in latest):,} CUDA)."
     )
-    if matrix is not None:  # the CUDA rows come from GPU machines run in place (docs/gpu.md), not the matrix's cells
-        cells = coverage(plan_cells(cases, matrix, Selection(devices=("cpu",), all_cells=True)), record.rows)
-        planned = sum(c.planned for c in cells)
-        verdicts = sum(c.verdicts for c in cells)
-        missing = sum(len(c.missing) for c in cells)
-        out.append(
-            f"- **The CPU matrix** (`bugmatrix record coverage`): {_count(planned, 'job')} of "
-            f"`run --all-cells --device cpu` in {_count(len(cells), 'cell')}: {verdicts:,} with a verdict, "
-            f"{planned - verdicts - missing:,} with a non-verdict and its reason, {missing:,} missing."
-        )
     return "\n".join(out) + "\n"
 
 
