@@ -34,8 +34,9 @@ os.environ["BUGMATRIX_ENVS"] = os.path.join(_OWN, "envs")
 
 from harness.launch.interpreter import Environment, inspect_interpreter  # noqa: E402 - after the defaults above
 from harness.model.case import Case, load_case  # noqa: E402
-
-MakeCase = Callable[..., Case]
+from harness.model.outcome import Outcome  # noqa: E402
+from harness.session.record import Record, write  # noqa: E402
+from tests.helpers import DAY, RUN, MakeCase, audit_row  # noqa: E402
 
 
 def cap_sqlite(monkeypatch: pytest.MonkeyPatch, when: Callable[[sqlite3.Connection], bool] = lambda db: True) -> None:
@@ -158,3 +159,131 @@ def launches(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 
     monkeypatch.setattr(execute, "launch", recording)
     return seen
+
+
+# --- synthetic records that audit and OSV are asked of (tests/test_audit.py, tests/test_osv.py) --------------------
+
+
+@pytest.fixture
+def world(tmp_path: Path, make_case, monkeypatch: pytest.MonkeyPatch) -> dict:  # noqa: ANN001
+    """Three cases and a record: a coupling (torch x lightning), a torch bug fixed in 2.3.0, a torchrec bug never
+    fixed; plus a superseded row that must never count. The working folder has no local store."""
+    monkeypatch.chdir(tmp_path)
+    R, F = Outcome.REPRODUCED, Outcome.FIXED
+    coupling = make_case(
+        "print('x')\n",
+        case_id="lightning-1-coupling",
+        packages=["torch", "lightning"],
+        devices=["cpu", "cuda"],
+        upstream=["https://example.invalid/lightning/issues/1"],
+        fixed_by=["https://example.invalid/lightning/pull/2"],
+        variants={
+            "bug": {
+                "expect": [
+                    {"when": {"torch": "<2.6"}, "outcome": "fixed"},
+                    {"when": {"lightning": ">=2.4,<2.6"}, "outcome": "fixed"},
+                    {"outcome": "reproduced"},
+                ]
+            },
+            "workaround-env": {"workaround": True, "args": ["--env"], "expect": [{"outcome": "fixed"}]},
+        },
+    )
+    simple = make_case(
+        "print('y')\n",
+        case_id="torch-2-simple",
+        packages=["torch"],
+        devices=["cpu", "cuda"],
+        upstream=["https://example.invalid/torch/issues/2"],
+        variants={"bug": {"expect": [{"when": {"torch": "<2.3"}, "outcome": "reproduced"}, {"outcome": "fixed"}]}},
+    )
+    never = make_case(
+        "print('z')\n",
+        case_id="torchrec-3-never",
+        packages=["torch", "torchrec", "fbgemm-gpu"],
+        upstream=["https://example.invalid/torchrec/issues/3"],
+        variants={"bug": {"expect": [{"outcome": "reproduced"}]}},
+    )
+    rows = []
+    for i, (light, torch, bug) in enumerate(
+        [
+            ("2.3.3", "2.5.1", F),
+            ("2.3.3", "2.6.0", R),
+            ("2.4.0", "2.6.0", F),
+            ("2.5.1", "2.6.0", F),
+            ("2.6.6", "2.6.0", R),
+            ("2.6.6", "2.5.1", F),
+        ]
+    ):
+        cell = f"lightning-{light}-torch-{torch}"
+        versions = {"lightning": light, "torch": torch}
+        rows.append(audit_row(coupling, "bug", cell, versions, bug, DAY + i))
+        rows.append(audit_row(coupling, "workaround-env", cell, versions, F, DAY + i))
+    for i, (torch, outcome) in enumerate([("2.0.1", R), ("2.1.2", R), ("2.3.0", F), ("2.5.1", F)]):
+        rows.append(audit_row(simple, "bug", f"torch-{torch}", {"torch": torch}, outcome, DAY + 100 + i))
+    # an edited script's result: superseded history, never a verdict (it would put a regression at 2.4.0)
+    rows.append(audit_row(simple, "bug", "torch-2.4.0", {"torch": "2.4.0"}, R, DAY + 500, digest="an-older-script"))
+    for i, rec in enumerate(["1.0.0", "1.2.0"]):
+        versions = {"torch": f"2.{5 + 2 * i}.0", "torchrec": rec, "fbgemm-gpu-cpu": rec}
+        rows.append(audit_row(never, "bug", f"torchrec-{rec}", versions, R, DAY + 200 + i, nproc=2))
+    record = Record(rows=rows, runs={RUN: {"started": "2026-12-01T00:00:00Z", "machine": "m-test", "command": "test"}})
+    root = tmp_path / "rec"
+    write(root, record)
+    cases = [coupling, simple, never]
+    return {"root": root, "cases": cases, "cases_dir": coupling.folder.parent, "tmp": tmp_path}
+
+
+@pytest.fixture
+def gated(tmp_path: Path, make_case, monkeypatch: pytest.MonkeyPatch) -> dict:  # noqa: ANN001
+    """Two torch cases where the case cannot always run. torch-4-absent: the bug's code appears in 2.4 (`because:
+    absent` below it), reproduced at 2.7.1 and 2.9.0, fixed at 2.12.1; its workaround measured fixed at 2.9.0 only.
+    torch-5-hole: runs on torch >= 2.1 (`supports:`); reproduced at 2.3.0 and 2.7.0, a cell measured skip between
+    them at 2.5.0 (the rules: untestable there) and at 2.9.0, the newest (no rule says why)."""
+    monkeypatch.chdir(tmp_path)
+    R, F, S = Outcome.REPRODUCED, Outcome.FIXED, Outcome.SKIP
+    absent = make_case(
+        "print('a')\n",
+        case_id="torch-4-absent",
+        upstream=["https://example.invalid/torch/issues/4"],
+        variants={
+            "bug": {
+                "expect": [
+                    {"when": {"torch": "<2.4.0"}, "outcome": "skip", "because": "absent"},
+                    {"when": {"torch": "<2.12.0"}, "outcome": "reproduced"},
+                    {"outcome": "fixed"},
+                ]
+            },
+            "workaround-w": {
+                "workaround": True,
+                "args": ["--w"],
+                "expect": [{"when": {"torch": "<2.4.0"}, "outcome": "skip", "because": "absent"}, {"outcome": "fixed"}],
+            },
+        },
+    )
+    hole = make_case(
+        "print('h')\n",
+        case_id="torch-5-hole",
+        upstream=["https://example.invalid/torch/issues/5"],
+        supports={"torch": ">=2.1"},
+        variants={
+            "bug": {
+                "expect": [
+                    {"when": {"torch": ">=2.5.0,<2.6.0"}, "outcome": "skip", "because": "untestable"},
+                    {"outcome": "reproduced"},
+                ]
+            }
+        },
+    )
+    rows = [
+        audit_row(absent, "bug", f"torch-{v}", {"torch": v}, o, DAY + i)
+        for i, (v, o) in enumerate([("2.7.1", R), ("2.9.0", R), ("2.12.1", F)])
+    ]
+    rows.append(audit_row(absent, "workaround-w", "torch-2.9.0", {"torch": "2.9.0"}, F, DAY + 10))
+    rows += [
+        audit_row(hole, "bug", f"torch-{v}", {"torch": v}, o, DAY + 20 + i)
+        for i, (v, o) in enumerate([("2.3.0", R), ("2.5.0", S), ("2.7.0", R), ("2.9.0", S)])
+    ]
+    root = tmp_path / "rec"
+    write(
+        root, Record(rows=rows, runs={RUN: {"started": "2026-12-01T00:00:00Z", "machine": "m-test", "command": "test"}})
+    )
+    return {"root": root, "cases": [absent, hole], "cases_dir": absent.folder.parent, "tmp": tmp_path}

@@ -27,117 +27,16 @@ import pytest
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from harness.analysis import audit as audit_module
-from harness.analysis.osv import OSVIndex, documents
+from harness.analysis.osv import OSVIndex
 from harness.cli import main
-from harness.model.case import Case
-from harness.model.job import run_digest
 from harness.model.outcome import Outcome
 from harness.model.requirements import Loose, Pin, RequirementsError, parse_pins, read_requirements
-from harness.model.result import Result
 from harness.output.osv import MAX_BODY, make_server
 from harness.session.readers import open_reader
-from harness.session.record import Record, load, to_row, write
-
-RUN = "20261201T000000-test-aaaaaa"
-DAY = 1_790_000_000.0
-
-
-def _row(
-    case: Case,
-    variant: str,
-    cell: str,
-    versions: dict[str, str],
-    outcome: Outcome,
-    started: float,
-    device: str = "cpu",
-    nproc: int = 1,
-    digest: str | None = None,
-) -> dict:
-    result = Result(
-        case=case.id,
-        variant=variant,
-        nproc=nproc,
-        device=device,
-        outcome=outcome,
-        expected=None,
-        reason="",
-        versions=versions,
-        python="3.11.7",
-        started_at=started,
-        fingerprint=f"fp-{cell}-{variant}-{device}-{nproc}",
-        digest=run_digest(case, variant) if digest is None else digest,
-    )
-    return to_row(RUN, cell, result, "m-test")
-
+from harness.session.record import Record, write
+from tests.helpers import DAY, RUN, audit_row, osv_docs
 
 R, F = Outcome.REPRODUCED, Outcome.FIXED
-
-
-@pytest.fixture
-def world(tmp_path: Path, make_case, monkeypatch: pytest.MonkeyPatch) -> dict:  # noqa: ANN001
-    """Three cases and a record: a coupling (torch x lightning), a torch bug fixed in 2.3.0, a torchrec bug never
-    fixed; plus a superseded row that must never count. The working folder has no local store."""
-    monkeypatch.chdir(tmp_path)
-    coupling = make_case(
-        "print('x')\n",
-        case_id="lightning-1-coupling",
-        packages=["torch", "lightning"],
-        devices=["cpu", "cuda"],
-        upstream=["https://example.invalid/lightning/issues/1"],
-        fixed_by=["https://example.invalid/lightning/pull/2"],
-        variants={
-            "bug": {
-                "expect": [
-                    {"when": {"torch": "<2.6"}, "outcome": "fixed"},
-                    {"when": {"lightning": ">=2.4,<2.6"}, "outcome": "fixed"},
-                    {"outcome": "reproduced"},
-                ]
-            },
-            "workaround-env": {"workaround": True, "args": ["--env"], "expect": [{"outcome": "fixed"}]},
-        },
-    )
-    simple = make_case(
-        "print('y')\n",
-        case_id="torch-2-simple",
-        packages=["torch"],
-        devices=["cpu", "cuda"],
-        upstream=["https://example.invalid/torch/issues/2"],
-        variants={"bug": {"expect": [{"when": {"torch": "<2.3"}, "outcome": "reproduced"}, {"outcome": "fixed"}]}},
-    )
-    never = make_case(
-        "print('z')\n",
-        case_id="torchrec-3-never",
-        packages=["torch", "torchrec", "fbgemm-gpu"],
-        upstream=["https://example.invalid/torchrec/issues/3"],
-        variants={"bug": {"expect": [{"outcome": "reproduced"}]}},
-    )
-    rows = []
-    for i, (light, torch, bug) in enumerate(
-        [
-            ("2.3.3", "2.5.1", F),
-            ("2.3.3", "2.6.0", R),
-            ("2.4.0", "2.6.0", F),
-            ("2.5.1", "2.6.0", F),
-            ("2.6.6", "2.6.0", R),
-            ("2.6.6", "2.5.1", F),
-        ]
-    ):
-        cell = f"lightning-{light}-torch-{torch}"
-        versions = {"lightning": light, "torch": torch}
-        rows.append(_row(coupling, "bug", cell, versions, bug, DAY + i))
-        rows.append(_row(coupling, "workaround-env", cell, versions, F, DAY + i))
-    for i, (torch, outcome) in enumerate([("2.0.1", R), ("2.1.2", R), ("2.3.0", F), ("2.5.1", F)]):
-        rows.append(_row(simple, "bug", f"torch-{torch}", {"torch": torch}, outcome, DAY + 100 + i))
-    # an edited script's result: superseded history, never a verdict (it would put a regression at 2.4.0)
-    rows.append(_row(simple, "bug", "torch-2.4.0", {"torch": "2.4.0"}, R, DAY + 500, digest="an-older-script"))
-    for i, rec in enumerate(["1.0.0", "1.2.0"]):
-        versions = {"torch": f"2.{5 + 2 * i}.0", "torchrec": rec, "fbgemm-gpu-cpu": rec}
-        rows.append(_row(never, "bug", f"torchrec-{rec}", versions, R, DAY + 200 + i, nproc=2))
-    record = Record(rows=rows, runs={RUN: {"started": "2026-12-01T00:00:00Z", "machine": "m-test", "command": "test"}})
-    root = tmp_path / "rec"
-    write(root, record)
-    cases = [coupling, simple, never]
-    return {"root": root, "cases": cases, "cases_dir": coupling.folder.parent, "tmp": tmp_path}
 
 
 def _answers(world: dict, pins: list[str], device: str = "cpu") -> dict[tuple[str, str], audit_module.Answer]:
@@ -366,7 +265,7 @@ def test_a_package_only_a_rule_names_is_asked_for_before_an_answer(
         },
     )
     rows = [
-        _row(
+        audit_row(
             case,
             "bug",
             f"litgpt-0.5.11-transformers-{tf}",
@@ -647,11 +546,6 @@ class Vulnerability(BaseModel):
         return value
 
 
-def _docs(world: dict) -> dict[str, dict]:
-    store = open_reader(world["tmp"] / "absent.db", False, world["cases"], world["root"])
-    return documents(store.latest(), world["cases"], load(world["root"]).releases)
-
-
 def test_every_exported_record_is_valid_osv_and_malformed_ones_fail(world: dict) -> None:
     out = world["tmp"] / "osv"
     args = ["--cases-dir", str(world["cases_dir"]), "osv", "export", str(out), "--record", str(world["root"])]
@@ -698,7 +592,7 @@ def test_every_exported_record_is_valid_osv_and_malformed_ones_fail(world: dict)
 @contextlib.contextmanager
 def _serving(world: dict, **limits: float) -> Iterator[str]:
     """The OSV API over the synthetic record, in a thread on a free loopback port (`limits`: make_server's)."""
-    httpd = make_server(OSVIndex(_docs(world)), "127.0.0.1", 0, **limits)
+    httpd = make_server(OSVIndex(osv_docs(world)), "127.0.0.1", 0, **limits)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     try:
@@ -1121,62 +1015,6 @@ def test_a_case_folder_that_cannot_be_read_stops_audit_and_osv_never_a_silent_ga
 S = Outcome.SKIP
 
 
-@pytest.fixture
-def gated(tmp_path: Path, make_case, monkeypatch: pytest.MonkeyPatch) -> dict:  # noqa: ANN001
-    """Two torch cases where the case cannot always run. torch-4-absent: the bug's code appears in 2.4 (`because:
-    absent` below it), reproduced at 2.7.1 and 2.9.0, fixed at 2.12.1; its workaround measured fixed at 2.9.0 only.
-    torch-5-hole: runs on torch >= 2.1 (`supports:`); reproduced at 2.3.0 and 2.7.0, a cell measured skip between
-    them at 2.5.0 (the rules: untestable there) and at 2.9.0, the newest (no rule says why)."""
-    monkeypatch.chdir(tmp_path)
-    absent = make_case(
-        "print('a')\n",
-        case_id="torch-4-absent",
-        upstream=["https://example.invalid/torch/issues/4"],
-        variants={
-            "bug": {
-                "expect": [
-                    {"when": {"torch": "<2.4.0"}, "outcome": "skip", "because": "absent"},
-                    {"when": {"torch": "<2.12.0"}, "outcome": "reproduced"},
-                    {"outcome": "fixed"},
-                ]
-            },
-            "workaround-w": {
-                "workaround": True,
-                "args": ["--w"],
-                "expect": [{"when": {"torch": "<2.4.0"}, "outcome": "skip", "because": "absent"}, {"outcome": "fixed"}],
-            },
-        },
-    )
-    hole = make_case(
-        "print('h')\n",
-        case_id="torch-5-hole",
-        upstream=["https://example.invalid/torch/issues/5"],
-        supports={"torch": ">=2.1"},
-        variants={
-            "bug": {
-                "expect": [
-                    {"when": {"torch": ">=2.5.0,<2.6.0"}, "outcome": "skip", "because": "untestable"},
-                    {"outcome": "reproduced"},
-                ]
-            }
-        },
-    )
-    rows = [
-        _row(absent, "bug", f"torch-{v}", {"torch": v}, o, DAY + i)
-        for i, (v, o) in enumerate([("2.7.1", R), ("2.9.0", R), ("2.12.1", F)])
-    ]
-    rows.append(_row(absent, "workaround-w", "torch-2.9.0", {"torch": "2.9.0"}, F, DAY + 10))
-    rows += [
-        _row(hole, "bug", f"torch-{v}", {"torch": v}, o, DAY + 20 + i)
-        for i, (v, o) in enumerate([("2.3.0", R), ("2.5.0", S), ("2.7.0", R), ("2.9.0", S)])
-    ]
-    root = tmp_path / "rec"
-    write(
-        root, Record(rows=rows, runs={RUN: {"started": "2026-12-01T00:00:00Z", "machine": "m-test", "command": "test"}})
-    )
-    return {"root": root, "cases": [absent, hole], "cases_dir": absent.folder.parent, "tmp": tmp_path}
-
-
 def test_a_skip_rule_because_absent_is_not_affected_never_an_extrapolation(gated: dict) -> None:
     """7ca3bef: torch 2.2.1 was AFFECTED by torch-4-absent, extrapolated from 2.7.1, where the bug's code does not
     exist (the rule `torch <2.4.0: skip, because: absent`), as torch-177844 (FSDP2) was at torch 2.2.1."""
@@ -1295,7 +1133,7 @@ def test_an_osv_range_never_starts_where_the_bugs_code_is_absent(gated: dict) ->
     rules say its code does not exist (`torch <2.4.0: skip, because: absent`). The ranges are audit's answers
     (harness/analysis/osv.py): where audit cannot say (torch-5-hole outside `supports: torch >=2.1`, at the cell
     measured skip at 2.5.0) nothing is reported and nothing is called fixed (a range ends at `last_affected`)."""
-    docs = _docs(gated)
+    docs = osv_docs(gated)
     [absent] = docs["x_BUGMATRIX-torch-4-absent"]["affected"]
     assert absent["ranges"][0]["events"] == [{"introduced": "2.4.0"}, {"fixed": "2.12.0"}]  # the rules' boundary
     assert [d["id"] for d in OSVIndex(docs).query("torch", "PyPI", "2.2.1")] == ["x_BUGMATRIX-torch-5-hole"]

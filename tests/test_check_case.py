@@ -11,12 +11,18 @@ import os
 import re
 import subprocess
 import sys
+from functools import cache
 from pathlib import Path
 
 import pytest
+import yaml
 
+from harness.analysis.evidence import claims
 from harness.cli import main
-from harness.commands.check_case import case_problems, check_flags_run, check_script
+from harness.commands.check_case import case_problems, check_flags_run, check_script, current_results
+from harness.model.outcome import Outcome
+from harness.session.record import Record, write
+from tests.helpers import DAY, RUN, audit_row
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ROOT / "cases"
@@ -67,11 +73,27 @@ KNOWN_UNRUN = {
 }
 
 
+@cache
+def committed_results() -> list:
+    """The committed record's current results, read once: what the evidence of the cases is held against."""
+    return current_results(CASES, ROOT / "record")
+
+
+@pytest.mark.parametrize("case_dir", OWN_DIRS, ids=lambda p: p.name)
+def test_the_evidence_is_the_upstream_reading_and_the_command_that_re_runs_it(case_dir: Path) -> None:
+    """cases/README.md, `evidence`: no dated journal of runs (the record holds the measurements; 7317000's median
+    evidence was 29 lines of them, run ids included), and a `Re-run:` line with the bugmatrix command."""
+    evidence = yaml.safe_load((case_dir / "case.yaml").read_text())["evidence"]
+    assert re.search(r"^Re-run: `.*\buv run bugmatrix \w", evidence, re.M), evidence
+    assert not re.search(r"\b\d{8}T\d{6}\b|\bMeasured (on )?20\d\d-|not run yet", evidence), evidence
+
+
 @pytest.mark.parametrize("case_dir", CASE_DIRS, ids=lambda p: p.name)
 def test_the_case_passes_check_case(case_dir: Path):
-    """`bugmatrix check-case` finds nothing in the case but its known gaps: the canonical set-up is followed and
-    every flag the script documents is run by a variant."""
-    problems = case_problems(case_dir)
+    """`bugmatrix check-case` finds nothing in the case but its known gaps: the canonical set-up is followed,
+    every flag the script documents is run by a variant, and the committed record contradicts no claim of its
+    evidence."""
+    problems = case_problems(case_dir, committed_results())
     known = KNOWN_UNRUN.get(case_dir.name, [])
     new = [p for p in problems if not any(k in p for k in known)]
     closed = [k for k in known if not any(k in p for p in problems)]
@@ -301,3 +323,83 @@ def test_a_skip_rule_must_say_why_it_skips(tmp_path: Path, capsys: pytest.Captur
     assert main(["check-case", "--cases-dir", str(tmp_path / "cases")]) == 1
     [line] = capsys.readouterr().out.splitlines()
     assert line.startswith(f"{folder}/case.yaml: variants.bug.expect.0: ") and "only a `skip` rule says why" in line
+
+
+EVIDENCE_YAML = CASE_YAML.replace(
+    "    expect: [{outcome: reproduced}]",
+    """    expect: [{outcome: reproduced}]
+  empty:
+    expect: [{outcome: reproduced}]
+  control-other:
+    expect: [{outcome: fixed}]
+  workaround-w:
+    workaround: true
+    expect: [{outcome: fixed}]""",
+)
+
+
+def test_the_evidence_grammar_reads_version_outcome_pairs_of_the_case_packages() -> None:
+    text = (
+        "Upstream: fixed in torch 2.10.0 (PR #1); torch 2.7.1 reproduced, `empty`: torch 2.8.0 reproduced.\n"
+        "Python 3.11 fixed, numpy 1.26.4 fixed and torch 2.9 fixed-ish are not claims of this case; this one is: "
+        "reproduced in torch 2.6.0."
+    )
+    found = [(c.variant, c.package, c.version, c.outcome) for c in claims(text, ["torch"])]
+    assert found == [
+        (None, "torch", "2.10.0", "fixed"),
+        (None, "torch", "2.7.1", "reproduced"),
+        ("empty", "torch", "2.8.0", "reproduced"),
+        (None, "torch", "2.6.0", "reproduced"),
+    ]
+
+
+def test_evidence_the_record_contradicts_fails_check_case(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A version/outcome pair the evidence states ("torch 2.7.1 fixed") that the record's current results at that
+    version contradict is one line naming case.yaml, the claim and the cells, exit 1 (7317000: exit 0, the evidence
+    was read by nobody: torch-162692's said 2.7.x was "not run yet" beside 2.7.1 rows). Results that are no verdict,
+    superseded rows, workaround and control variants, and versions the record does not hold contradict nothing."""
+    from harness.model.case import load_case
+
+    folder = write_case(tmp_path / "cases", "torch-1-claims", readme_snippet())
+    (folder / "case.yaml").write_text(EVIDENCE_YAML)
+    case = load_case(folder / "case.yaml")
+    R, F, E = Outcome.REPRODUCED, Outcome.FIXED, Outcome.ERROR
+    rows = [
+        audit_row(case, "bug", "torch-2.7.1", {"torch": "2.7.1+cpu"}, R, DAY),
+        audit_row(case, "empty", "torch-2.7.1", {"torch": "2.7.1"}, R, DAY + 1),
+        audit_row(case, "bug", "torch-2.10.0", {"torch": "2.10.0"}, F, DAY + 2),
+        audit_row(case, "control-other", "torch-2.7.1", {"torch": "2.7.1"}, F, DAY + 3),
+        audit_row(case, "workaround-w", "torch-2.7.1", {"torch": "2.7.1"}, F, DAY + 4),
+        audit_row(case, "bug", "torch-2.9.1", {"torch": "2.9.1"}, E, DAY + 5),
+        audit_row(case, "bug", "torch-2.8.0", {"torch": "2.8.0"}, F, DAY + 6, digest="an-older-script"),
+    ]
+    record = tmp_path / "record"
+    write(
+        record, Record(rows=rows, runs={RUN: {"started": "2026-12-01T00:00:00Z", "machine": "m-test", "command": "t"}})
+    )
+    command = ["check-case", "--cases-dir", str(tmp_path / "cases"), "--record", str(record)]
+
+    def check(evidence: str) -> tuple[int, list[str]]:
+        (folder / "case.yaml").write_text(EVIDENCE_YAML + "evidence: |\n  " + evidence + "\n")
+        code = main(command)
+        return code, capsys.readouterr().out.splitlines()
+
+    assert check("torch 2.7.1 reproduced; fixed in torch 2.10.0 (PR #2).") == (0, [])
+    code, lines = check("Measured: torch 2.7.1 fixed, and the fix is in 2.10.0.")
+    assert code == 1 and lines == [
+        f"{folder}/case.yaml: evidence: says 'torch 2.7.1 fixed' but the record's current results at torch 2.7.1 are "
+        "reproduced (bug in torch-2.7.1 (cpu), empty in torch-2.7.1 (cpu)): correct the evidence, or measure again"
+    ]
+    code, lines = check("reproduced in torch 2.10.0")
+    assert (
+        code == 1 and "says 'reproduced in torch 2.10.0'" in lines[0] and "are fixed (bug in torch-2.10.0" in lines[0]
+    )
+    code, lines = check("`empty`: torch 2.7.1 fixed")  # a named variant is held to its own results
+    assert code == 1 and "(empty in torch-2.7.1 (cpu))" in lines[0]
+    code, lines = check("`nosuch`: torch 2.7.1 fixed")
+    assert code == 1 and "names variant nosuch, which the case does not have" in lines[0]
+    # an error, a superseded row and a version never run contradict nothing
+    assert check("torch 2.9.1 reproduced, torch 2.8.0 reproduced, torch 2.5.0 fixed.") == (0, [])
+    assert check("`control-other`: torch 2.7.1 fixed; `workaround-w`: torch 2.7.1 fixed") == (0, [])
+    # the same case with no record rows: nothing to contradict
+    assert main([*command[:-1], str(tmp_path / "no-record")]) == 0

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from harness.cli import main
 from harness.session.store import ResultStore
+from tests.helpers import leftovers
 
 from .conftest import MakeCase
-from .test_launch import leftovers
 
 FIXED_SCRIPT = "print('fine')\n"
 

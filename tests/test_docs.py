@@ -22,6 +22,7 @@ else:  # pragma: no cover - Python 3.10
 
 from harness.cli import build_parser, main
 from harness.commands import list as list_command
+from harness.model.outcome import Outcome
 from harness.output import pages
 from harness.session.store import ResultStore
 
@@ -265,6 +266,52 @@ def test_bugmatrix_docs_check_fails_on_drift_and_docs_repairs_it(
     assert main(command) == 2
     err = capsys.readouterr().err
     assert "nosuch-table" in err and err.count("\n") == 1, err
+
+
+def test_the_catalogue_figures_are_generated_from_the_cases_and_the_record(make_case, tmp_path: Path) -> None:  # noqa: ANN001
+    """The case count and the record's size are a generated region of docs/cases.md, never prose:
+    7317000 stated '4,700 rows' in docs/record.md by hand and had no generated figure (a case added made them stale)."""
+    from harness.model.case import discover
+    from harness.session.record import Record, load, render, to_row, write
+    from tests.helpers import record_result
+
+    text = (DOCS / "cases.md").read_text()
+    assert "catalogue-figures" in pages.regions_in(text)
+    count = len(discover(ROOT / "cases")[0])
+    assert f"**{count} cases** in `cases/`" in text
+    assert not re.search(r"\b\d[\d,]* rows\b", (DOCS / "record.md").read_text())
+    # on a small catalogue of our own: two cases (one CUDA-only), three result rows (one CUDA) and a probe
+    cpu = make_case("print('x')\n", case_id="torch-1-cpu", devices=["cpu", "cuda"])
+    gpu = make_case("print('y')\n", case_id="torch-2-gpu", devices=["cuda"])
+    rows = [
+        to_row("20261201T000000-t-aaaaaa", f"torch-{v}", record_result(cpu, v, o, 1.0 + i), "m-t")
+        for i, (v, o) in enumerate([("2.0.1", Outcome.REPRODUCED), ("2.1.2", Outcome.FIXED)])
+    ]
+    rows.append(
+        to_row(
+            "20261201T000000-t-aaaaaa",
+            "local",
+            record_result(gpu, "2.5.0", Outcome.FIXED, 5.0).model_copy(update={"device": "cuda"}),
+            "m-t",
+        )
+    )
+    probe = record_result(cpu, "2.5.0", Outcome.FIXED, 6.0).model_copy(update={"case": "compat-fbgemm"})
+    rows.append(to_row("20261201T000000-t-aaaaaa", "compat-torch-2.5.0-fbgemm-gpu-1.0.0", probe, "m-t"))
+    write(
+        tmp_path / "rec",
+        Record(rows=rows, runs={"20261201T000000-t-aaaaaa": {"started": "x", "machine": "m-t", "command": "t"}}),
+    )
+    record = load(tmp_path / "rec")
+    latest = [("torch-2.0.1", r) for r in [record_result(cpu, "2.0.1", Outcome.REPRODUCED, 1.0)]]
+    figures = pages.catalogue_figures([cpu, gpu], record, latest)
+    size = sum(len(t.encode()) for t in render(record).values())
+    assert (
+        "**2 cases** in `cases/`, by the package each follows: torch 2; 1 run on CPU and CUDA, 1 on CUDA only"
+        in figures
+    )
+    assert f"4 rows in {len(render(record))} files" in figures and f"({size:,} bytes)" in figures
+    assert "2 CPU and 1 CUDA result rows" in figures and "1 compatibility probe," in figures
+    assert "from 1 run;" in figures and "1 current result (1 CPU, 0 CUDA)" in figures
 
 
 # --- the site ----------------------------------------------------------------------------------------------------

@@ -23,9 +23,9 @@ from harness.model.outcome import Outcome, RankState
 from harness.model.result import Result
 from harness.session.pipeline import LocalEnvironment, Session
 from harness.session.plan import Selection, plan_local
+from tests.helpers import leftovers, run_one
 
 from .conftest import MakeCase
-from .test_launch import leftovers, run_one
 
 pytest_plugins = ["pytester"]
 

@@ -17,9 +17,9 @@ import yaml
 from harness.matrix.envcache import MARKER
 from harness.model.outcome import Outcome
 from harness.session.store import ResultStore
+from tests.helpers import leftovers
 
 from .fakeindex import FakeRelease, build_index, fake_torch
-from .test_launch import leftovers
 
 VERSIONS = ["1.0", "1.1", "1.2", "1.3"]
 SCRIPT = """

@@ -11,7 +11,6 @@ import threading
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 from harness.launch.execute import execute
@@ -19,8 +18,7 @@ from harness.launch.interpreter import Environment
 from harness.launch.torchrun import LaunchResult
 from harness.model.outcome import Outcome, RankState
 from harness.session.plan import Selection, plan_local
-
-from .conftest import MakeCase
+from tests.helpers import MakeCase, leftovers, run_one
 
 BARRIER = """
 import os, sys, torch.distributed as dist
@@ -28,24 +26,6 @@ dist.init_process_group("gloo")
 dist.barrier()
 dist.destroy_process_group()
 """
-
-
-def leftovers(marker: str) -> list[psutil.Process]:
-    """Live processes whose command line mentions `marker` (a test's tmp path)."""
-    found = []
-    for proc in psutil.process_iter(["cmdline"]):
-        try:
-            if marker in " ".join(proc.info["cmdline"] or []):
-                found.append(proc)
-        except psutil.Error:
-            continue
-    return found
-
-
-def run_one(make_case: MakeCase, env: Environment, script: str, **fields: object):
-    case = make_case(script, **fields)
-    [job] = plan_local([case], Selection(devices=("cpu",)))
-    return execute(job, env)
 
 
 def test_hung_rank_is_killed_with_stacks_and_nothing_left(

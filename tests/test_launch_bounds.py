@@ -24,9 +24,9 @@ from harness.launch.logscan import scan_log
 from harness.launch.torchrun import py_spy
 from harness.model.outcome import Outcome, RankState
 from harness.session.plan import Selection, plan_local
+from tests.helpers import leftovers, run_one
 
 from .conftest import MakeCase
-from .test_launch import leftovers, run_one
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -233,3 +233,24 @@ def test_an_error_of_a_dispatched_command_line_lists_every_command(capsys: pytes
         main(["record", "fold", "--no-such-option"])
     assert stopped.value.code == 2
     assert "{" + ",".join(COMMANDS) + "}" in capsys.readouterr().err
+
+
+def _test_module_imports(path: Path) -> list[str]:
+    """The test modules (tests/test_*.py) that the test file `path` imports from, absolute or relative."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names = (
+            [node.module or ""]
+            if isinstance(node, ast.ImportFrom)
+            else ([a.name for a in node.names] if isinstance(node, ast.Import) else [])
+        )
+        found += [n for n in names if n.split(".")[-1].startswith("test_")]
+    return found
+
+
+def test_no_test_module_imports_from_another() -> None:
+    """Shared helpers live in tests/helpers.py and fixtures in tests/conftest.py: a test module imported by another
+    runs its import-time code twice and ties the two together (7317000: seven test files did, test_osv re-importing
+    test_audit's fixtures under noqa: F811)."""
+    tests = Path(__file__).resolve().parent
+    assert {p.name: _test_module_imports(p) for p in sorted(tests.glob("*.py")) if _test_module_imports(p)} == {}

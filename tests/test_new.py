@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
+from harness.commands.check_case import check_script
 from harness.model.case import load_case
 from harness.model.scaffold import NOT_WRITTEN, PLACEHOLDER_SIGNATURE, parse_packages, parse_url
-
-from .test_check_case import CASES, check_script
+from tests.helpers import CASES
 
 ISSUE = "https://github.com/pytorch/pytorch/issues/123456"
 LIGHTNING_ISSUE = "https://github.com/Lightning-AI/pytorch-lightning/issues/123456"

@@ -25,7 +25,7 @@ from harness.model.outcome import Outcome
 from harness.model.requirements import Pin, parse_pins
 from harness.session.readers import open_reader
 from harness.session.record import Record, load, write
-from tests.test_audit import DAY, RUN, _docs, _row, gated, world  # noqa: F401 - fixtures
+from tests.helpers import DAY, RUN, audit_row, osv_docs
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = Path(__file__).resolve().parent / "schemas" / "osv-schema.json"
@@ -68,14 +68,14 @@ def real() -> dict:
 
 def test_every_advisory_validates_against_the_official_osv_schema(
     real: dict,
-    world: dict,  # noqa: F811
-    gated: dict,  # noqa: F811
+    world: dict,
+    gated: dict,
 ) -> None:
     """cd5612d: every record failed the current schema on its id (`BUGMATRIX-...`: the schema's id pattern takes a
     known database's prefix or `x_` for a local one)."""
     assert real["docs"] and _invalid(real["docs"]) == []
     for synthetic in (world, gated):
-        assert _invalid(_docs(synthetic)) == []
+        assert _invalid(osv_docs(synthetic)) == []
     [doc] = [d for d in real["docs"].values() if d["affected"]][:1]
     assert _invalid({"bad": {**doc, "id": "BUGMATRIX-x"}})  # the validator does refuse the old form
     assert _invalid({"bad": {**doc, "modified": "2026-11-27 12:00"}})
@@ -237,7 +237,7 @@ def test_a_scanner_holds_audits_affected_answer_and_explains_every_extra(real: d
     assert _check(real, real["docs"], env) == []
 
 
-def test_the_synthetic_records_too(world: dict, gated: dict) -> None:  # noqa: F811
+def test_the_synthetic_records_too(world: dict, gated: dict) -> None:
     for synthetic, envs in (
         (
             world,
@@ -258,7 +258,7 @@ def test_the_synthetic_records_too(world: dict, gated: dict) -> None:  # noqa: F
             "auditor": audit_module.Auditor(results, synthetic["cases"]),
             "known": audit_module.known_packages(results, synthetic["cases"]),
         }
-        docs = _docs(synthetic)
+        docs = osv_docs(synthetic)
         for env in envs:
             assert _check(data, docs, env) == []
 
@@ -351,7 +351,7 @@ def regression(tmp_path: Path, make_case, monkeypatch: pytest.MonkeyPatch) -> di
     )
     F, R = Outcome.FIXED, Outcome.REPRODUCED
     rows = [
-        _row(case, "bug", f"torch-{v}", {"torch": v}, o, DAY + i)
+        audit_row(case, "bug", f"torch-{v}", {"torch": v}, o, DAY + i)
         for i, (v, o) in enumerate([("2.1.0", F), ("2.2.0", F), ("2.5.0", R), ("2.6.0", R)])
     ]
     releases = {"torch": {f"2.{m}.0": {"date": f"2025-0{m}-01T00:00:00Z"} for m in range(1, 7)}}
@@ -371,7 +371,7 @@ def test_the_releases_not_run_between_a_regressions_sides_are_answered_as_audit_
     """cd5612d wrote the regression at the first release measured reproducing (`introduced: 2.5.0`), so 2.3.0 and
     2.4.0 were not reported although its text said the releases not run were reported affected. The range is
     audit's answer there: the rules put the boundary at 2.3 (not measured), and the precision says so."""
-    docs = _docs(regression)
+    docs = osv_docs(regression)
     [entry] = docs["x_BUGMATRIX-torch-6-regress"]["affected"]
     assert [r["events"] for r in entry["ranges"]] == [[{"introduced": "2.3.0"}]]
     assert "from the case's rules (not measured)" in entry["database_specific"]["precision"][0]
@@ -391,7 +391,7 @@ def test_the_releases_not_run_between_a_regressions_sides_are_answered_as_audit_
 
 
 def test_export_zip_writes_osv_devs_layout_for_offline_scanners(
-    world: dict,  # noqa: F811
+    world: dict,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -404,7 +404,7 @@ def test_export_zip_writes_osv_devs_layout_for_offline_scanners(
     first = (root / "PyPI" / "all.zip").read_bytes()
     with zipfile.ZipFile(io.BytesIO(first)) as archive:
         members = {name: json.loads(archive.read(name)) for name in archive.namelist()}
-    docs = _docs(world)
+    docs = osv_docs(world)
     assert members == {f"{vuln_id}.json": doc for vuln_id, doc in docs.items()}
     assert _invalid({n: d for n, d in members.items()}) == []
     lines = (root / "PyPI" / "modified_id.csv").read_text().splitlines()
@@ -419,7 +419,7 @@ def test_export_zip_writes_osv_devs_layout_for_offline_scanners(
 
 
 def test_the_nightly_feed_step_writes_the_feed_beside_the_site_dated(
-    world: dict,  # noqa: F811
+    world: dict,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -478,7 +478,7 @@ def crossing(tmp_path: Path, make_case, monkeypatch: pytest.MonkeyPatch) -> dict
         variants={"bug": {"expect": [{"when": {"torch": ">=2.6"}, "outcome": "fixed"}, {"outcome": "reproduced"}]}},
     )
     rows = [
-        _row(case, "bug", f"torch-{v}", {"torch": v}, Outcome.REPRODUCED, DAY + i)
+        audit_row(case, "bug", f"torch-{v}", {"torch": v}, Outcome.REPRODUCED, DAY + i)
         for case in (cross, wrong)
         for i, v in enumerate(["2.6.0", "2.7.0"])
     ]
@@ -507,7 +507,7 @@ def test_audit_never_extrapolates_across_a_boundary_the_rules_put_between(crossi
     assert (cross.status, cross.basis, cross.kind) == ("fixed", "rules", "not_affected")
     assert "across a boundary the case's rules put between" in cross.precision
     assert (wrong.status, wrong.basis) == ("reproduced", "extrapolated")
-    docs = _docs(crossing)
+    docs = osv_docs(crossing)
     assert [r["events"] for r in docs["x_BUGMATRIX-torch-7-cross"]["affected"][0]["ranges"]] == [
         [{"introduced": "2.5"}]
     ]

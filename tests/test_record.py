@@ -16,46 +16,13 @@ import pytest
 from harness.cli import main
 from harness.model.case import Case
 from harness.model.job import run_digest
-from harness.model.outcome import Outcome, RankState, RankStatus
+from harness.model.outcome import Outcome
 from harness.model.result import Result
 from harness.session.folding import fold_store, import_record
 from harness.session.readers import open_reader
 from harness.session.record import Record, RecordError, load, render, write
 from harness.session.store import ResultStore, StoreError
-
-ROOT = Path(__file__).resolve().parent.parent
-MACHINE = json.dumps({"host": "h", "os": "Linux", "arch": "x86_64", "cpu": "Test CPU", "cores": 2})
-
-
-def _result(
-    case: Case,
-    version: str,
-    outcome: Outcome,
-    started: float,
-    digest: str | None = None,
-    variant: str = "bug",
-    tallies: dict | None = None,
-) -> Result:
-    line = "[rank 0] REPRODUCED: FAKE-BUG-SIGNATURE seen" if outcome is Outcome.REPRODUCED else "[rank 0] FIXED: ok"
-    return Result(
-        case=case.id,
-        variant=variant,
-        nproc=1,
-        device="cpu",
-        outcome=outcome,
-        expected=Outcome.FIXED,
-        reason=line if outcome is Outcome.REPRODUCED else "every rank exited 0",
-        versions={"torch": version},
-        python="3.11.7",
-        ranks=[RankStatus(rank=0, state=RankState.FIXED, exit_code=0, finished_at=1.0)],
-        duration_s=8.04,
-        log_excerpt=f"--- rank 0 ---\nnoise\n{line}\nmore noise\n",
-        stacks="stack",
-        started_at=started,
-        tallies=tallies or {},
-        fingerprint=f"fp-{version}-{variant}",
-        digest=run_digest(case, variant) if digest is None else digest,
-    )
+from tests.helpers import MACHINE, ROOT, record_result, record_store, two_cells
 
 
 @pytest.fixture
@@ -67,24 +34,8 @@ def case(make_case) -> Case:  # noqa: ANN001
     )
 
 
-def _store(path: Path, case: Case, results: list[tuple[str, Result]]) -> ResultStore:
-    store = ResultStore(path)
-    run = store.begin_run("bugmatrix run --all-cells", MACHINE, run_id="20261125T000000-h-aaaaaa")
-    for cell, r in results:
-        store.save(run, r, cell)
-    store.end_run(run)
-    return store
-
-
-def _two_cells(case: Case) -> list[tuple[str, Result]]:
-    return [
-        ("torch-2.0.1", _result(case, "2.0.1", Outcome.REPRODUCED, 1000.0)),
-        ("torch-2.1.2", _result(case, "2.1.2", Outcome.FIXED, 1010.0)),
-    ]
-
-
 def test_the_same_store_exports_byte_identically_and_keeps_only_the_deciding_lines(tmp_path: Path, case: Case) -> None:
-    store = _store(tmp_path / "r.db", case, _two_cells(case))
+    store = record_store(tmp_path / "r.db", case, two_cells(case))
     first, second = Record(), Record()
     fold_store(first, store, [case])
     fold_store(second, store, [case])
@@ -100,7 +51,7 @@ def test_the_same_store_exports_byte_identically_and_keeps_only_the_deciding_lin
 
 def test_export_import_export_is_byte_identical(tmp_path: Path, case: Case) -> None:
     record = Record()
-    fold_store(record, _store(tmp_path / "r.db", case, _two_cells(case)), [case])
+    fold_store(record, record_store(tmp_path / "r.db", case, two_cells(case)), [case])
     write(tmp_path / "a", record)
     back = ResultStore(tmp_path / "back.db")
     assert import_record(load(tmp_path / "a"), back) == 2
@@ -115,16 +66,16 @@ def test_export_import_export_is_byte_identical(tmp_path: Path, case: Case) -> N
 
 def test_folding_is_idempotent_and_a_confirmation_leaves_the_row_unchanged(tmp_path: Path, case: Case) -> None:
     record = Record()
-    fold_store(record, _store(tmp_path / "r.db", case, _two_cells(case)), [case])
+    fold_store(record, record_store(tmp_path / "r.db", case, two_cells(case)), [case])
     write(tmp_path / "rec", record)
     before = {p: p.read_bytes() for p in (tmp_path / "rec").rglob("*.jsonl")}
     # the next night measures the same fingerprints with the same verdicts: nothing changes
-    night = _store(
+    night = record_store(
         tmp_path / "night.db",
         case,
         [
-            ("torch-2.0.1", _result(case, "2.0.1", Outcome.REPRODUCED, 9000.0)),
-            ("torch-2.1.2", _result(case, "2.1.2", Outcome.FIXED, 9010.0)),
+            ("torch-2.0.1", record_result(case, "2.0.1", Outcome.REPRODUCED, 9000.0)),
+            ("torch-2.1.2", record_result(case, "2.1.2", Outcome.FIXED, 9010.0)),
         ],
     )
     record = load(tmp_path / "rec")
@@ -132,15 +83,17 @@ def test_folding_is_idempotent_and_a_confirmation_leaves_the_row_unchanged(tmp_p
     assert write(tmp_path / "rec", record) == []
     assert before == {p: p.read_bytes() for p in (tmp_path / "rec").rglob("*.jsonl")}
     # a newer result of the same fingerprint that says something else replaces the row
-    flip = _store(tmp_path / "flip.db", case, [("torch-2.1.2", _result(case, "2.1.2", Outcome.REPRODUCED, 9020.0))])
+    flip = record_store(
+        tmp_path / "flip.db", case, [("torch-2.1.2", record_result(case, "2.1.2", Outcome.REPRODUCED, 9020.0))]
+    )
     assert fold_store(record, flip, [case]) == (0, 1)
     assert [r["outcome"] for r in record.rows if r["cell"] == "torch-2.1.2"] == ["reproduced"]
 
 
 def test_a_superseded_result_is_kept_as_history_and_never_read_as_a_verdict(tmp_path: Path, case: Case) -> None:
-    old = _result(case, "2.1.2", Outcome.REPRODUCED, 1000.0, digest="an-earlier-script")
+    old = record_result(case, "2.1.2", Outcome.REPRODUCED, 1000.0, digest="an-earlier-script")
     record = Record()
-    fold_store(record, _store(tmp_path / "r.db", case, [("torch-2.1.2", old)]), [case])
+    fold_store(record, record_store(tmp_path / "r.db", case, [("torch-2.1.2", old)]), [case])
     write(tmp_path / "rec", record)
     assert load(tmp_path / "rec").rows[0]["digest"] == "an-earlier-script"  # kept, with the digest it measured
     reader = open_reader(tmp_path / "none.db", False, [case], tmp_path / "rec")
@@ -152,7 +105,7 @@ def test_a_record_file_that_does_not_parse_names_file_and_line_and_nothing_is_wr
     tmp_path: Path, case: Case
 ) -> None:
     record = Record()
-    fold_store(record, _store(tmp_path / "r.db", case, _two_cells(case)), [case])
+    fold_store(record, record_store(tmp_path / "r.db", case, two_cells(case)), [case])
     write(tmp_path / "rec", record)
     path = tmp_path / "rec" / "results" / f"{case.id}.jsonl"
     lines = path.read_text().splitlines()
@@ -187,7 +140,7 @@ def test_a_file_read_in_one_parse_still_names_the_line_that_is_not_one_object(tm
     spliced from two broken lines pass as a row with a changed reason: read in one parse of the joined lines,
     `{row},{half` and `rest}` were two objects, the second's reason holding the joining comma."""
     record = Record()
-    fold_store(record, _store(tmp_path / "r.db", case, _two_cells(case)), [case])
+    fold_store(record, record_store(tmp_path / "r.db", case, two_cells(case)), [case])
     write(tmp_path / "rec", record)
     path = tmp_path / "rec" / "results" / f"{case.id}.jsonl"
     first, second = path.read_text().splitlines()
@@ -221,7 +174,7 @@ def test_a_result_read_from_the_record_is_the_model_a_constructed_one_is(tmp_pat
     """`from_row` builds Results without pydantic's per-field handling: the same model, every field set, usable."""
     from harness.session.record import from_row, to_row
 
-    original = _result(case, "2.0.1", Outcome.REPRODUCED, 1000.0)
+    original = record_result(case, "2.0.1", Outcome.REPRODUCED, 1000.0)
     _, cell, read = from_row(to_row("run-1", "torch-2.0.1", original, "m-1"))
     assert cell == "torch-2.0.1"
     expected = Result.model_construct(**{**read.__dict__})
@@ -242,9 +195,11 @@ def test_a_result_read_from_the_record_is_the_model_a_constructed_one_is(tmp_pat
 
 def test_layered_reader_prefers_the_newest_and_writes_to_the_local_store_only(tmp_path: Path, case: Case) -> None:
     record = Record()
-    fold_store(record, _store(tmp_path / "r.db", case, _two_cells(case)), [case])
+    fold_store(record, record_store(tmp_path / "r.db", case, two_cells(case)), [case])
     write(tmp_path / "rec", record)
-    local = _store(tmp_path / "local.db", case, [("torch-2.1.2", _result(case, "2.1.2", Outcome.REPRODUCED, 5000.0))])
+    local = record_store(
+        tmp_path / "local.db", case, [("torch-2.1.2", record_result(case, "2.1.2", Outcome.REPRODUCED, 5000.0))]
+    )
     reader = open_reader(local.path, True, [case], tmp_path / "rec")
     latest = {cell: r for cell, r in reader.latest()}
     assert latest["torch-2.0.1"].outcome is Outcome.REPRODUCED  # from the record
@@ -254,7 +209,7 @@ def test_layered_reader_prefers_the_newest_and_writes_to_the_local_store_only(tm
     record_only = open_reader(tmp_path / "absent.db", False, [case], tmp_path / "rec")
     assert record_only.standing("torch-2.1.2", case.id, "bug", "fp-2.1.2-bug", (Outcome.FIXED,)) is not None
     with pytest.raises(StoreError):
-        record_only.save("run", _result(case, "2.2.2", Outcome.FIXED, 1.0), "x")
+        record_only.save("run", record_result(case, "2.2.2", Outcome.FIXED, 1.0), "x")
     assert not (tmp_path / "absent.db").exists()
 
 
@@ -262,7 +217,7 @@ def test_reading_commands_answer_from_the_record_with_no_store_and_never_create_
     tmp_path: Path, case: Case, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     record = Record()
-    fold_store(record, _store(tmp_path / "r.db", case, _two_cells(case)), [case])
+    fold_store(record, record_store(tmp_path / "r.db", case, two_cells(case)), [case])
     write(tmp_path / "rec", record)
     monkeypatch.chdir(tmp_path)  # no .bugmatrix/ here (and the next test in this worker starts where it should)
     cases = str(case.folder.parent)
@@ -402,14 +357,14 @@ def test_an_infra_result_never_shadows_a_standing_verdict_of_the_same_digest_in_
     # bugmatrix rebuilt must too. A newer *error* (the script ran and failed) is a measurement: it still wins.
     store = ResultStore(tmp_path / "s.db")
     first = store.begin_run("bugmatrix run", MACHINE, run_id="20261125T000000-h-aaaaaa")
-    store.save(first, _result(case, "2.0.1", Outcome.REPRODUCED, 1000.0), "torch-2.0.1")
-    store.save(first, _result(case, "2.1.2", Outcome.FIXED, 1000.0), "torch-2.1.2")
+    store.save(first, record_result(case, "2.0.1", Outcome.REPRODUCED, 1000.0), "torch-2.0.1")
+    store.save(first, record_result(case, "2.1.2", Outcome.FIXED, 1000.0), "torch-2.1.2")
     second = store.begin_run("bugmatrix run", MACHINE, run_id="20261126T000000-h-bbbbbb")
-    infra = _result(case, "2.0.1", Outcome.INFRA, 2000.0).model_copy(
+    infra = record_result(case, "2.0.1", Outcome.INFRA, 2000.0).model_copy(
         update={"reason": "environment: could not build", "launched": False, "fingerprint": ""}
     )
     store.save(second, infra, "torch-2.0.1")
-    error = _result(case, "2.1.2", Outcome.ERROR, 2000.0).model_copy(update={"reason": "rank 0 raised KeyError"})
+    error = record_result(case, "2.1.2", Outcome.ERROR, 2000.0).model_copy(update={"reason": "rank 0 raised KeyError"})
     store.save(second, error, "torch-2.1.2")
     expected = {"torch-2.0.1": Outcome.REPRODUCED, "torch-2.1.2": Outcome.ERROR}
     assert {cell: r.outcome for cell, r in store.latest()} == expected
@@ -444,11 +399,11 @@ def test_an_infra_result_never_shadows_a_standing_verdict_of_the_same_digest_in_
 def test_a_gpu_machines_store_folds_under_its_cell_with_the_torch_build_pinned(tmp_path: Path, case: Case) -> None:
     # an image's torch says 2.11.0 in its installed metadata and 2.11.0+cu130 in torch.__version__; what the kit's
     # store recorded (and the fbgemm_gpu distribution name) must reach the record as the cell's pins say
-    ran = _result(case, "2.11.0", Outcome.FIXED, 100.0).model_copy(
+    ran = record_result(case, "2.11.0", Outcome.FIXED, 100.0).model_copy(
         update={"device": "cuda", "versions": {"torch": "2.11.0", "fbgemm_gpu": "1.6.0"}}
     )
-    elsewhere = _result(case, "2.1.2", Outcome.FIXED, 100.0)  # a matrix cell's result: left as it was
-    store = _store(tmp_path / "kit.db", case, [("local", ran), ("torch-2.1.2", elsewhere)])
+    elsewhere = record_result(case, "2.1.2", Outcome.FIXED, 100.0)  # a matrix cell's result: left as it was
+    store = record_store(tmp_path / "kit.db", case, [("local", ran), ("torch-2.1.2", elsewhere)])
     record = Record()
     assert fold_store(record, store, [case], "h100-torch-2.11.0+cu130", {"torch": "2.11.0+cu130"}) == (2, 0)
     by_cell = {row["cell"]: row["versions"] for row in record.rows}
@@ -463,8 +418,8 @@ def test_a_confirmation_after_a_result_of_another_fingerprint_makes_the_row_curr
 ) -> None:
     # measured 3/3 (repeat 3), then once by a plain re-run (repeat 1: another fingerprint, newer), then 3/3 again
     # with --redo: the key's current result is the 3/3 one, in the store and in the record folded from it
-    thrice = _result(case, "2.1.2", Outcome.FIXED, 1000.0, tallies={"fixed": 3})
-    once = _result(case, "2.1.2", Outcome.FIXED, 2000.0).model_copy(update={"fingerprint": "fp-once"})
+    thrice = record_result(case, "2.1.2", Outcome.FIXED, 1000.0, tallies={"fixed": 3})
+    once = record_result(case, "2.1.2", Outcome.FIXED, 2000.0).model_copy(update={"fingerprint": "fp-once"})
     again = thrice.model_copy(update={"started_at": 3000.0})
     store = ResultStore(tmp_path / "s.db")
     for run_id, r in (
@@ -494,7 +449,7 @@ def test_a_confirmation_after_a_result_of_another_fingerprint_makes_the_row_curr
 def test_a_re_measurement_that_recorded_a_version_more_replaces_the_row(tmp_path: Path, case: Case) -> None:
     # the same script and pins measured again after bugmatrix began recording the version of a package a rule names
     # (transformers for litgpt-2156): the row must carry it, or the rule is read back against versions without it
-    first = _result(case, "2.1.2", Outcome.REPRODUCED, 1000.0)
+    first = record_result(case, "2.1.2", Outcome.REPRODUCED, 1000.0)
     more = first.model_copy(update={"started_at": 2000.0, "versions": {"torch": "2.1.2", "transformers": "4.52.1"}})
     store = ResultStore(tmp_path / "s.db")
     for run_id, r in (("20261125T000000-h-aaaaaa", first), ("20261126T000000-h-bbbbbb", more)):
@@ -515,9 +470,9 @@ def test_record_coverage_counts_each_planned_job_against_rows_of_the_committed_s
     (tmp_path / "matrix.yaml").write_text(
         yaml.safe_dump({"cells": [{"name": f"torch-{v}", "pins": {"torch": v}} for v in ("2.0.1", "2.1.2", "2.2.2")]})
     )
-    results = [*_two_cells(case), ("torch-2.2.2", _result(case, "2.2.2", Outcome.FIXED, 1020.0, digest="older"))]
+    results = [*two_cells(case), ("torch-2.2.2", record_result(case, "2.2.2", Outcome.FIXED, 1020.0, digest="older"))]
     record = Record()
-    fold_store(record, _store(tmp_path / "r.db", case, results), [case])
+    fold_store(record, record_store(tmp_path / "r.db", case, results), [case])
     write(tmp_path / "rec", record)
     argv = ["--cases-dir", str(case.folder.parent), "record", "coverage", "--record", "rec", "--matrix", "matrix.yaml"]
     assert main([*argv, "--json"]) == 1  # torch-2.2.2 holds only a row of an older script: missing
@@ -526,8 +481,8 @@ def test_record_coverage_counts_each_planned_job_against_rows_of_the_committed_s
     [cell] = [c for c in payload["cells"] if c["missing"]]
     assert cell["cell"] == "torch-2.2.2" and cell["missing"] == ["fake-1-case::bug[cpu-1]"]
     # the job measured again, and the environment could not be made: a non-verdict with its reason holds the job
-    infra = _result(case, "2.2.2", Outcome.INFRA, 1030.0).model_copy(update={"fingerprint": "fp-infra"})
-    fold_store(record, _store(tmp_path / "r2.db", case, [("torch-2.2.2", infra)]), [case])
+    infra = record_result(case, "2.2.2", Outcome.INFRA, 1030.0).model_copy(update={"fingerprint": "fp-infra"})
+    fold_store(record, record_store(tmp_path / "r2.db", case, [("torch-2.2.2", infra)]), [case])
     write(tmp_path / "rec", record)
     assert main(argv) == 0
     out = capsys.readouterr().out
@@ -540,7 +495,7 @@ def test_a_line_nested_too_deep_for_json_names_file_and_line(tmp_path: Path, cas
     """A line nested 50,000 deep made `json` raise RecursionError (a traceback); it is refused as any line that is
     not one object is, by file and line, before `json` is asked (issue 33)."""
     record = Record()
-    fold_store(record, _store(tmp_path / "r.db", case, _two_cells(case)), [case])
+    fold_store(record, record_store(tmp_path / "r.db", case, two_cells(case)), [case])
     write(tmp_path / "rec", record)
     path = tmp_path / "rec" / "results" / f"{case.id}.jsonl"
     first = path.read_text().splitlines()[0]

@@ -21,8 +21,7 @@ from harness.model.outcome import Outcome
 from harness.session.folding import fold_store
 from harness.session.record import Record, RecordError, load, render, write
 from harness.session.store import ResultStore
-
-from .test_record import ROOT, _result, _store, _two_cells
+from tests.helpers import ROOT, record_result, record_store, two_cells
 
 CRASH_POINTS = ("replace", "fsync", "unlink", "rmdir")  # every step a write takes on disk goes through one of these
 
@@ -74,7 +73,7 @@ def test_a_fold_killed_at_any_step_leaves_the_record_as_before_or_after_and_no_t
 ) -> None:
     other = make_case("print('y')\n", case_id="fake-2-other")
     record = Record()
-    fold_store(record, _store(tmp_path / "first.db", case, _two_cells(case)), [case])
+    fold_store(record, record_store(tmp_path / "first.db", case, two_cells(case)), [case])
     write(tmp_path / "before", record)
     # tonight: a new cell of the case (its results file and runs.jsonl change) and a first result of another case (a
     # new file, and the manifest that lists it)
@@ -82,8 +81,8 @@ def test_a_fold_killed_at_any_step_leaves_the_record_as_before_or_after_and_no_t
     run = night.begin_run(
         "bugmatrix run --all-cells", '{"cpu": "Test CPU", "cores": 2}', run_id="20261126T000000-h-bbbbbb"
     )
-    night.save(run, _result(case, "2.2.2", Outcome.FIXED, 2000.0), "torch-2.2.2")
-    night.save(run, _result(other, "2.2.2", Outcome.REPRODUCED, 2001.0), "torch-2.2.2")
+    night.save(run, record_result(case, "2.2.2", Outcome.FIXED, 2000.0), "torch-2.2.2")
+    night.save(run, record_result(other, "2.2.2", Outcome.REPRODUCED, 2001.0), "torch-2.2.2")
     night.end_run(run)
     ResultStore(tmp_path / "empty.db")  # the next command: a fold that brings nothing
     shutil.copytree(tmp_path / "before", tmp_path / "after")
@@ -156,7 +155,7 @@ def test_a_killed_writes_temporary_names_are_ignored_by_git() -> None:
 
 def _world(tmp_path: Path, case: Case) -> Path:
     record = Record()
-    fold_store(record, _store(tmp_path / "r.db", case, _two_cells(case)), [case])
+    fold_store(record, record_store(tmp_path / "r.db", case, two_cells(case)), [case])
     write(tmp_path / "rec", record)
     return tmp_path / "rec"
 

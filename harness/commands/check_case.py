@@ -5,10 +5,12 @@
     bugmatrix check-case cases/torch-162692-dtensor-mean-uneven   # a case folder by its path (tab completion)
     bugmatrix check-case --cases-dir ~/my-cases
 
-For each case: `case.yaml` validates (harness/model/case_schema.py) and every `skip` rule says why it skips
-(`because: absent | untestable`), its `repro.py` follows the canonical set-up (`check_script`), and every
-documented path of the script is run by a variant (`check_flags_run`). The script is parsed with `ast`, never
-imported or run. `check_script(source)` returns one line per broken rule:
+For each case: `case.yaml` validates (harness/model/case_schema.py), every `skip` rule says why it skips (`because:
+absent | untestable`), no version/outcome pair its `evidence` states ("torch 2.7.1 reproduced", "fixed in torch
+2.10.0": the grammar is harness/analysis/evidence.py's) is contradicted by the record's current results
+(`--record`), its `repro.py` follows the canonical set-up (`check_script`), and every documented path of the script
+is run by a variant (`check_flags_run`). The script is parsed with `ast`, never imported or run.
+`check_script(source)` returns one line per broken rule:
 
 - it parses with Python 3.8's grammar (the oldest cells run it);
 - no `import harness` / `from harness ...`;
@@ -35,6 +37,7 @@ import argparse
 import ast
 import re
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -43,6 +46,7 @@ from harness.model.exitcode import ExitCode
 
 if TYPE_CHECKING:  # the schema (pydantic) is imported when a case is checked, not when the CLI starts
     from harness.model.case_schema import CaseSpec
+    from harness.model.result import Result
 
 CLEAN, PROBLEMS, NOTHING = ExitCode.OK, ExitCode.FAILED, ExitCode.NOTHING_RAN
 
@@ -52,7 +56,9 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
     p = sub.add_parser(
         "check-case",
         help="check case folders against cases/README.md (the canonical set-up, "
-        "every documented flag run by a variant, a valid case.yaml); launches nothing",
+        "every documented flag run by a variant, a valid case.yaml, evidence the record does not contradict); "
+        "launches nothing",
+        parents=[parents["--record"]],
     )
     p.add_argument(
         "patterns",
@@ -86,9 +92,10 @@ def cmd_check_case(args: argparse.Namespace) -> int:
     if not folders:
         print(f"no cases in {root}", file=sys.stderr)
         return NOTHING
+    latest = current_results(root, args.record)
     bad = 0
     for folder in folders:
-        problems = case_problems(folder)
+        problems = case_problems(folder, latest)
         bad += bool(problems)
         for problem in problems:
             print(problem)
@@ -96,8 +103,23 @@ def cmd_check_case(args: argparse.Namespace) -> int:
     return PROBLEMS if bad else CLEAN
 
 
-def case_problems(folder: Path) -> list[str]:
-    """Every rule the case folder breaks, one line each naming the file: `<folder>/repro.py: line 3: ...`."""
+def current_results(cases_dir: Path, record: Path) -> list[tuple[str, Result]]:
+    """The record's current results (`latest()`, superseded rows left out) that the evidence is held against; a
+    record that cannot be read is a usage error (one line)."""
+    from harness.model.case import discover
+    from harness.session.readers import open_reader
+    from harness.session.store import StoreError
+
+    try:
+        return open_reader(None, False, discover(cases_dir)[0], record).latest()
+    except StoreError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def case_problems(folder: Path, latest: Iterable[tuple[str, Result]] = ()) -> list[str]:
+    """Every rule the case folder breaks, one line each naming the file: `<folder>/repro.py: line 3: ...`; with
+    `latest` (the record's current results), every claim of its evidence they contradict (analysis/evidence.py)."""
+    from harness.analysis.evidence import contradicted
     from harness.model.case import load_case
     from harness.model.case_schema import CaseError
 
@@ -108,7 +130,8 @@ def case_problems(folder: Path) -> list[str]:
     source = case.script.read_text()
     variant_args = [list(v.args) for v in case.spec.variants.values()]
     where = f"{folder}/{case.spec.script}"
-    return [f"{folder}/case.yaml: {p}" for p in skip_rules_unexplained(case.spec)] + [
+    said = skip_rules_unexplained(case.spec) + contradicted(case, latest)
+    return [f"{folder}/case.yaml: {p}" for p in said] + [
         f"{where}: {p}" for p in check_script(source) + check_flags_run(source, variant_args)
     ]
 

@@ -1,11 +1,11 @@
 """`nvidia-smi`, started before the harness's own imports where the driver's /proc files list no GPU.
 
 A run must know the GPUs before its first launch (a CUDA job needs one per rank). Where /proc/driver/nvidia/gpus
-lists them, reading it costs ~1 ms; elsewhere one `nvidia-smi` call costs 0.3-1 s, and started from `cmd_run` it
-overlapped only the loading of the cases and the package listing (measured with a 0.6 s stand-in: the run still
-waited 0.57 s for it before its first launch; benchmarks/bench_cuda_launch_path.py). Started here instead, when the
-`bugmatrix` command line (harness/cli.py) imports this module first, for a command that launches (its name in
-sys.argv), it runs while pydantic, rich and the rest are imported (~0.75 s of CPU), and
+lists them, reading it costs ~1 ms; elsewhere one `nvidia-smi` call costs 0.3-1 s, and started by the `run` command
+(harness/commands/run.py) it overlapped only the loading of the cases and the package listing (measured with a 0.6 s
+stand-in: the run still waited 0.57 s for it before its first launch; benchmarks/bench_cuda_launch_path.py). Started
+here instead, when the `bugmatrix` command line (harness/cli.py) imports this module first, for a command that
+launches (its name in sys.argv), it runs while pydantic, rich and the rest are imported (~0.75 s of CPU), and
 `harness.launch.interpreter` takes its answer. Standard library only, so that it starts before anything heavy.
 """
 

@@ -195,10 +195,9 @@ def render_case_yaml(upstream: Upstream, slug: str, packages: list[str]) -> str:
         "      - outcome: skip   # the draft: repro.py exits 125 until it is written",
         "        because: untestable",
         "evidence: |",
-        f"  TODO: the upstream reading ({link}: the issue, the fix, the first release with it)",
-        "  and what was run: the command, the cells or versions, the device and backend, the world sizes,",
-        "  the outcomes seen, and the date.",
-        f"  Drafted for case {cid}: nothing run yet.",
+        f"  TODO: the upstream reading ({link}: what the bug is, the fixing PR or commit, the first release",
+        "  with it and how that was established; see cases/README.md, `evidence`).",
+        f"  Re-run: `uv run bugmatrix run {cid} --all-cells`.",
     ]
     return "\n".join(lines) + "\n"
 

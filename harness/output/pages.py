@@ -2,6 +2,7 @@
 `<!-- NAME: ... -->` ... `<!-- /NAME -->`, each made from its one home and never edited by hand.
 
     cases-table     the committed record (`report --format cases`), never a local store     docs/cases.md
+    catalogue-figures  the case folders and the committed record: counts and size           docs/cases.md
     compat-tables   the committed record (`compat --no-probe`, as coloured HTML grids)      docs/compat.md
     layout-table    the harness package's own docstrings, walked generically                docs/layout.md
     cli-reference   the `bugmatrix` argument parser (every command, step and option)        docs/reference/cli.md
@@ -18,9 +19,15 @@ import ast
 import re
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from harness.model.case import Case
+    from harness.model.result import Result
+    from harness.session.record import Record
 
 REGION = re.compile(r"(<!-- (?P<name>[a-z][a-z-]*):[^>]*-->\n)(?P<body>.*?)(<!-- /(?P=name) -->)", re.DOTALL)
-RECORD_REGIONS = ("cases-table", "compat-tables", "intake-table")
+RECORD_REGIONS = ("cases-table", "compat-tables", "intake-table", "catalogue-figures")
 CODE_REGIONS = ("layout-table", "cli-reference", "commands-table")
 CLI_PAGE = "reference/cli.md"  # under docs/: where the README's command table links
 
@@ -66,7 +73,50 @@ def generated_tables(record_root: Path, cases_dir: Path, matrix_path: Path) -> d
         "cases-table": reports.to_cases_markdown(report),
         "compat-tables": grid,
         "intake-table": reports.intake_markdown(rows),
+        "catalogue-figures": catalogue_figures(cases, store.record, store.latest()),
     }
+
+
+def _count(n: int, word: str) -> str:
+    """`n word` with thousands separated and an `s` unless n is 1: "1 case", "4,700 rows"."""
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def catalogue_figures(cases: list[Case], record: Record, latest: list[tuple[str, Result]]) -> str:
+    """Every figure of the catalogue that prose would otherwise state and let go stale: the cases (by primary
+    package, by device, their variants), the record's rows, files and bytes (as `record fold` writes them) and its
+    current results. How much of the matrix it holds is `bugmatrix record coverage`'s to say: planning the jobs
+    needs the launching layers, which a page never imports."""
+    from collections import Counter
+
+    from harness.model.cell import COMPAT_PREFIX
+    from harness.model.common import primary_package
+    from harness.session.record import render
+
+    packages = Counter(primary_package(c.spec.packages) for c in cases)
+    devices = Counter(tuple(sorted(set(c.spec.devices))) for c in cases)
+    variants = [v for c in cases for v in c.spec.variants.values()]
+    workarounds = sum(v.workaround for v in variants)
+    out = [
+        f"- **{_count(len(cases), 'case')}** in `cases/`, by the package each follows: "
+        + ", ".join(f"{p} {n}" for p, n in sorted(packages.items(), key=lambda kv: (-kv[1], kv[0])))
+        + f"; {devices[('cpu', 'cuda')]} run on CPU and CUDA, {devices[('cuda',)]} on CUDA only, "
+        f"{devices[('cpu',)]} on CPU only; {_count(len(variants), 'variant')} "
+        f"({len(variants) - workarounds} bug or control, {workarounds} workaround).",
+    ]
+    files = render(record)  # the files `record fold` writes, byte for byte
+    results = [r for r in record.rows if not r["cell"].startswith(COMPAT_PREFIX)]  # the rest: compat.jsonl's
+    by_device = Counter(r["device"] for r in results)
+    size = sum(len(text.encode("utf-8")) for text in files.values())
+    out.append(
+        f"- **The record** (`record/`): {_count(len(record.rows), 'row')} in {_count(len(files), 'file')}, "
+        f"{size / 1e6:.2f} MB ({size:,} bytes): {by_device['cpu']:,} CPU and {by_device['cuda']:,} CUDA result "
+        f"rows (superseded and non-verdict history included) and "
+        f"{_count(len(record.rows) - len(results), 'compatibility probe')}, from {_count(len(record.runs), 'run')}; "
+        f"{_count(len(latest), 'current result')} "
+        f"({sum(r.device == 'cpu' for _, r in latest):,} CPU, {sum(r.device == 'cuda' for _, r in latest):,} CUDA)."
+    )
+    return "\n".join(out) + "\n"
 
 
 def code_tables(parser: argparse.ArgumentParser, package: Path) -> dict[str, str]:
