@@ -1054,7 +1054,8 @@ def test_a_new_release_that_fixes_a_case_gets_a_pull_request_with_the_record_and
         "fakelib <2.0: reproduced; otherwise fixed",
     )
     cases_page = (fake_project / "docs" / "cases.md").read_text()
-    assert f"| `{CASE}` — fakelib bug |" in cases_page and "old" not in cases_page  # the tables regenerated from it
+    # the tables regenerated from it
+    assert f'| `{CASE}` — fakelib bug<a id="{CASE}"></a> |' in cases_page and "old" not in cases_page
     assert "old compat" not in (fake_project / "docs" / "compat.md").read_text()
     assert pulls.git_calls[0] == ["checkout", "-B", "bugmatrix/record"]
     assert pulls.git_calls[1] == [

@@ -27,9 +27,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from harness.model.case import Case
-from harness.model.common import logical_name, public_version
+from harness.model.common import logical_name
 from harness.model.outcome import Outcome
 from harness.model.result import Result
+from harness.model.version import PinVersion
 
 OUTCOMES = (Outcome.REPRODUCED.value, Outcome.FIXED.value)
 CONTROL = "control-"  # the naming convention of a variant that never had the bug (cases/README.md)
@@ -77,8 +78,11 @@ def _bug_variants(case: Case) -> set[str]:
 
 def _at(result: Result, package: str, version: str) -> bool:
     """Whether `result` measured `package` (a logical name) at `version`, a local build tag ignored."""
-    want = public_version(version)
-    return any(logical_name(dist) == package and public_version(have) == want for dist, have in result.versions.items())
+    want = PinVersion.parse(version).public_release
+    return any(
+        logical_name(dist) == package and PinVersion.parse(have).public_release == want
+        for dist, have in result.versions.items()
+    )
 
 
 def contradicted(case: Case, latest: Iterable[tuple[str, Result]]) -> list[str]:
