@@ -35,8 +35,8 @@ import os
 import sys
 from pathlib import Path
 
-from harness.commands import UsageError
 from harness.commands.context import Context
+from harness.model.errors import UsageError
 from harness.model.exitcode import ExitCode
 
 AFFECTED, NONE = ExitCode.FAILED, ExitCode.OK

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import argparse
 
-from harness.commands import UsageError
 from harness.commands.context import Context, command_line, dates, positive
 from harness.matrix.basics import MatrixError
+from harness.model.errors import UsageError
 from harness.model.exitcode import ExitCode
 
 
@@ -62,20 +62,12 @@ def run(args: argparse.Namespace) -> ExitCode:
     cases, _ = discover(args.cases_dir)
     matches = [c for c in cases if c.id == args.case] or select(cases, [args.case])
     if not matches:
-        err.print(
-            f"[red]no case in {args.cases_dir} matches {args.case!r}[/] (`bugmatrix list` shows them)", soft_wrap=True
-        )
-        return ExitCode.USAGE_ERROR
+        raise UsageError(f"no case in {args.cases_dir} matches {args.case!r} (`bugmatrix list` shows them)")
     if len(matches) > 1:
-        err.print(
-            f"[red]case {args.case!r} matches {len(matches)} cases[/] ({', '.join(c.id for c in matches)})",
-            soft_wrap=True,
-        )
-        return ExitCode.USAGE_ERROR
+        raise UsageError(f"case {args.case!r} matches {len(matches)} cases ({', '.join(c.id for c in matches)})")
     case = matches[0]
     if args.variant not in case.spec.variants:
-        err.print(f"[red]{case.id} has no variant {args.variant!r}[/] ({', '.join(case.spec.variants)})")
-        return ExitCode.USAGE_ERROR
+        raise UsageError(f"{case.id} has no variant {args.variant!r} ({', '.join(case.spec.variants)})")
     if logical_name(args.package) not in {logical_name(p) for p in case.spec.packages}:
         # moving a package the case does not install cannot change its outcome: refused before a run is begun
         raise UsageError(

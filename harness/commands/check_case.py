@@ -38,7 +38,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.commands import UsageError
+from harness.model.errors import UsageError
 from harness.model.exitcode import ExitCode
 
 if TYPE_CHECKING:  # the schema (pydantic) is imported when a case is checked, not when the CLI starts

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from harness.commands.context import Context
+from harness.model.errors import UsageError
 from harness.model.exitcode import ExitCode
 
 
@@ -48,11 +49,7 @@ def run(args: argparse.Namespace) -> ExitCode:
         runs = [r.run_id for r in store.runs(with_results=True)]  # an empty run is never compared
         names = tuple(args.runs) if len(args.runs) == 2 else tuple(runs[-2:])
         if len(names) != 2 or any(n not in runs for n in names):
-            err.print(
-                f"[red]need two runs with results to compare[/] (in {args.db}: {', '.join(runs) or 'none'})",
-                soft_wrap=True,
-            )
-            return ExitCode.USAGE_ERROR
+            raise UsageError(f"need two runs with results to compare (in {args.db}: {', '.join(runs) or 'none'})")
         old, new = store.latest(names[0]), store.latest(names[1])
     changes = compare(old, new)
     unexpected = [c for c in changes if c.unexpected]

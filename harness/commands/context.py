@@ -15,8 +15,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from harness.commands import COMMANDS, DESCRIPTION, UsageError
+from harness.commands import COMMANDS, DESCRIPTION
 from harness.matrix.basics import DEFAULT_MATRIX, ENVS_FALLBACK, MatrixError, default_envs, default_matrix
+from harness.model.errors import UsageError
 from harness.model.exitcode import ExitCode
 from harness.session.basics import DB_FALLBACK, RECORD_FALLBACK, default_record
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 from harness.commands.context import Context
-from harness.matrix.basics import MatrixError
+from harness.model.errors import UsageError
 from harness.model.exitcode import ExitCode
 
 
@@ -44,17 +44,12 @@ def run(args: argparse.Namespace) -> ExitCode:
     from harness.output.tables import matrix_rows, matrix_table, to_json
 
     ctx = Context(args)
-    try:
-        matrix = ctx.matrix
-    except MatrixError as exc:
-        ctx.err.print(f"[red]invalid matrix[/] {exc}", soft_wrap=True)
-        return ExitCode.USAGE_ERROR
+    matrix = ctx.matrix  # an invalid matrix: MatrixError, one line, exit 2
     if args.github:
         try:
             print(json.dumps(job_matrix(matrix, cells=args.cells, cases=args.cases)))
-        except (MatrixError, ValueError) as exc:
-            ctx.err.print(f"[red]cannot plan the GitHub job matrix[/] {exc}", soft_wrap=True)
-            return ExitCode.USAGE_ERROR
+        except ValueError as exc:
+            raise UsageError(f"cannot plan the GitHub job matrix: {exc}") from exc
         return ExitCode.OK
     rows = matrix_rows(matrix)
     if args.json:

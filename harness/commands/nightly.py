@@ -13,9 +13,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.commands import UsageError
 from harness.commands.context import Context
 from harness.matrix.basics import MatrixError
+from harness.model.errors import BugmatrixError, StepError, UsageError
 from harness.model.exitcode import ExitCode
 from harness.session.basics import NIGHTLY_DB, RECORD_FALLBACK, default_record
 
@@ -130,7 +130,10 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
 
 
 def run(args: argparse.Namespace) -> ExitCode:
-    """Carry out the step asked for."""
+    """Carry out the step asked for; bad input is annotated for the workflow's page (the title a `StepError`
+    gives) before harness/cli.py prints its line and exits with its code."""
+    from harness.workflows import nightly
+
     steps = {
         "plan": plan,
         "cell": cell,
@@ -140,20 +143,25 @@ def run(args: argparse.Namespace) -> ExitCode:
         "record-pr": record_pr,
         "feed": feed,
     }
-    return ExitCode(steps[args.step](args))
+    try:
+        return ExitCode(steps[args.step](args))
+    except BugmatrixError as exc:
+        title = exc.title if isinstance(exc, StepError) else f"bugmatrix nightly {args.step}"
+        nightly.Actions.from_env().annotate("error", title, str(exc))
+        raise
 
 
 def plan(args: argparse.Namespace) -> int:
     """`nightly plan`: the job matrix of the nightly's cell jobs."""
     from harness.workflows import nightly
 
-    actions = nightly.Actions.from_env()
     try:
         matrix = Context(args).matrix
     except MatrixError as exc:
-        actions.annotate("error", "Invalid matrix", str(exc))
-        return ExitCode.USAGE_ERROR
-    return nightly.run_plan(matrix, args.cells, args.cases, nightly.truthy(args.cuda_runners), actions)
+        raise StepError("Invalid matrix", str(exc)) from exc
+    return nightly.run_plan(
+        matrix, args.cells, args.cases, nightly.truthy(args.cuda_runners), nightly.Actions.from_env()
+    )
 
 
 def cell(args: argparse.Namespace) -> int:
@@ -195,16 +203,14 @@ def aggregate(args: argparse.Namespace) -> int:
     try:
         include = nightly.read_plan(args.plan)
     except (ValueError, KeyError, TypeError) as exc:
-        actions.annotate("error", "Invalid plan", f"--plan is not the plan step's matrix: {exc}")
-        return ExitCode.USAGE_ERROR
+        raise StepError("Invalid plan", f"--plan is not the plan step's matrix: {exc}") from exc
     matrix = Context(args).optional_matrix(invalid_is_none=True)  # no matrix: the report has no upload dates
     try:
         decided = nightly.aggregate(
             args.shards, args.results, include, args.baseline, args.cases_dir, actions, matrix, record_root=args.record
         )
     except StoreError as exc:
-        actions.annotate("error", "Cannot merge", str(exc))
-        return ExitCode.USAGE_ERROR
+        raise StepError("Cannot merge", str(exc)) from exc
     return decided.exit_code
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.commands.context import Context, command_line, positive, size
-from harness.matrix.basics import DEFAULT_MATRIX, MatrixError, default_envs
+from harness.matrix.basics import DEFAULT_MATRIX, default_envs
 from harness.model.exitcode import ExitCode
 from harness.session.basics import default_db
 
@@ -93,7 +93,7 @@ def execute(options: RunOptions) -> ExitCode:
     equals the expected one (see `harness.model.result.misses`), 5 when the selection matches nothing or nothing
     could run, and record nothing for a selection that matches nothing."""
     from harness.launch.execute import unrunnable
-    from harness.launch.interpreter import InterpreterError, inspect_interpreter, machine_name, prefetch_gpus
+    from harness.launch.interpreter import inspect_interpreter, machine_name, prefetch_gpus
     from harness.model.result import counts, misses
     from harness.output.console import is_terminal
     from harness.output.progress import LaunchLines, ProgressDisplay, progress_bar
@@ -126,21 +126,15 @@ def execute(options: RunOptions) -> ExitCode:
         all_cells=options.all_cells,
     )
     environments: Environments
-    if selection.in_matrix:
-        try:
-            matrix = ctx.matrix
-            jobs = plan_cells(cases, matrix, selection)
-        except MatrixError as exc:
-            err.print(f"[red]invalid matrix[/] {exc}", soft_wrap=True)
-            return ExitCode.USAGE_ERROR
+    if (
+        selection.in_matrix
+    ):  # an invalid matrix or cell: MatrixError; an unusable interpreter: InterpreterError (exit 2)
+        matrix = ctx.matrix
+        jobs = plan_cells(cases, matrix, selection)
         environments = MatrixEnvironments(ctx.environments(matrix, options.disk_budget))
         python = None
     else:
-        try:
-            env = inspect_interpreter(options.python)
-        except InterpreterError as exc:
-            err.print(f"[red]cannot use the environment[/] {exc}", soft_wrap=True)
-            return ExitCode.USAGE_ERROR
+        env = inspect_interpreter(options.python)
         jobs = plan_local(cases, selection)
         environments, python = LocalEnvironment(env), env
     if not jobs:

@@ -25,6 +25,7 @@ from pydantic import BaseModel
 from harness.launch import early_smi
 from harness.launch.processes import run_bounded
 from harness.model.common import distributions
+from harness.model.errors import BugmatrixError
 
 
 def _inspect():  # standard library only, no annotations: its source also runs in any interpreter (Python >= 3.8)
@@ -113,7 +114,7 @@ class Environment(BaseModel):
         return out
 
 
-class InterpreterError(RuntimeError):
+class InterpreterError(BugmatrixError, RuntimeError):
     """The interpreter could not be started or could not list its packages."""
 
 

@@ -63,6 +63,8 @@ from typing import Protocol
 
 from harness.launch.logscan import human_size
 from harness.model.cell import COMPAT_PREFIX
+from harness.model.errors import BugmatrixError
+from harness.model.exitcode import ExitCode
 from harness.model.job import LOCAL_CELL, SETTLED
 from harness.model.names import UnsafeName, check_key
 from harness.model.outcome import Outcome, RankStatus
@@ -169,14 +171,16 @@ def _kept(compat: bool, column: str = "cell") -> str:
     return f"substr({column}, 1, {len(COMPAT_PREFIX)}) {'=' if compat else '!='} '{COMPAT_PREFIX}'"
 
 
-class StoreError(RuntimeError):
+class StoreError(BugmatrixError, RuntimeError):
     """The store file cannot be opened or is not a bugmatrix store."""
 
 
-class DiskFull(RuntimeError):
+class DiskFull(BugmatrixError, RuntimeError):
     """The store could not be written for want of space (see the module docstring): not a `StoreError`, since the
     store itself is sound. `recording` fills in the run it was recording and whether that run could be marked
     `interrupted`; the message is one line naming the store and the free space on its disk."""
+
+    exit_code = ExitCode.DISK_FULL
 
     def __init__(self, path: Path, error: str, free: int | None) -> None:
         super().__init__(path, error, free)

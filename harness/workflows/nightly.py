@@ -64,6 +64,7 @@ from typing import Any, TextIO
 from harness.analysis.compare import compare, comparison
 from harness.matrix.basics import MatrixError
 from harness.matrix.expand import Matrix
+from harness.model.errors import BugmatrixError, StepError
 from harness.model.exitcode import ExitCode
 from harness.output import reports
 from harness.output.github import job_matrix, split_list
@@ -184,12 +185,11 @@ def plan_summary(include: list[dict[str, Any]]) -> str:
 
 def run_plan(matrix: Matrix, cells: str, cases: str, cuda_runners: bool, gh: Actions) -> ExitCode:
     """The plan step: prints the job matrix (one line of JSON) and sets the output `matrix`; 1 when nothing runs,
-    2 when the selection is invalid."""
+    a `StepError` (exit 2) when the selection is invalid."""
     try:
         plan = plan_jobs(matrix, cells, cases, cuda_runners)
     except (MatrixError, ValueError) as exc:
-        gh.annotate("error", "Cannot plan the cells", str(exc))
-        return ExitCode.USAGE_ERROR
+        raise StepError("Cannot plan the cells", str(exc)) from exc
     if plan.skipped:
         gh.annotate(
             "notice",
@@ -228,6 +228,9 @@ def run_cell(
     results.mkdir(parents=True, exist_ok=True)
     try:
         rc = int(runner(cell, results / f"{slug}.db", split_list(cases), matrix))
+    except BugmatrixError as exc:  # bad input (an invalid matrix or cell): its one line and its code, 2
+        print(f"bugmatrix nightly cell: {exc}", file=sys.stderr)
+        rc = exc.exit_code
     except Exception:  # a crash is that cell's failure, recorded like any other; the other cells go on
         traceback.print_exc()
         rc = 1
@@ -560,10 +563,9 @@ def gh_commands(actions: list[IssueAction]) -> list[list[str]]:
 
 def open_issues(compare_file: Path, url: str, gh: Gh, actions: Actions, dry_run: bool = False) -> ExitCode:
     """The issues step: 0 when every issue was opened or commented on (or, dry, the plan printed), 1 when gh
-    failed, 2 when there is no comparison."""
+    failed; a `StepError` (exit 2) when there is no comparison."""
     if not compare_file.is_file():
-        actions.annotate("error", "No comparison", f"{compare_file} is missing: nothing to open issues for")
-        return ExitCode.USAGE_ERROR
+        raise StepError("No comparison", f"{compare_file} is missing: nothing to open issues for")
     try:
         existing = json.loads(gh(list_issues_command()) or "[]")
         plan = plan_issues(json.loads(compare_file.read_text()), existing, url)
@@ -774,13 +776,12 @@ def open_record_pr(
     record's tables in `pages` (default: README.md and docs/ of the current folder, wherever they are held), and
     open or update one pull request with all of it; then dispatch CI on the branch (a pull request pushed with
     the workflow's GITHUB_TOKEN triggers no workflow, but a `workflow_dispatch` does). 0 when there was nothing to
-    change or the pull request was opened or updated (or, dry, its body printed), 1 when git or gh failed, 2
-    without tonight's store. It never touches the verdict."""
+    change or the pull request was opened or updated (or, dry, its body printed), 1 when git or gh failed; a
+    `StepError` (exit 2) without tonight's store. It never touches the verdict."""
     import datetime
 
     if not db.is_file():
-        actions.annotate("error", "No results", f"{db} is missing: nothing to record")
-        return ExitCode.USAGE_ERROR
+        raise StepError("No results", f"{db} is missing: nothing to record")
     today = today or datetime.datetime.now(datetime.timezone.utc).date().isoformat()
     try:
         listed = json.loads(gh(list_issues_command()) or "[]") if not dry_run else []
