@@ -1,6 +1,7 @@
 """`bugmatrix report`: the reproduce/fix picture across cells, from the record with the store layered over it.
 
-Exit codes: 0 shown, 1 no results for the selection, 2 an explicit --db that does not exist.
+Exit codes: 0 shown, 2 an explicit --db that does not exist, 5 no results for the selection (as `expect` and
+`narrow`: nothing measured).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     if not results and not asked_unmeasured:
         which = f" for run {args.run}" if args.run else ""
         ctx.err.print(f"[yellow]no results in {args.record} or {args.db}{which}[/]")
-        return ExitCode.FAILED
+        return ExitCode.NOTHING_RAN
     ctx.err.print(f"report of {ctx.sources()}", soft_wrap=True, highlight=False)
     matrix = ctx.optional_matrix(invalid_is_none=True)
     report = matrix_report.report_for(
