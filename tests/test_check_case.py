@@ -1,4 +1,4 @@
-"""Every case folder follows cases/README.md, as `bugmatrix check-case` checks it (harness/commands/check_case.py).
+"""Every case folder follows cases/README.md, as `bugmatrix check-case` checks it (harness/analysis/caselint.py).
 
 The scripts are parsed with `ast`, never imported or run (the cases themselves run as pytest items elsewhere). The
 rules are the command's; here they are applied to every case under cases/, with the gaps known today listed exactly
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.analysis.caselint import case_problems, check_flags_run, check_script
 from harness.cli import main
-from harness.commands.check_case import case_problems, check_flags_run, check_script
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ROOT / "cases"

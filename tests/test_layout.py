@@ -19,7 +19,7 @@ HARNESS = Path(__file__).resolve().parent.parent / "harness"
 LAYERS = ["model", "launch", "matrix", "session", "analysis", "output", "workflows", "commands"]
 ENTRY_POINTS = {"cli.py", "pytest_plugin.py", "__main__.py", "__init__.py"}
 # What launches a job: the launcher itself, the session pipeline and its scheduler, and every workflow. Not
-# launch/interpreter.py (it asks an interpreter what it has installed; audit in analysis/ reads that) nor
+# launch/interpreter.py (it asks an interpreter what it has installed; the pages in output/ reach it) nor
 # launch/processes.py (the tree kill and time bound both it and torchrun.py use).
 LAUNCHING = (
     "harness.launch.execute",
@@ -142,13 +142,23 @@ def test_a_planted_launching_import_in_output_is_caught(tmp_path: Path) -> None:
     assert not launching_reached(import_graph(), "harness.output.tables")
 
 
-def test_the_interpreter_listing_analysis_reads_kills_its_tree_without_the_launcher(tmp_path: Path) -> None:
-    """audit (analysis/) lists an interpreter's packages through launch/interpreter.py, whose time bound kills the
-    listing's whole tree with launch/processes.py; taking that kill from torchrun.py, where it was written first,
-    would make analysis/ reach the launcher (a copy of the harness with that import fails the rule)."""
+def test_rule_evaluation_lives_below_every_layer_that_reads_it() -> None:
+    """Evaluating a variant's expect rules launches nothing: it is model/expectations.py (it was launch/, so that
+    analysis/ reached into launch/ for it, and for the `Environment` it judges, now model/environment.py)."""
+    graph = import_graph()
+    assert "harness.model.expectations" in graph and "harness.launch.expectations" not in graph
+    for reader in ("harness.analysis.audit", "harness.analysis.expect"):
+        reached = sorted(m for m in reach(graph, reader) if m.startswith("harness.launch."))
+        assert not {"harness.launch.interpreter", "harness.launch.expectations"} & set(reached), (reader, reached)
+
+
+def test_the_interpreter_listing_a_reader_reaches_kills_its_tree_without_the_launcher(tmp_path: Path) -> None:
+    """The pages (output/) name the machine through launch/interpreter.py, whose time bound kills a listing's whole
+    tree with launch/processes.py; taking that kill from torchrun.py, where it was written first, would make output/
+    reach the launcher (a copy of the harness with that import fails the rule)."""
     import shutil
 
-    assert {"harness.launch.interpreter", "harness.launch.processes"} <= reach(import_graph(), "harness.analysis.audit")
+    assert {"harness.launch.interpreter", "harness.launch.processes"} <= reach(import_graph(), "harness.output.pages")
     copy = tmp_path / "harness"
     shutil.copytree(HARNESS, copy, ignore=shutil.ignore_patterns("__pycache__"))
     planted = copy / "launch" / "interpreter.py"
@@ -158,7 +168,7 @@ def test_the_interpreter_listing_analysis_reads_kills_its_tree_without_the_launc
             "from harness.launch.torchrun import run_abortable as run_bounded",
         )
     )
-    assert launching_reached(import_graph(copy), "harness.analysis.audit") == ["harness.launch.torchrun"]
+    assert launching_reached(import_graph(copy), "harness.output.pages") == ["harness.launch.torchrun"]
 
 
 def test_nothing_reenters_the_command_line() -> None:

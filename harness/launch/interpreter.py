@@ -20,11 +20,10 @@ from functools import lru_cache
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
-from pydantic import BaseModel
 
 from harness.launch import early_smi
 from harness.launch.processes import run_bounded
-from harness.model.common import distributions
+from harness.model.environment import Environment, Installed
 from harness.model.errors import BugmatrixError
 
 
@@ -75,43 +74,6 @@ def _inspect():  # standard library only, no annotations: its source also runs i
 
 
 _INSPECT = inspect.getsource(_inspect) + "import json\nprint(json.dumps(_inspect()))\n"  # the same, elsewhere
-
-
-class Installed(BaseModel):
-    """One installed distribution: its version and, when installed from git, the commit."""
-
-    name: str
-    version: str
-    commit: str | None = None
-
-
-class Environment(BaseModel):
-    """An interpreter the harness can launch cases with, and what it has installed."""
-
-    python: str
-    python_version: str
-    packages: dict[str, Installed]
-
-    def get(self, package: str) -> Installed | None:
-        """The installed distribution providing `package` (aliases such as fbgemm-gpu -> fbgemm-gpu-cpu)."""
-        for name in distributions(package):
-            found = self.packages.get(canonicalize_name(name))
-            if found:
-                return found
-        return None
-
-    def missing(self, packages: list[str]) -> list[str]:
-        """The names in `packages` that this environment does not provide."""
-        return [p for p in packages if self.get(p) is None]
-
-    def versions_of(self, packages: list[str]) -> dict[str, str]:
-        """`{package: "version"}` (or `"version @ commit"`) for the installed ones among `packages`."""
-        out: dict[str, str] = {}
-        for package in packages:
-            found = self.get(package)
-            if found:
-                out[found.name] = found.version + (f" @ {found.commit}" if found.commit else "")
-        return out
 
 
 class InterpreterError(BugmatrixError, RuntimeError):
