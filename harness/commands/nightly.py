@@ -230,20 +230,18 @@ def record_pr(args: argparse.Namespace) -> int:
 
     # no matrix: every boundary is then unknown: nothing is derived, each variant says why
     matrix = Context(args).optional_matrix(invalid_is_none=True)
-    return nightly.open_record_pr(
+    request = nightly.RecordRequest(
         args.db,
         args.record,
         args.cases_dir,
         matrix,
         args.run_url,
-        nightly.run_gh,
-        nightly.run_git,
-        nightly.Actions.from_env(),
         branch=args.branch,
         dry_run=args.dry_run,
         pages=args.page,
         refresh=matrix is not None,
     )
+    return nightly.open_record_pr(request, nightly.run_gh, nightly.run_git, nightly.Actions.from_env())
 
 
 def feed(args: argparse.Namespace) -> int:
