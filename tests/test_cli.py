@@ -196,3 +196,29 @@ def test_the_nightly_cell_keeps_exit_2_for_bad_input(tmp_path: Path, monkeypatch
     assert main(argv) == 2
     assert (results / "c.exit-code").read_text() == "2\n"
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_one_format_option_with_json_as_its_alias(make_case: MakeCase, tmp_path: Path, capsys) -> None:
+    """Every command that answers in JSON has one `--format` (a renderer per choice) and `--json` as the same as
+    `--format json`; `report` had only `--format`, `compare` `--json` beside `--markdown`, `list` only `--json`."""
+    import argparse
+
+    from harness.commands.context import build_parser
+
+    [sub] = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    parsers = dict(sub.choices)
+    parsers["record coverage"] = next(
+        a for a in parsers["record"]._actions if isinstance(a, argparse._SubParsersAction)
+    ).choices["coverage"]
+    with_json = {name for name, p in parsers.items() if "--json" in p._option_string_actions}
+    assert {"list", "run", "matrix", "report", "compare", "bisect", "narrow", "expect", "compat", "audit"} <= with_json
+    for name in with_json:
+        options = parsers[name]._option_string_actions
+        assert "json" in options["--format"].choices, name
+        assert options["--json"].dest == options["--format"].dest == "format", name
+    make_case(FIXED_SCRIPT)
+    cases = ["--cases-dir", str(tmp_path / "cases")]
+    assert main([*cases, "list", "--json"]) == 0
+    said = capsys.readouterr().out
+    assert main([*cases, "list", "--format", "json"]) == 0
+    assert capsys.readouterr().out == said and json.loads(said)["cases"][0]["id"] == "fake-1-case"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from harness.commands.context import Context, command_line, dates, positive
+from harness.commands.context import Context, add_format, command_line, dates, positive
 from harness.matrix.basics import MatrixError
 from harness.model.errors import UsageError
 from harness.model.exitcode import ExitCode
@@ -19,8 +19,9 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
     p = sub.add_parser(
         "bisect",
         help="find the release (and commit) where a case's outcome changes",
-        parents=[parents[f] for f in ("--json", "--db", "--matrix", "--envs", "--jobs", "--record")],
+        parents=[parents[f] for f in ("--db", "--matrix", "--envs", "--jobs", "--record")],
     )
+    add_format(p, ("text", "json"))
     p.add_argument("case", help="case id (or a unique part of it)")
     p.add_argument("--package", required=True, help="the package to move, e.g. torchrec")
     p.add_argument("--variant", default="bug")
@@ -108,7 +109,7 @@ def run(args: argparse.Namespace) -> ExitCode:
             err.print(f"[red]bisect refused:[/] {exc}", soft_wrap=True)
             return ExitCode.FAILED
     summary = bisect_summary(case.id, args.variant, args.package, levels, probed, case.spec.packages)
-    if args.json:
+    if args.format == "json":
         print(bisect_json(run_id, summary, levels))
     else:
         console = ctx.out

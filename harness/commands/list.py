@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import argparse
 
-from harness.commands.context import Context
+from harness.commands.context import Context, add_format
 from harness.model.exitcode import ExitCode
 
 
 def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
     """Register `list`."""
-    sub.add_parser("list", help="show the cases", parents=[parents["--json"]])
+    add_format(sub.add_parser("list", help="show the cases"), ("table", "json"))
 
 
 def run(args: argparse.Namespace) -> ExitCode:
@@ -23,7 +23,7 @@ def run(args: argparse.Namespace) -> ExitCode:
 
     ctx = Context(args)
     cases, errors = ctx.cases()
-    if args.json:
+    if args.format == "json":
         print(to_json({"cases": [case_row(c) for c in cases], "errors": [str(e) for e in errors]}))
     else:
         ctx.out.print(cases_table(cases))

@@ -22,7 +22,7 @@ import json
 import sys
 from pathlib import Path
 
-from harness.commands.context import Context
+from harness.commands.context import Context, add_format
 from harness.model.errors import UsageError
 from harness.model.exitcode import ExitCode
 
@@ -88,8 +88,9 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
         "coverage",
         help="which jobs of `run --all-cells` the record holds a row for (measured "
         "with the committed script); exit 1 while any is missing",
-        parents=[parents["--record"], parents["--matrix"], parents["--json"]],
+        parents=[parents["--record"], parents["--matrix"]],
     )
+    add_format(cov, ("table", "json"))
     cov.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="the jobs of this device (default cpu)")
     cov.add_argument("--missing", action="store_true", help="list every missing job, not only the count per cell")
 
@@ -245,7 +246,7 @@ def coverage(args: argparse.Namespace) -> ExitCode:
     verdicts = sum(c.verdicts for c in cells)
     others = dict(sum((c.non_verdicts for c in cells), Counter()))
     missing = sum(len(c.missing) for c in cells)
-    if args.json:
+    if args.format == "json":
         print(
             json.dumps(
                 {

@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.commands.context import Context
+from harness.commands.context import Context, add_format
 from harness.model.exitcode import ExitCode
 
 
@@ -23,10 +23,9 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
     )
     p.add_argument("cases", nargs="*", help="case ids (substrings); default: every case in the store")
     p.add_argument("--run", help="only this run (default: the newest result of every case x cell)")
-    p.add_argument(
-        "--format",
-        choices=["table", "markdown", "html", "json", "cases"],
-        default="table",
+    add_format(
+        p,
+        ("table", "markdown", "html", "json", "cases"),
         help="cases: one Markdown row per case (the table of docs/cases.md)",
     )
     p.add_argument("-o", "--output", type=Path, help="write to this file instead of stdout")

@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.commands.context import Context, command_line, positive, size
+from harness.commands.context import Context, add_format, command_line, positive, size
 from harness.matrix.basics import DEFAULT_MATRIX, default_envs
 from harness.model.exitcode import ExitCode
 from harness.session.basics import default_db
@@ -24,8 +24,9 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
     p = sub.add_parser(
         "run",
         help="run cases x variants x world sizes (here, or in matrix cells)",
-        parents=[parents[f] for f in ("--json", "--db", "--matrix", "--envs", "--jobs")],
+        parents=[parents[f] for f in ("--db", "--matrix", "--envs", "--jobs")],
     )
+    add_format(p, ("table", "json"))
     p.add_argument("cases", nargs="*", help="case ids (substrings); default: all")
     p.add_argument("--device", action="append", choices=["cpu", "cuda"], help="default: cuda if present, else cpu")
     p.add_argument("--variant", action="append", help="only these variants (repeatable)")
@@ -71,11 +72,16 @@ class RunOptions:
     no_store: bool = False
     repeat: int = 1
     redo: bool = False
-    json: bool = False
+    format: str = "table"  # or "json"
     db: Path = field(default_factory=default_db)
     matrix: Path = DEFAULT_MATRIX
     envs: Path = field(default_factory=default_envs)
     jobs: int = field(default_factory=lambda: os.cpu_count() or 1)
+
+    @property
+    def json(self) -> bool:
+        """Whether the run answers in JSON (`--format json`, `--json`)."""
+        return self.format == "json"
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> RunOptions:
