@@ -1,6 +1,7 @@
 """The `bugmatrix` entry point: parse the command line with the parser of the command it names (built by
 `build_parser`, harness/commands/context.py) and run that command (harness/commands/<name>.py), turning one-line errors
-into exit 2 (a full disk under the results store into exit 3) and Ctrl-C, SIGTERM and SIGHUP into exit 130."""
+(a `BugmatrixError`, harness/model/errors.py) into the exit code each carries (2; 3 for a full disk under the
+results store) and Ctrl-C, SIGTERM and SIGHUP into exit 130."""
 
 from __future__ import annotations
 
@@ -15,30 +16,12 @@ import sys
 
 from harness.commands import COMMANDS
 from harness.commands.context import build_parser, command
+from harness.model.errors import BugmatrixError
 from harness.model.exitcode import ExitCode
 
-# Errors whose message already says what is wrong in one line (the file and field, the run, the package): module, name.
-ONE_LINE_ERRORS = (
-    ("harness.session.store", "StoreError"),
-    ("harness.matrix.basics", "MatrixError"),
-    ("harness.model.case_schema", "CaseError"),
-    ("harness.matrix.basics", "IndexLookupError"),
-    ("harness.workflows.bisect", "BisectError"),
-    ("harness.matrix.git", "GitError"),
-    ("harness.launch.interpreter", "InterpreterError"),
-    ("harness.commands", "UsageError"),
-    ("harness.session.store", "DiskFull"),
-)
 # What only launching needs (pyproject.toml's `run` extra), by import name: an audit install goes without them.
 LAUNCH_ONLY = {"psutil", "pytest", "xdist", "uv", "ruamel"}
 RUN_EXTRA = "pip install 'bugmatrix[run]'"
-
-
-def one_line_errors() -> tuple[type[Exception], ...]:
-    """The `ONE_LINE_ERRORS` this process can have raised: those of the modules it imported. Evaluated only when an
-    exception reaches `main`, and importing nothing: an error of a module never imported was never raised, and
-    importing one to find out could fail itself (bisect's needs the launch-only dependencies)."""
-    return tuple(getattr(sys.modules[module], name) for module, name in ONE_LINE_ERRORS if module in sys.modules)
 
 
 def chosen(argv: list[str]) -> str | None:
@@ -91,16 +74,15 @@ def _main(argv: list[str]) -> int:
     signal.signal(signal.SIGHUP, _sigterm_as_interrupt)  # a closed terminal or a killed job shell: same cleanup
     try:
         return int(command(args.command).run(args))
-    except one_line_errors() as exc:  # a bad store, matrix, index answer or argument: one line, never a traceback
+    except BugmatrixError as exc:  # a bad store, matrix, index answer or argument: one line, never a traceback
         from rich.markup import escape
 
         from harness.output.console import make_console
-        from harness.session.store import DiskFull
 
         make_console(stderr=True).print(
             f"[red]bugmatrix {args.command}:[/] {escape(str(exc))}", soft_wrap=True, highlight=False
         )
-        return ExitCode.DISK_FULL if isinstance(exc, DiskFull) else ExitCode.USAGE_ERROR
+        return exc.exit_code
     except KeyboardInterrupt:
         from harness.output.console import make_console
 

@@ -1,4 +1,4 @@
-"""Every case folder follows cases/README.md, as `bugmatrix check-case` checks it (harness/commands/check_case.py).
+"""Every case folder follows cases/README.md, as `bugmatrix check-case` checks it (harness/analysis/caselint.py).
 
 The scripts are parsed with `ast`, never imported or run (the cases themselves run as pytest items elsewhere). The
 rules are the command's; here they are applied to every case under cases/, with the gaps known today listed exactly
@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from harness.analysis.caselint import case_problems, check_flags_run, check_script, current_results
 from harness.analysis.evidence import claims
 from harness.cli import main
-from harness.commands.check_case import case_problems, check_flags_run, check_script, current_results
 from harness.model.outcome import Outcome
 from harness.session.record import Record, write
 from tests.helpers import DAY, RUN, audit_row

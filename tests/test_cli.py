@@ -155,3 +155,70 @@ def test_a_result_reused_from_an_imported_record_is_judged_by_todays_rules(
     [result] = out["results"]
     assert (result["outcome"], result["expected"]) == ("fixed", "fixed") and out["ok"] is True
     assert result["started_at"] == row.started_at  # reused, not launched again
+
+
+def test_every_layers_error_is_one_class_carrying_its_exit_code() -> None:
+    """harness/cli.py catches `BugmatrixError` once (it listed 8 unrelated classes by module and name); each layer's
+    own error is a subclass and says its code: 2, or 3 for a full disk under the store."""
+    from harness.launch.interpreter import InterpreterError
+    from harness.matrix.basics import IndexLookupError, MatrixError
+    from harness.matrix.git import GitError
+    from harness.model.case_schema import CaseError
+    from harness.model.errors import BugmatrixError, UsageError
+    from harness.session.store import DiskFull, StoreError
+    from harness.workflows.bisect import BisectError
+
+    for error in (UsageError, StoreError, MatrixError, CaseError, IndexLookupError, BisectError, GitError):
+        assert issubclass(error, BugmatrixError) and error.exit_code == 2, error
+    assert issubclass(InterpreterError, BugmatrixError) and InterpreterError.exit_code == 2
+    assert issubclass(DiskFull, BugmatrixError) and DiskFull.exit_code == 3
+    assert "except BugmatrixError" in (Path(__file__).parent.parent / "harness" / "cli.py").read_text()
+
+
+def test_an_invalid_matrix_is_one_line_on_stderr_for_every_command(tmp_path: Path, capsys) -> None:
+    """`env build` printed its matrix error on stdout (where `env list`'s table goes); now every command's bad input
+    takes the same road out: one line on stderr naming the command, exit 2."""
+    (tmp_path / "matrix.yaml").write_text("cells: [")
+    for argv in (["env", "build"], ["matrix"], ["run", "--all-cells"]):
+        code = main(["--cases-dir", str(tmp_path), *argv, "--matrix", str(tmp_path / "matrix.yaml")])
+        said = capsys.readouterr()
+        assert code == 2 and said.out == "", (argv, said.out)
+        assert said.err.startswith(f"bugmatrix {argv[0]}: {tmp_path / 'matrix.yaml'}") and said.err.count("\n") == 1
+
+
+def test_the_nightly_cell_keeps_exit_2_for_bad_input(tmp_path: Path, monkeypatch, capsys) -> None:
+    """A cell whose `run` refused its input (here a --cases-dir that does not exist) keeps 2, as the annotation
+    explains it ("2: invalid input"), not 1 with a traceback as for a crash."""
+    monkeypatch.delenv("GITHUB_OUTPUT", raising=False)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    results = tmp_path / "results"
+    argv = ["--cases-dir", str(tmp_path / "none"), "nightly", "cell", "--cell", "c", "--results", str(results)]
+    assert main(argv) == 2
+    assert (results / "c.exit-code").read_text() == "2\n"
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_one_format_option_with_json_as_its_alias(make_case: MakeCase, tmp_path: Path, capsys) -> None:
+    """Every command that answers in JSON has one `--format` (a renderer per choice) and `--json` as the same as
+    `--format json`; `report` had only `--format`, `compare` `--json` beside `--markdown`, `list` only `--json`."""
+    import argparse
+
+    from harness.commands.context import build_parser
+
+    [sub] = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    parsers = dict(sub.choices)
+    parsers["record coverage"] = next(
+        a for a in parsers["record"]._actions if isinstance(a, argparse._SubParsersAction)
+    ).choices["coverage"]
+    with_json = {name for name, p in parsers.items() if "--json" in p._option_string_actions}
+    assert {"list", "run", "matrix", "report", "compare", "bisect", "narrow", "expect", "compat", "audit"} <= with_json
+    for name in with_json:
+        options = parsers[name]._option_string_actions
+        assert "json" in options["--format"].choices, name
+        assert options["--json"].dest == options["--format"].dest == "format", name
+    make_case(FIXED_SCRIPT)
+    cases = ["--cases-dir", str(tmp_path / "cases")]
+    assert main([*cases, "list", "--json"]) == 0
+    said = capsys.readouterr().out
+    assert main([*cases, "list", "--format", "json"]) == 0
+    assert capsys.readouterr().out == said and json.loads(said)["cases"][0]["id"] == "fake-1-case"

@@ -190,6 +190,19 @@ def test_each_exit_code_of_the_readme_is_what_the_command_returns(
     assert got == code, capsys.readouterr()
 
 
+@pytest.mark.parametrize("command", ["report", "expect"])
+def test_no_results_for_the_selection_is_nothing_ran_for_every_reading_command(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The README's 5 ("nothing ran"), as `expect` and `narrow` answer it: `report` exited 1 (a miss) when its
+    selection had no result."""
+    argv = [command, "no-such-case-anywhere", "--db", str(tmp_path / "none.db"), "--record", str(tmp_path)]
+    ResultStore(tmp_path / "none.db")  # an empty store, over an empty record
+    code = main(["--cases-dir", str(ROOT / "cases"), *argv])
+    assert code == 5, capsys.readouterr()
+    assert "no results in" in capsys.readouterr().err
+
+
 # --- generated parts ---------------------------------------------------------------------------------------------
 
 

@@ -15,9 +15,9 @@ import yaml
 
 from harness.analysis.expect import derive, environment_of, measurements, rewrite, rules_text, write_case
 from harness.cli import main
-from harness.launch.expectations import expected_outcome
 from harness.model.case import Case, load_case
 from harness.model.case_schema import Rule, Variant
+from harness.model.expectations import expected_outcome
 from harness.model.outcome import Outcome
 from harness.model.result import Result
 from harness.session.store import ResultStore

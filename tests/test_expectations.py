@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from harness.launch.expectations import expected_outcome
 from harness.launch.interpreter import Environment, Installed
 from harness.model.case_schema import Variant
+from harness.model.expectations import expected_outcome
 from harness.model.outcome import Outcome
 
 

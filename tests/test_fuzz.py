@@ -290,7 +290,7 @@ def test_every_command_that_reads_the_folder_says_so_in_one_line(tmp_path: Path)
         (
             ["matrix", "--matrix", str(tmp_path / "matrix.yaml")],
             2,
-            f"invalid matrix {tmp_path / 'matrix.yaml'}: line 3: nested more than 100 levels deep",
+            f"bugmatrix matrix: {tmp_path / 'matrix.yaml'}: line 3: nested more than 100 levels deep",
         ),
     ):
         done = subprocess.run(

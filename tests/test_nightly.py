@@ -35,6 +35,7 @@ from harness.analysis.compare import compare, comparison
 from harness.cli import main
 from harness.commands.run import RunOptions
 from harness.matrix.expand import load_matrix
+from harness.model.errors import StepError
 from harness.model.outcome import Outcome
 from harness.model.result import Result
 from harness.session.store import ResultStore
@@ -231,9 +232,10 @@ def test_an_invalid_selection_fails_the_plan_with_the_reason(
     tmp_path: Path, step: Step, cells: str, cases: str, message: str
 ) -> None:
     matrix = load_matrix(write_matrix(tmp_path))
-    assert nightly.run_plan(matrix, cells, cases, False, step.actions) == 2
-    assert step.log.startswith("::error title=Cannot plan the cells::") and message in step.log
-    assert step.outputs == {}
+    with pytest.raises(StepError) as refused:
+        nightly.run_plan(matrix, cells, cases, False, step.actions)
+    assert refused.value.title == "Cannot plan the cells" and message in str(refused.value)
+    assert refused.value.exit_code == 2 and step.outputs == {}
 
 
 def test_bugmatrix_nightly_plan(
@@ -248,7 +250,11 @@ def test_bugmatrix_nightly_plan(
     assert len(json.loads(out.splitlines()[-1])["include"]) == 3
     (tmp_path / "broken.yaml").write_text("cells: [")
     assert main(["nightly", "plan", "--matrix", str(tmp_path / "broken.yaml")]) == 2
-    assert "::error title=Invalid matrix::" in capsys.readouterr().out
+    said = capsys.readouterr()
+    assert "::error title=Invalid matrix::" in said.out
+    assert said.err.startswith("bugmatrix nightly: ") and said.err.count("\n") == 1, said.err
+    assert main(["nightly", "plan", "--matrix", str(path), "--cells", "torchrec-9.*"]) == 2
+    assert "::error title=Cannot plan the cells::" in capsys.readouterr().out
 
 
 # --- cell ------------------------------------------------------------------------------------------------------
@@ -639,8 +645,9 @@ def test_the_issues_step_dry_run_opens_nothing(tmp_path: Path, step: Step) -> No
 
 def test_the_issues_step_fails_when_gh_does_or_without_a_comparison(tmp_path: Path, step: Step) -> None:
     compare_file = tmp_path / "compare.json"
-    assert nightly.open_issues(compare_file, "u", FakeGitHub(), step.actions) == 2
-    assert "::error title=No comparison::" in step.log
+    with pytest.raises(StepError) as refused:
+        nightly.open_issues(compare_file, "u", FakeGitHub(), step.actions)
+    assert refused.value.title == "No comparison" and refused.value.exit_code == 2
     compare_file.write_text(json.dumps({"changes": [change("a-case", "c1")]}))
     assert nightly.open_issues(compare_file, "u", FakeGitHub(fail="issue create"), step.actions) == 1
     assert "::error title=Cannot open issues::gh issue create exited 1: HTTP 500" in step.log

@@ -53,11 +53,11 @@ from packaging.utils import canonicalize_name
 
 from harness.analysis.reproduce import repro_command
 from harness.analysis.transitions import FIXED, MIXED, REPRODUCED, UNKNOWN, cell_axes, cell_status, cell_versions
-from harness.launch.expectations import environment_of, expected_outcome, rule_holds, version_matches
-from harness.launch.interpreter import Environment, Installed
 from harness.model.case import Case
 from harness.model.case_schema import SKIP_KINDS, GitCondition, Rule, Variant
 from harness.model.common import logical_name, primary_package
+from harness.model.environment import Environment, Installed
+from harness.model.expectations import environment_of, expected_outcome, rule_holds, version_matches
 from harness.model.outcome import Outcome
 from harness.model.requirements import Loose, Pin
 from harness.model.result import Result

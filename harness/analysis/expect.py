@@ -31,7 +31,7 @@ holds for measured results but decides none of them (an earlier rule such as `{d
 speaks only for the devices with no result: it is kept limited to them (`device: cuda` added), followed by the old
 catch-all for them, so a store of CPU results does not erase what the rules expect on CUDA. Every
 measured result is then checked against the new list with the evaluator `bugmatrix run` uses
-(harness/launch/expectations.py): the rules agree with every measurement or nothing is written.
+(harness/model/expectations.py): the rules agree with every measurement or nothing is written.
 
 Writing (ruamel.yaml round trip): only `variants.<v>.expect` is replaced (the kept rules are the original nodes,
 with their comments); everything else, `evidence` included, is kept byte for byte. What the rules rest on (the
@@ -57,12 +57,12 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
 from harness.analysis.transitions import Between, Boundary
-from harness.launch.expectations import environment_of, expected_outcome, rule_holds
-from harness.launch.interpreter import Environment, Installed
 from harness.model.case import Case, cases_dir_option, load_case
 from harness.model.case_schema import DEVICE, NPROC, CaseError, GitCondition, Rule, Variant
 from harness.model.common import DEVICES, logical_name
 from harness.model.common import primary_package as primary_of
+from harness.model.environment import Environment, Installed
+from harness.model.expectations import environment_of, expected_outcome, rule_holds
 from harness.model.outcome import Outcome
 from harness.model.result import Result
 from harness.model.version import PinVersion, short, version_key

@@ -28,7 +28,3 @@ COMMANDS = (
     "nightly",
 )
 DESCRIPTION = "The `bugmatrix` command line: list cases, run them (here or across matrix cells), manage environments."
-
-
-class UsageError(Exception):
-    """A command line that cannot be carried out as asked; one line, exit 2."""

@@ -35,8 +35,8 @@ import os
 import sys
 from pathlib import Path
 
-from harness.commands import UsageError
-from harness.commands.context import Context
+from harness.commands.context import Context, add_format
+from harness.model.errors import UsageError
 from harness.model.exitcode import ExitCode
 
 AFFECTED, NONE = ExitCode.FAILED, ExitCode.OK
@@ -95,11 +95,9 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
         "its own (what a pre-commit hook passes): exit 1 if a bug applies to one of them, else 5 if one "
         "checks nothing",
     )
-    p.add_argument("--json", action="store_true", help="the same as --format json")
-    p.add_argument(
-        "--format",
-        choices=["text", "markdown", "json", "sarif"],
-        default="text",
+    add_format(
+        p,
+        ("text", "markdown", "json", "sarif"),
         help="sarif: SARIF 2.1.0 for code scanning, one result per bug that applies, located at the line "
         "of the file that pins it (one environment only)",
     )
@@ -205,7 +203,7 @@ def _audit(args: argparse.Namespace) -> int:
         raise UsageError("give one of -r, --files, --python, PKG==VERSION arguments, or --from A --to B")
     if upgrade and (args.from_ is None or args.to is None):
         raise UsageError("an upgrade view needs both --from A and --to B")
-    fmt = "json" if args.json else args.format
+    fmt = args.format
     if fmt == "sarif" and upgrade:
         raise UsageError("--format sarif answers one environment, not an upgrade view (--from/--to)")
     if fmt in ("json", "sarif") and args.files and len(args.files) > 1:

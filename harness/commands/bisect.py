@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import argparse
 
-from harness.commands import UsageError
-from harness.commands.context import Context, command_line, dates, positive
+from harness.commands.context import Context, add_format, command_line, dates, positive
 from harness.matrix.basics import MatrixError
+from harness.model.errors import UsageError
 from harness.model.exitcode import ExitCode
 
 
@@ -19,8 +19,9 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
     p = sub.add_parser(
         "bisect",
         help="find the release (and commit) where a case's outcome changes",
-        parents=[parents[f] for f in ("--json", "--db", "--matrix", "--envs", "--jobs", "--record")],
+        parents=[parents[f] for f in ("--db", "--matrix", "--envs", "--jobs", "--record")],
     )
+    add_format(p, ("text", "json"))
     p.add_argument("case", help="case id (or a unique part of it)")
     p.add_argument("--package", required=True, help="the package to move, e.g. torchrec")
     p.add_argument("--variant", default="bug")
@@ -62,20 +63,12 @@ def run(args: argparse.Namespace) -> ExitCode:
     cases, _ = discover(args.cases_dir)
     matches = [c for c in cases if c.id == args.case] or select(cases, [args.case])
     if not matches:
-        err.print(
-            f"[red]no case in {args.cases_dir} matches {args.case!r}[/] (`bugmatrix list` shows them)", soft_wrap=True
-        )
-        return ExitCode.USAGE_ERROR
+        raise UsageError(f"no case in {args.cases_dir} matches {args.case!r} (`bugmatrix list` shows them)")
     if len(matches) > 1:
-        err.print(
-            f"[red]case {args.case!r} matches {len(matches)} cases[/] ({', '.join(c.id for c in matches)})",
-            soft_wrap=True,
-        )
-        return ExitCode.USAGE_ERROR
+        raise UsageError(f"case {args.case!r} matches {len(matches)} cases ({', '.join(c.id for c in matches)})")
     case = matches[0]
     if args.variant not in case.spec.variants:
-        err.print(f"[red]{case.id} has no variant {args.variant!r}[/] ({', '.join(case.spec.variants)})")
-        return ExitCode.USAGE_ERROR
+        raise UsageError(f"{case.id} has no variant {args.variant!r} ({', '.join(case.spec.variants)})")
     if logical_name(args.package) not in {logical_name(p) for p in case.spec.packages}:
         # moving a package the case does not install cannot change its outcome: refused before a run is begun
         raise UsageError(
@@ -116,7 +109,7 @@ def run(args: argparse.Namespace) -> ExitCode:
             err.print(f"[red]bisect refused:[/] {exc}", soft_wrap=True)
             return ExitCode.FAILED
     summary = bisect_summary(case.id, args.variant, args.package, levels, probed, case.spec.packages)
-    if args.json:
+    if args.format == "json":
         print(bisect_json(run_id, summary, levels))
     else:
         console = ctx.out

@@ -11,7 +11,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.commands.context import Context
+from harness.commands.context import Context, add_format
+from harness.model.errors import UsageError
 from harness.model.exitcode import ExitCode
 
 
@@ -20,11 +21,19 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
     p = sub.add_parser(
         "compare",
         help="what changed between two runs (default: the latest two)",
-        parents=[parents["--json"], parents["--db"], parents["--record"]],
+        parents=[parents["--db"], parents["--record"]],
     )
     p.add_argument("runs", nargs="*", help="RUN_A RUN_B (older, newer)")
     p.add_argument("--against", type=Path, help="compare the newest run of --db with the newest of this store")
-    p.add_argument("--markdown", action="store_true", help="Markdown output (for a step summary)")
+    add_format(p, ("table", "markdown", "json"), help="markdown: for a step summary")
+    p.add_argument(
+        "--markdown",
+        dest="format",
+        action="store_const",
+        const="markdown",
+        default=argparse.SUPPRESS,
+        help="the same as --format markdown",
+    )
 
 
 def run(args: argparse.Namespace) -> ExitCode:
@@ -48,17 +57,13 @@ def run(args: argparse.Namespace) -> ExitCode:
         runs = [r.run_id for r in store.runs(with_results=True)]  # an empty run is never compared
         names = tuple(args.runs) if len(args.runs) == 2 else tuple(runs[-2:])
         if len(names) != 2 or any(n not in runs for n in names):
-            err.print(
-                f"[red]need two runs with results to compare[/] (in {args.db}: {', '.join(runs) or 'none'})",
-                soft_wrap=True,
-            )
-            return ExitCode.USAGE_ERROR
+            raise UsageError(f"need two runs with results to compare (in {args.db}: {', '.join(runs) or 'none'})")
         old, new = store.latest(names[0]), store.latest(names[1])
     changes = compare(old, new)
     unexpected = [c for c in changes if c.unexpected]
-    if args.json:
+    if args.format == "json":
         print(to_json(comparison(changes, names[0], names[1])))
-    elif args.markdown:
+    elif args.format == "markdown":
         sys.stdout.write(matrix_report.to_markdown_changes(changes, names))
     else:
         console = ctx.out

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.commands.context import Context, command_line, positive, size
+from harness.commands.context import Context, add_format, command_line, positive, size
 from harness.model.exitcode import ExitCode
 from harness.session.basics import NIGHTLY_DB
 
@@ -22,7 +22,7 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
         "compat",
         help="probe which torch works with which fbgemm-gpu, torchrec, lightning "
         "and litgpt, and show the measured table (see harness/analysis/compat.py)",
-        parents=[parents[f] for f in ("--json", "--db", "--matrix", "--envs", "--jobs", "--record")],
+        parents=[parents[f] for f in ("--db", "--matrix", "--envs", "--jobs", "--record")],
     )
     p.add_argument(
         "--lane",
@@ -74,7 +74,7 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
         "catalogue cases change outcome between them",
     )
     p.add_argument("--probes-dir", type=Path, help="folder of the probe scripts (default: probes/ beside harness/)")
-    p.add_argument("--format", choices=["table", "markdown", "html", "json"], default="table")
+    add_format(p, ("table", "markdown", "html", "json"))
     p.add_argument("-o", "--output", type=Path, help="write the table to this file instead of stdout")
 
 
@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> ExitCode:
         terminal = is_terminal()
         with (
             recording(store, command_line(), machine_name()) as run_id,
-            progress_bar("compat", err, transient=True, disable=args.json or not terminal) as progress,
+            progress_bar("compat", err, transient=True, disable=args.format == "json" or not terminal) as progress,
         ):
             probing = Probing(
                 matrix,
@@ -150,7 +150,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     findings = compat.check(table, matrix) if args.check else None
     if args.rows:
         return ctx.write(view.rows_yaml(compat.generated_rows(table, matrix)))
-    if args.json or args.format == "json":
+    if args.format == "json":
         code = ctx.write(view.to_json(table, findings))
     elif args.format == "markdown":
         code = ctx.write(view.to_markdown(table, findings))

@@ -15,8 +15,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from harness.commands import COMMANDS, DESCRIPTION, UsageError
+from harness.commands import COMMANDS, DESCRIPTION
 from harness.matrix.basics import DEFAULT_MATRIX, ENVS_FALLBACK, MatrixError, default_envs, default_matrix
+from harness.model.errors import UsageError
 from harness.model.exitcode import ExitCode
 from harness.session.basics import DB_FALLBACK, RECORD_FALLBACK, default_record
 
@@ -33,11 +34,9 @@ if TYPE_CHECKING:
 def options() -> dict[str, argparse.ArgumentParser]:
     """The options several commands share, each a parent parser declared once, by flag."""
     found = {}
-    for flag in ("--json", "--db", "--record", "--matrix", "--envs", "--jobs"):
+    for flag in ("--db", "--record", "--matrix", "--envs", "--jobs"):
         parent = argparse.ArgumentParser(add_help=False)
-        if flag == "--json":
-            parent.add_argument("--json", action="store_true", help="machine-readable output")
-        elif flag == "--db":
+        if flag == "--db":
             parent.add_argument(
                 "--db",
                 type=Path,
@@ -70,6 +69,21 @@ def options() -> dict[str, argparse.ArgumentParser]:
             )
         found[flag] = parent
     return found
+
+
+def add_format(parser: argparse.ArgumentParser, formats: tuple[str, ...], help: str | None = None) -> None:
+    """`--format`, one choice per renderer the command has (the first, for a person, is the default), and `--json`,
+    the same as `--format json` (what scripts and the docs have always passed): the command reads `args.format`."""
+    said = f"how to answer (default {formats[0]}; json: machine-readable)" + (f"; {help}" if help else "")
+    parser.add_argument("--format", choices=formats, default=formats[0], help=said)
+    parser.add_argument(
+        "--json",
+        dest="format",
+        action="store_const",
+        const="json",
+        default=argparse.SUPPRESS,
+        help="the same as --format json",
+    )
 
 
 def command(name: str) -> ModuleType:

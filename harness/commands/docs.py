@@ -17,8 +17,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.commands import UsageError
 from harness.commands.context import build_parser
+from harness.model.errors import UsageError
 from harness.model.exitcode import ExitCode
 
 

@@ -48,12 +48,8 @@ def run(args: argparse.Namespace) -> ExitCode:
         ]
         console.print(whole_columns(table, rows, {"key", "cell"}))
         return ExitCode.OK
-    try:
-        matrix = ctx.matrix
-        cells = [matrix.cell(n) for n in args.cells] if args.cells else matrix.cells
-    except MatrixError as exc:
-        console.print(f"[red]invalid matrix[/] {exc}", soft_wrap=True)
-        return ExitCode.USAGE_ERROR
+    matrix = ctx.matrix  # an invalid matrix or cell name: MatrixError, one line on stderr, exit 2
+    cells = [matrix.cell(n) for n in args.cells] if args.cells else matrix.cells
     if args.action == "prune":
         keep = {resolve_cell(matrix, c).key for c in cells} if args.cells else set()
         removed = cache.prune(keep)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from harness.commands.context import Context
+from harness.commands.context import Context, add_format
 from harness.model.exitcode import ExitCode
 
 
@@ -19,8 +19,9 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
         "expect",
         help="derive each variant's expect rules from the store's boundaries and "
         "show the diff against case.yaml (--write: rewrite the expect blocks)",
-        parents=[parents[f] for f in ("--json", "--db", "--matrix", "--record")],
+        parents=[parents[f] for f in ("--db", "--matrix", "--record")],
     )
+    add_format(p, ("text", "json"))
     p.add_argument("cases", nargs="*", help="case ids (substrings); default: every case with results")
     p.add_argument("--variant", action="append", help="only these variants (repeatable)")
     p.add_argument("--run", action="append", help="only the results of this run (repeatable; default: all)")
@@ -74,7 +75,7 @@ def run(args: argparse.Namespace) -> ExitCode:
                 record.set_rules(d.provenance(today))
         written += [str(args.record / name) for name in write(args.record, record)]
     refused = [d for d in derivations if d.new is None]
-    if args.json:
+    if args.format == "json":
         print(expect_json(derivations, {str(e.path): e.diff for e in edits}, written))
     else:
         for d in derivations:

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import argparse
 
-from harness.commands.context import Context
+from harness.commands.context import Context, add_format
 from harness.model.exitcode import ExitCode
 
 
 def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
     """Register `list`."""
-    p = sub.add_parser("list", help="show the cases, one line each", parents=[parents["--json"]])
+    p = sub.add_parser("list", help="show the cases, one line each")
+    add_format(p, ("table", "json"))
     p.add_argument("--long", action="store_true", help="each case's variants, whole title and upstream links")
 
 
@@ -24,7 +25,7 @@ def run(args: argparse.Namespace) -> ExitCode:
 
     ctx = Context(args)
     cases, errors = ctx.cases()
-    if args.json:
+    if args.format == "json":
         print(to_json({"cases": [case_row(c) for c in cases], "errors": [str(e) for e in errors]}))
     else:
         ctx.out.print(cases_table(cases, long=args.long))

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import argparse
 
-from harness.commands.context import Context
-from harness.matrix.basics import MatrixError
+from harness.commands.context import Context, add_format
+from harness.model.errors import UsageError
 from harness.model.exitcode import ExitCode
 
 
 def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
     """Register `matrix` and its options."""
-    p = sub.add_parser("matrix", help="show the cells of the matrix", parents=[parents["--json"], parents["--matrix"]])
+    p = sub.add_parser("matrix", help="show the cells of the matrix", parents=[parents["--matrix"]])
+    add_format(p, ("table", "json"))
     p.add_argument(
         "--github",
         action="store_true",
@@ -44,20 +45,15 @@ def run(args: argparse.Namespace) -> ExitCode:
     from harness.output.tables import matrix_rows, matrix_table, to_json
 
     ctx = Context(args)
-    try:
-        matrix = ctx.matrix
-    except MatrixError as exc:
-        ctx.err.print(f"[red]invalid matrix[/] {exc}", soft_wrap=True)
-        return ExitCode.USAGE_ERROR
+    matrix = ctx.matrix  # an invalid matrix: MatrixError, one line, exit 2
     if args.github:
         try:
             print(json.dumps(job_matrix(matrix, cells=args.cells, cases=args.cases)))
-        except (MatrixError, ValueError) as exc:
-            ctx.err.print(f"[red]cannot plan the GitHub job matrix[/] {exc}", soft_wrap=True)
-            return ExitCode.USAGE_ERROR
+        except ValueError as exc:
+            raise UsageError(f"cannot plan the GitHub job matrix: {exc}") from exc
         return ExitCode.OK
     rows = matrix_rows(matrix)
-    if args.json:
+    if args.format == "json":
         print(to_json(rows))
         return ExitCode.OK
     table = matrix_table(rows, f"{len(rows)} cells in {args.matrix}")

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import argparse
 
-from harness.commands import UsageError
-from harness.commands.context import Context, command_line, positive
+from harness.commands.context import Context, add_format, command_line, positive
+from harness.model.errors import UsageError
 from harness.model.exitcode import ExitCode
 
 
@@ -23,8 +23,9 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
     p = sub.add_parser(
         "narrow",
         help="bisect every interval boundary in the store until it is adjacent",
-        parents=[parents[f] for f in ("--json", "--db", "--matrix", "--envs", "--jobs", "--record")],
+        parents=[parents[f] for f in ("--db", "--matrix", "--envs", "--jobs", "--record")],
     )
+    add_format(p, ("text", "json"))
     p.add_argument("cases", nargs="*", help="case ids (substrings); default: every case with an interval")
     p.add_argument("--package", action="append", help="only boundaries along this package (repeatable)")
     p.add_argument("--device", action="append", choices=["cpu", "cuda"], help="only this device (repeatable)")
@@ -120,7 +121,7 @@ def run(args: argparse.Namespace) -> ExitCode:
         done = narrow(targets, cases, probing, commits=args.commits)
     left = [d for d in done if not d.adjacent]
     pasted = comments(done, store.latest(), cases, between, matrix)
-    if args.json:
+    if args.format == "json":
         print(narrow_json(run_id, pasted, done))
     else:
         console = ctx.out

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import argparse
 
-from harness.commands import UsageError
 from harness.commands.context import Context
+from harness.model.errors import UsageError
 from harness.model.exitcode import ExitCode
 
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.commands import UsageError
 from harness.commands.context import Context
 from harness.matrix.basics import MatrixError
+from harness.model.errors import BugmatrixError, StepError, UsageError
 from harness.model.exitcode import ExitCode
 from harness.session.basics import NIGHTLY_DB, RECORD_FALLBACK, default_record
 
@@ -138,7 +138,10 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
 
 
 def run(args: argparse.Namespace) -> ExitCode:
-    """Carry out the step asked for."""
+    """Carry out the step asked for; bad input is annotated for the workflow's page (the title a `StepError`
+    gives) before harness/cli.py prints its line and exits with its code."""
+    from harness.workflows import nightly
+
     steps = {
         "plan": plan,
         "cell": cell,
@@ -149,20 +152,25 @@ def run(args: argparse.Namespace) -> ExitCode:
         "feed": feed,
         "wheel": wheel,
     }
-    return ExitCode(steps[args.step](args))
+    try:
+        return ExitCode(steps[args.step](args))
+    except BugmatrixError as exc:
+        title = exc.title if isinstance(exc, StepError) else f"bugmatrix nightly {args.step}"
+        nightly.Actions.from_env().annotate("error", title, str(exc))
+        raise
 
 
 def plan(args: argparse.Namespace) -> int:
     """`nightly plan`: the job matrix of the nightly's cell jobs."""
     from harness.workflows import nightly
 
-    actions = nightly.Actions.from_env()
     try:
         matrix = Context(args).matrix
     except MatrixError as exc:
-        actions.annotate("error", "Invalid matrix", str(exc))
-        return ExitCode.USAGE_ERROR
-    return nightly.run_plan(matrix, args.cells, args.cases, nightly.truthy(args.cuda_runners), actions)
+        raise StepError("Invalid matrix", str(exc)) from exc
+    return nightly.run_plan(
+        matrix, args.cells, args.cases, nightly.truthy(args.cuda_runners), nightly.Actions.from_env()
+    )
 
 
 def cell(args: argparse.Namespace) -> int:
@@ -204,16 +212,14 @@ def aggregate(args: argparse.Namespace) -> int:
     try:
         include = nightly.read_plan(args.plan)
     except (ValueError, KeyError, TypeError) as exc:
-        actions.annotate("error", "Invalid plan", f"--plan is not the plan step's matrix: {exc}")
-        return ExitCode.USAGE_ERROR
+        raise StepError("Invalid plan", f"--plan is not the plan step's matrix: {exc}") from exc
     matrix = Context(args).optional_matrix(invalid_is_none=True)  # no matrix: the report has no upload dates
     try:
         decided = nightly.aggregate(
             args.shards, args.results, include, args.baseline, args.cases_dir, actions, matrix, record_root=args.record
         )
     except StoreError as exc:
-        actions.annotate("error", "Cannot merge", str(exc))
-        return ExitCode.USAGE_ERROR
+        raise StepError("Cannot merge", str(exc)) from exc
     return decided.exit_code
 
 
@@ -233,20 +239,18 @@ def record_pr(args: argparse.Namespace) -> int:
 
     # no matrix: every boundary is then unknown: nothing is derived, each variant says why
     matrix = Context(args).optional_matrix(invalid_is_none=True)
-    return nightly.open_record_pr(
+    request = nightly.RecordRequest(
         args.db,
         args.record,
         args.cases_dir,
         matrix,
         args.run_url,
-        nightly.run_gh,
-        nightly.run_git,
-        nightly.Actions.from_env(),
         branch=args.branch,
         dry_run=args.dry_run,
         pages=args.page,
         refresh=matrix is not None,
     )
+    return nightly.open_record_pr(request, nightly.run_gh, nightly.run_git, nightly.Actions.from_env())
 
 
 def _day(args: argparse.Namespace) -> str:

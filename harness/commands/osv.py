@@ -22,8 +22,8 @@ import ipaddress
 import sys
 from pathlib import Path
 
-from harness.commands import UsageError
 from harness.commands.context import Context
+from harness.model.errors import UsageError
 from harness.model.exitcode import ExitCode
 
 

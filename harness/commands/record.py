@@ -22,8 +22,8 @@ import json
 import sys
 from pathlib import Path
 
-from harness.commands import UsageError
-from harness.commands.context import Context
+from harness.commands.context import Context, add_format
+from harness.model.errors import UsageError
 from harness.model.exitcode import ExitCode
 
 
@@ -88,8 +88,9 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
         "coverage",
         help="which jobs of `run --all-cells` the record holds a row for (measured "
         "with the committed script); exit 1 while any is missing",
-        parents=[parents["--record"], parents["--matrix"], parents["--json"]],
+        parents=[parents["--record"], parents["--matrix"]],
     )
+    add_format(cov, ("table", "json"))
     cov.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="the jobs of this device (default cpu)")
     cov.add_argument("--missing", action="store_true", help="list every missing job, not only the count per cell")
 
@@ -225,7 +226,6 @@ def coverage(args: argparse.Namespace) -> ExitCode:
     from rich.table import Table
 
     from harness.analysis.coverage import coverage as tally
-    from harness.matrix.basics import MatrixError
     from harness.matrix.expand import load_matrix
     from harness.model.case import discover
     from harness.output.console import make_console
@@ -235,17 +235,14 @@ def coverage(args: argparse.Namespace) -> ExitCode:
     cases, errors = discover(args.cases_dir)
     if errors:
         raise UsageError(f"{errors[0]}")
-    try:
-        matrix = load_matrix(args.matrix)
-    except MatrixError as exc:
-        raise UsageError(str(exc)) from None
+    matrix = load_matrix(args.matrix)  # an invalid matrix: MatrixError, one line, exit 2
     jobs = plan_cells(cases, matrix, Selection(devices=(args.device,), all_cells=True))
     cells = tally(jobs, load(args.record).rows)
     planned = sum(c.planned for c in cells)
     verdicts = sum(c.verdicts for c in cells)
     others = dict(sum((c.non_verdicts for c in cells), Counter()))
     missing = sum(len(c.missing) for c in cells)
-    if args.json:
+    if args.format == "json":
         print(
             json.dumps(
                 {

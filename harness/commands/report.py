@@ -1,6 +1,7 @@
 """`bugmatrix report`: the reproduce/fix picture across cells, from the record with the store layered over it.
 
-Exit codes: 0 shown, 1 no results for the selection, 2 an explicit --db that does not exist.
+Exit codes: 0 shown, 2 an explicit --db that does not exist, 5 no results for the selection (as `expect` and
+`narrow`: nothing measured).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.commands.context import Context
+from harness.commands.context import Context, add_format
 from harness.model.exitcode import ExitCode
 
 
@@ -22,10 +23,9 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
     )
     p.add_argument("cases", nargs="*", help="case ids (substrings); default: every case in the store")
     p.add_argument("--run", help="only this run (default: the newest result of every case x cell)")
-    p.add_argument(
-        "--format",
-        choices=["table", "markdown", "html", "json", "cases"],
-        default="table",
+    add_format(
+        p,
+        ("table", "markdown", "html", "json", "cases"),
         help="cases: one Markdown row per case (the table of docs/cases.md)",
     )
     p.add_argument("-o", "--output", type=Path, help="write to this file instead of stdout")
@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     if not results and not asked_unmeasured:
         which = f" for run {args.run}" if args.run else ""
         ctx.err.print(f"[yellow]no results in {args.record} or {args.db}{which}[/]")
-        return ExitCode.FAILED
+        return ExitCode.NOTHING_RAN
     ctx.err.print(f"report of {ctx.sources()}", soft_wrap=True, highlight=False)
     matrix = ctx.optional_matrix(invalid_is_none=True)
     report = matrix_report.report_for(

@@ -14,8 +14,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.commands.context import Context, command_line, positive, size
-from harness.matrix.basics import DEFAULT_MATRIX, MatrixError, default_envs
+from harness.commands.context import Context, add_format, command_line, positive, size
+from harness.matrix.basics import DEFAULT_MATRIX, default_envs
 from harness.model.exitcode import ExitCode
 from harness.session.basics import default_db
 
@@ -25,8 +25,9 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
     p = sub.add_parser(
         "run",
         help="run cases x variants x world sizes (here, or in matrix cells)",
-        parents=[parents[f] for f in ("--json", "--db", "--matrix", "--envs", "--jobs")],
+        parents=[parents[f] for f in ("--db", "--matrix", "--envs", "--jobs")],
     )
+    add_format(p, ("table", "json"))
     p.add_argument("cases", nargs="*", help="case ids (substrings); default: all")
     p.add_argument("--device", action="append", choices=["cpu", "cuda"], help="default: cuda if present, else cpu")
     p.add_argument("--variant", action="append", help="only these variants (repeatable)")
@@ -72,11 +73,16 @@ class RunOptions:
     no_store: bool = False
     repeat: int = 1
     redo: bool = False
-    json: bool = False
+    format: str = "table"  # or "json"
     db: Path = field(default_factory=default_db)
     matrix: Path = DEFAULT_MATRIX
     envs: Path = field(default_factory=default_envs)
     jobs: int = field(default_factory=lambda: os.cpu_count() or 1)
+
+    @property
+    def json(self) -> bool:
+        """Whether the run answers in JSON (`--format json`, `--json`)."""
+        return self.format == "json"
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> RunOptions:
@@ -94,7 +100,7 @@ def execute(options: RunOptions) -> ExitCode:
     equals the expected one (see `harness.model.result.misses`), 5 when the selection matches nothing or nothing
     could run, and record nothing for a selection that matches nothing."""
     from harness.launch.execute import unrunnable
-    from harness.launch.interpreter import InterpreterError, inspect_interpreter, machine_name, prefetch_gpus
+    from harness.launch.interpreter import inspect_interpreter, machine_name, prefetch_gpus
     from harness.model.result import counts, misses
     from harness.output.console import is_terminal
     from harness.output.progress import LaunchLines, ProgressDisplay, Running, interrupted_text, progress_bar
@@ -127,21 +133,15 @@ def execute(options: RunOptions) -> ExitCode:
         all_cells=options.all_cells,
     )
     environments: Environments
-    if selection.in_matrix:
-        try:
-            matrix = ctx.matrix
-            jobs = plan_cells(cases, matrix, selection)
-        except MatrixError as exc:
-            err.print(f"[red]invalid matrix[/] {exc}", soft_wrap=True)
-            return ExitCode.USAGE_ERROR
+    if (
+        selection.in_matrix
+    ):  # an invalid matrix or cell: MatrixError; an unusable interpreter: InterpreterError (exit 2)
+        matrix = ctx.matrix
+        jobs = plan_cells(cases, matrix, selection)
         environments = MatrixEnvironments(ctx.environments(matrix, options.disk_budget))
         python = None
     else:
-        try:
-            env = inspect_interpreter(options.python)
-        except InterpreterError as exc:
-            err.print(f"[red]cannot use the environment[/] {exc}", soft_wrap=True)
-            return ExitCode.USAGE_ERROR
+        env = inspect_interpreter(options.python)
         jobs = plan_local(cases, selection)
         environments, python = LocalEnvironment(env), env
     if not jobs:

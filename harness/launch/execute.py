@@ -13,9 +13,9 @@ import os
 import time
 
 from harness.launch.classify import classify
-from harness.launch.expectations import expected_outcome
 from harness.launch.interpreter import Environment, cuda_available, gpu_count
 from harness.launch.torchrun import RankRecord, launch
+from harness.model.expectations import expected_outcome
 from harness.model.job import Job
 from harness.model.outcome import Outcome, combine_repeats
 from harness.model.result import Result, excerpt

@@ -20,12 +20,11 @@ from functools import lru_cache
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
-from pydantic import BaseModel
 
 from harness.launch import early_smi
 from harness.launch.processes import run_bounded
-from harness.model.common import distributions
-from harness.model.version import PinVersion
+from harness.model.environment import Environment, Installed
+from harness.model.errors import BugmatrixError
 
 
 def _inspect():  # standard library only, no annotations: its source also runs in any interpreter (Python >= 3.8)
@@ -77,44 +76,7 @@ def _inspect():  # standard library only, no annotations: its source also runs i
 _INSPECT = inspect.getsource(_inspect) + "import json\nprint(json.dumps(_inspect()))\n"  # the same, elsewhere
 
 
-class Installed(BaseModel):
-    """One installed distribution: its version and, when installed from git, the commit."""
-
-    name: str
-    version: str
-    commit: str | None = None
-
-
-class Environment(BaseModel):
-    """An interpreter the harness can launch cases with, and what it has installed."""
-
-    python: str
-    python_version: str
-    packages: dict[str, Installed]
-
-    def get(self, package: str) -> Installed | None:
-        """The installed distribution providing `package` (aliases such as fbgemm-gpu -> fbgemm-gpu-cpu)."""
-        for name in distributions(package):
-            found = self.packages.get(canonicalize_name(name))
-            if found:
-                return found
-        return None
-
-    def missing(self, packages: list[str]) -> list[str]:
-        """The names in `packages` that this environment does not provide."""
-        return [p for p in packages if self.get(p) is None]
-
-    def versions_of(self, packages: list[str]) -> dict[str, str]:
-        """`{package: "version"}` (or `"version @ commit"`) for the installed ones among `packages`."""
-        out: dict[str, str] = {}
-        for package in packages:
-            found = self.get(package)
-            if found:
-                out[found.name] = str(PinVersion.of(found.version, found.commit))
-        return out
-
-
-class InterpreterError(RuntimeError):
+class InterpreterError(BugmatrixError, RuntimeError):
     """The interpreter could not be started or could not list its packages."""
 
 

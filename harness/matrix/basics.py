@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 from harness.model.basics import data_path
+from harness.model.errors import BugmatrixError
 
 DEFAULT_MATRIX = Path("matrix.yaml")  # what the help and the docs name
 ENVS_FALLBACK = ".bugmatrix/envs"  # where $BUGMATRIX_ENVS is not set (the help and the docs name this one)
@@ -27,9 +28,9 @@ def default_envs() -> Path:
     return Path(os.environ.get("BUGMATRIX_ENVS", ENVS_FALLBACK))
 
 
-class MatrixError(Exception):
+class MatrixError(BugmatrixError):
     """matrix.yaml is invalid, or a cell cannot be formed; the message names the file and the field or cell."""
 
 
-class IndexLookupError(RuntimeError):
+class IndexLookupError(BugmatrixError, RuntimeError):
     """The index could not be read, or has no such package."""

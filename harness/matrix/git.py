@@ -8,10 +8,12 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from harness.model.errors import BugmatrixError
+
 GIT_ROOT = Path(os.environ.get("BUGMATRIX_GIT", ".bugmatrix/git"))  # clones of remote sources
 
 
-class GitError(Exception):
+class GitError(BugmatrixError):
     """A source repository cannot be fetched, or a ref is not in it; one line."""
 
 

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from harness.model.common import DEVICES, Device, Strict, check_specifier
+from harness.model.errors import BugmatrixError
 from harness.model.names import VARIANT
 from harness.model.outcome import Outcome
 from harness.model.yamlfile import load_model
@@ -21,7 +22,7 @@ NPROC, DEVICE = "nproc", "device"
 RESERVED_KEYS = (NPROC, DEVICE)  # the `when` keys that name no package
 
 
-class CaseError(Exception):
+class CaseError(BugmatrixError):
     """A case folder or its metadata is invalid; the message names the file and the field."""
 
 

@@ -14,7 +14,7 @@ or asking for more repeats changes the fingerprint; `--redo` ignores what is rec
 What only describes or judges the bug — title, links, `evidence`, a variant's description and its `expect` rules —
 is not in the fingerprint: `bugmatrix expect --write` rewriting the rules or an edit of the evidence must not throw
 away every measurement of the case. A reused result's `expected` is evaluated again against the current rules
-(`harness.launch.expectations.expected_for`).
+(`harness.model.expectations.expected_for`).
 """
 
 from __future__ import annotations

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from harness.model.cell import CASE_CELLS, LOCAL_CELL, Kinds
+from harness.model.errors import BugmatrixError
 from harness.model.job import SETTLED
 from harness.model.outcome import Outcome
 from harness.model.result import Result
@@ -41,7 +42,7 @@ Entry = tuple[str, str, Result]  # (run id, cell, result)
 _SETTLED_VALUES = {o.value for o in SETTLED}
 
 
-class StoreError(RuntimeError):
+class StoreError(BugmatrixError, RuntimeError):
     """The store cannot be opened, is not a bugmatrix store, or refuses what was asked of it (one line)."""
 
 

@@ -27,10 +27,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from harness.launch.execute import device_missing, execute_repeated, infra_result, skip_result
-from harness.launch.expectations import expected_for
 from harness.launch.interpreter import Environment
 from harness.launch.torchrun import LaunchAborted
 from harness.model.cell import Cell
+from harness.model.expectations import expected_for
 from harness.model.job import SETTLED, Job, fingerprint, local_pins, run_digest
 from harness.model.result import Result
 from harness.session.contract import Store

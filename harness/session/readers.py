@@ -21,10 +21,10 @@ from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 
-from harness.launch.expectations import environment_of, expected_outcome, expects_nothing
 from harness.launch.interpreter import Environment
 from harness.matrix import git, index
 from harness.model.case import PROBES_DIR, Case, discover
+from harness.model.expectations import environment_of, expected_outcome, expects_nothing
 from harness.model.outcome import Outcome
 from harness.model.result import Result
 from harness.session.basics import default_db

@@ -60,6 +60,8 @@ from pathlib import Path
 
 from harness.launch.logscan import human_size
 from harness.model.cell import CASE_CELLS, LOCAL_CELL, Kinds, kind_sql
+from harness.model.errors import BugmatrixError
+from harness.model.exitcode import ExitCode
 from harness.model.job import SETTLED
 from harness.model.names import UnsafeName, check_key
 from harness.model.outcome import Outcome, RankStatus
@@ -170,10 +172,12 @@ def _kept(kinds: Kinds, column: str = "cell") -> str:
     return f"{kind_sql(column)} IN ({', '.join(sorted(repr(k.value) for k in kinds)) or 'NULL'})"
 
 
-class DiskFull(RuntimeError):
+class DiskFull(BugmatrixError, RuntimeError):
     """The store could not be written for want of space (see the module docstring): not a `StoreError`, since the
     store itself is sound. `recording` fills in the run it was recording and whether that run could be marked
     `interrupted`; the message is one line naming the store and the free space on its disk."""
+
+    exit_code = ExitCode.DISK_FULL
 
     def __init__(self, path: Path, error: str, free: int | None) -> None:
         super().__init__(path, error, free)

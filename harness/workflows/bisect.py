@@ -34,6 +34,7 @@ from harness.matrix.git import Commit, git_candidates, git_checkout, resolve_ref
 from harness.model.case import Case
 from harness.model.cell import BISECT_PREFIX, Cell, CellKind, GitPin, kind_of
 from harness.model.common import logical_name
+from harness.model.errors import BugmatrixError
 from harness.model.job import Job
 from harness.model.outcome import Outcome
 from harness.model.result import Result
@@ -45,7 +46,7 @@ from harness.workflows.probing import Probing
 from harness.workflows.search import BisectRefused, SearchResult, search
 
 
-class BisectError(Exception):
+class BisectError(BugmatrixError):
     """The bisection cannot start: bad arguments, no candidates, unreachable source; one line."""
 
 

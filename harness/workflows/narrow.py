@@ -162,7 +162,7 @@ def measured_between(target: Target, results: list[tuple[str, Result]], cases: d
     launching again would measure the same, so the boundary is stated with what lies between, not as an interval."""
     from harness.analysis.reproduce import results_at
     from harness.analysis.transitions import MIXED
-    from harness.launch.expectations import environment_of, expected_outcome
+    from harness.model.expectations import environment_of, expected_outcome
 
     b, axis = target.boundary, target.axis
     case = cases.get(axis.case)

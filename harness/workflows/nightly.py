@@ -67,6 +67,7 @@ from typing import Any, TextIO
 from harness.analysis.compare import compare, comparison
 from harness.matrix.basics import MatrixError
 from harness.matrix.expand import Matrix
+from harness.model.errors import BugmatrixError, StepError
 from harness.model.exitcode import ExitCode
 from harness.output import reports
 from harness.output.github import job_matrix, split_list
@@ -189,12 +190,11 @@ def plan_summary(include: list[dict[str, Any]]) -> str:
 
 def run_plan(matrix: Matrix, cells: str, cases: str, cuda_runners: bool, gh: Actions) -> ExitCode:
     """The plan step: prints the job matrix (one line of JSON) and sets the output `matrix`; 1 when nothing runs,
-    2 when the selection is invalid."""
+    a `StepError` (exit 2) when the selection is invalid."""
     try:
         plan = plan_jobs(matrix, cells, cases, cuda_runners)
     except (MatrixError, ValueError) as exc:
-        gh.annotate("error", "Cannot plan the cells", str(exc))
-        return ExitCode.USAGE_ERROR
+        raise StepError("Cannot plan the cells", str(exc)) from exc
     if plan.skipped:
         gh.annotate(
             "notice",
@@ -233,6 +233,9 @@ def run_cell(
     results.mkdir(parents=True, exist_ok=True)
     try:
         rc = int(runner(cell, results / f"{slug}.db", split_list(cases), matrix))
+    except BugmatrixError as exc:  # bad input (an invalid matrix or cell): its one line and its code, 2
+        print(f"bugmatrix nightly cell: {exc}", file=sys.stderr)
+        rc = exc.exit_code
     except Exception:  # a crash is that cell's failure, recorded like any other; the other cells go on
         traceback.print_exc()
         rc = 1
@@ -583,10 +586,9 @@ def gh_commands(actions: list[IssueAction]) -> list[list[str]]:
 
 def open_issues(compare_file: Path, url: str, gh: Gh, actions: Actions, dry_run: bool = False) -> ExitCode:
     """The issues step: 0 when every issue was opened or commented on (or, dry, the plan printed), 1 when gh
-    failed, 2 when there is no comparison."""
+    failed; a `StepError` (exit 2) when there is no comparison."""
     if not compare_file.is_file():
-        actions.annotate("error", "No comparison", f"{compare_file} is missing: nothing to open issues for")
-        return ExitCode.USAGE_ERROR
+        raise StepError("No comparison", f"{compare_file} is missing: nothing to open issues for")
     try:
         existing = json.loads(gh(list_issues_command()) or "[]")
         plan = plan_issues(json.loads(compare_file.read_text()), existing, url)
@@ -656,16 +658,27 @@ def contradicted(latest: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
     return [(c, r) for c, r in latest if id(r) in missed and r.outcome in decisive]
 
 
-def plan_record(
-    db: Path,
-    record_root: Path,
-    cases_dir: Path,
-    matrix: Matrix | None,
-    url: str,
-    issues: dict[str, int],
-    today: str,
-    refresh: bool = True,
-) -> RecordPlan:
+@dataclass(frozen=True)
+class RecordRequest:
+    """What the record-pr step is asked: tonight's store (`db`), the record and the cases it is folded into, the
+    matrix (None: every boundary unknown, nothing derived), the night's run URL, the pull request's branch, whether
+    dry (the body printed, nothing written), the day the rules are dated (default: today, UTC), the pages whose
+    record tables are regenerated (None: README.md and docs/ of the current folder) and whether the versions are
+    refreshed from the index."""
+
+    db: Path
+    record_root: Path
+    cases_dir: Path
+    matrix: Matrix | None
+    url: str
+    branch: str = RECORD_BRANCH
+    dry_run: bool = False
+    today: str = ""
+    pages: list[Path] | None = None
+    refresh: bool = True
+
+
+def plan_record(request: RecordRequest, issues: dict[str, int]) -> RecordPlan:
     """Fold tonight's store into the record (in memory), derive new rules for every case x variant that tonight's
     results contradict (from everything the record then holds), and write the pull request's body."""
     from harness.analysis.expect import derive, measurements, rewrite
@@ -675,14 +688,15 @@ def plan_record(
     from harness.session.readers import record_store
     from harness.session.record import RecordStore, load, render
 
-    cases = discover(cases_dir)[0]
+    db, record_root, matrix, today = request.db, request.record_root, request.matrix, request.today
+    cases = discover(request.cases_dir)[0]
     plan = RecordPlan(record=load(record_root))
     before_files = render(plan.record)
     layer = record_store(plan.record, cases, record_root)
     before = layer.latest()
     tonight = ResultStore(db, readonly=True)
     plan.added, plan.replaced = fold_store(plan.record, tonight, cases + discover(PROBES_DIR)[0])
-    if refresh:
+    if request.refresh:
         refresh_versions(plan.record, matrix)
     folded = RecordStore(plan.record, layer.digests, record_root, layer.judge)  # the same cases, tonight folded in
     plan.changes = compare(before, folded.latest())
@@ -704,7 +718,7 @@ def plan_record(
     plan.files = sorted(
         name for name in set(before_files) | set(after_files) if before_files.get(name, "") != after_files.get(name, "")
     )
-    plan.body = record_pr_body(plan, url, issues)
+    plan.body = record_pr_body(plan, request.url, issues)
     return plan
 
 
@@ -778,39 +792,25 @@ def record_pr_commands(paths: list[str], branch: str, body: str) -> tuple[list[l
     return git, gh
 
 
-def open_record_pr(
-    db: Path,
-    record_root: Path,
-    cases_dir: Path,
-    matrix: Matrix | None,
-    url: str,
-    gh: Gh,
-    git: Git,
-    actions: Actions,
-    branch: str = RECORD_BRANCH,
-    dry_run: bool = False,
-    today: str | None = None,
-    pages: list[Path] | None = None,
-    refresh: bool = True,
-) -> ExitCode:
+def open_record_pr(request: RecordRequest, gh: Gh, git: Git, actions: Actions) -> ExitCode:
     """The record-pr step: fold tonight's store into the record, rewrite the rules it contradicts, regenerate the
-    record's tables in `pages` (default: README.md and docs/ of the current folder, wherever they are held), and
-    open or update one pull request with all of it; then dispatch CI on the branch (a pull request pushed with
-    the workflow's GITHUB_TOKEN triggers no workflow, but a `workflow_dispatch` does). 0 when there was nothing to
-    change or the pull request was opened or updated (or, dry, its body printed), 1 when git or gh failed, 2
-    without tonight's store. It never touches the verdict."""
+    record's tables in the request's pages, and open or update one pull request with all of it; then dispatch CI on
+    the branch (a pull request pushed with the workflow's GITHUB_TOKEN triggers no workflow, but a
+    `workflow_dispatch` does). 0 when there was nothing to change or the pull request was opened or updated (or,
+    dry, its body printed), 1 when git or gh failed; a `StepError` (exit 2) without tonight's store. It never
+    touches the verdict."""
+    import dataclasses
     import datetime
 
-    if not db.is_file():
-        actions.annotate("error", "No results", f"{db} is missing: nothing to record")
-        return ExitCode.USAGE_ERROR
-    today = today or datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+    if not request.db.is_file():
+        raise StepError("No results", f"{request.db} is missing: nothing to record")
+    today = request.today or datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+    request = dataclasses.replace(request, today=today)
     try:
-        listed = json.loads(gh(list_issues_command()) or "[]") if not dry_run else []
+        listed = json.loads(gh(list_issues_command()) or "[]") if not request.dry_run else []
     except GhError:
         listed = []  # linking the regression issue is a courtesy; the pull request does not wait for it
-    issues = {i["title"]: int(i["number"]) for i in reversed(listed)}
-    plan = plan_record(db, record_root, cases_dir, matrix, url, issues, today, refresh)
+    plan = plan_record(request, {i["title"]: int(i["number"]) for i in reversed(listed)})
     for d in plan.refused:
         actions.annotate("warning", f"Expectations not derived: {d.case.id}::{d.variant}", d.refused)
     if not plan.edits and not plan.files:
@@ -819,36 +819,12 @@ def open_record_pr(
         )
         actions.set_output("pull-request", "")
         return ExitCode.OK
-    if dry_run:
+    if request.dry_run:
         actions.say(plan.body)
         return ExitCode.OK
-    from harness.analysis.expect import write_case
-    from harness.output.pages import page_files, regenerate_page
-    from harness.session.record import write
-
-    for edit in plan.edits:
-        write_case(edit)
-    write(record_root, plan.record)
-    paths = [str(record_root), *(str(e.path) for e in plan.edits)]
-    for page in pages if pages is not None else page_files(Path(".")):
-        if page.is_file() and regenerate_page(
-            page, record_root, cases_dir, matrix.path if matrix is not None else Path("-")
-        ):
-            paths.append(str(page))
-    git_cmds, gh_cmds = record_pr_commands(paths, branch, plan.body)
+    paths = write_record(plan, request)
     try:
-        for command in gh_cmds:
-            gh(command)
-        for command in git_cmds:
-            git(command)
-        found = json.loads(gh(["pr", "list", "--head", branch, "--state", "open", "--json", "number,url"]) or "[]")
-        if found:
-            number = str(found[0]["number"])
-            gh(["pr", "edit", number, "--title", RECORD_TITLE, "--body", plan.body])
-            link = found[0].get("url") or number
-        else:
-            link = gh(["pr", "create", "--head", branch, "--title", RECORD_TITLE, "--body", plan.body]).strip()
-        gh(["workflow", "run", CI_WORKFLOW, "--ref", branch])
+        link = push_record_pr(paths, request.branch, plan.body, gh, git)
     except GhError as exc:
         actions.annotate("error", "Cannot open the record pull request", str(exc))
         return ExitCode.FAILED
@@ -859,3 +835,40 @@ def open_record_pr(
     )
     actions.say(f"pull request {link}: {', '.join(paths)}")
     return ExitCode.OK
+
+
+def write_record(plan: RecordPlan, request: RecordRequest) -> list[str]:
+    """Write what `plan` changes: the case files, the record and the record's tables in the request's pages; the
+    paths written, for the commit."""
+    from harness.analysis.expect import write_case
+    from harness.output.pages import page_files, regenerate_page
+    from harness.session.record import write
+
+    for edit in plan.edits:
+        write_case(edit)
+    write(request.record_root, plan.record)
+    paths = [str(request.record_root), *(str(e.path) for e in plan.edits)]
+    matrix_path = request.matrix.path if request.matrix is not None else Path("-")
+    for page in request.pages if request.pages is not None else page_files(Path(".")):
+        if page.is_file() and regenerate_page(page, request.record_root, request.cases_dir, matrix_path):
+            paths.append(str(page))
+    return paths
+
+
+def push_record_pr(paths: list[str], branch: str, body: str, gh: Gh, git: Git) -> str:
+    """Commit `paths` on `branch`, push it, open or update its pull request and dispatch CI on it; the pull
+    request's link. GhError when git or gh fails."""
+    git_cmds, gh_cmds = record_pr_commands(paths, branch, body)
+    for command in gh_cmds:
+        gh(command)
+    for command in git_cmds:
+        git(command)
+    found = json.loads(gh(["pr", "list", "--head", branch, "--state", "open", "--json", "number,url"]) or "[]")
+    if found:
+        number = str(found[0]["number"])
+        gh(["pr", "edit", number, "--title", RECORD_TITLE, "--body", body])
+        link = found[0].get("url") or number
+    else:
+        link = gh(["pr", "create", "--head", branch, "--title", RECORD_TITLE, "--body", body]).strip()
+    gh(["workflow", "run", CI_WORKFLOW, "--ref", branch])
+    return str(link)

@@ -9,8 +9,8 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from harness.launch.interpreter import Environment, Installed
 from harness.model.case_schema import DEVICE, NPROC, GitCondition, Rule, Variant
+from harness.model.environment import Environment, Installed
 from harness.model.outcome import Outcome
 from harness.model.result import Result
 from harness.model.version import PinVersion
