@@ -220,8 +220,11 @@ class Constraint:
 
 @dataclass
 class _Found:
-    """What the files of one read hold so far: requirements (pins, loose) and constraints."""
+    """One read of a requirements file and its includes: its bounds (`budget`), the marker environment, and what
+    the files read so far hold: requirements (pins, loose) and constraints."""
 
+    budget: Budget
+    environment: Mapping[str, str] | None
     pins: list[Pin]
     loose: list[Loose]
     constraints: list[Constraint]
@@ -245,8 +248,8 @@ def requirements_of(
     path: Path, text: str, seen: frozenset[Path], budget: Budget, environment: Mapping[str, str] | None = None
 ) -> tuple[list[Pin], list[Loose]]:
     """The pins and loose requirements in the text of the requirements file `path` (see read_requirements)."""
-    found = _Found([], [], [])
-    _collect(path, text, seen, budget, environment, False, found)
+    found = _Found(budget, environment, [], [], [])
+    _collect(path, text, seen, False, found)
     return constrained(found.pins, found.loose, found.constraints)
 
 
@@ -254,8 +257,6 @@ def _collect(
     path: Path,
     text: str,
     seen: frozenset[Path],
-    budget: Budget,
-    environment: Mapping[str, str] | None,
     constraint: bool,
     found: _Found,
 ) -> None:
@@ -271,15 +272,13 @@ def _collect(
             target = (path.parent / name).resolve()
             if target in seen or target == path.resolve():
                 raise RequirementsError(f"{where}: {option} {name} includes itself")
-            nested = read_text(target, budget, where)  # a folder, a FIFO, /dev/zero: one line naming it
-            _collect(
-                target, nested, seen | {path.resolve()}, budget, environment, option in ("-c", "--constraint"), found
-            )
+            nested = read_text(target, found.budget, where)  # a folder, a FIFO, /dev/zero: one line naming it
+            _collect(target, nested, seen | {path.resolve()}, option in ("-c", "--constraint"), found)
             continue
         if constraint:
-            _constraint_line(line, where, environment, found)
+            _constraint_line(line, where, found.environment, found)
             continue
-        item = parse_line(line, where, environment)
+        item = parse_line(line, where, found.environment)
         if isinstance(item, Pin):
             found.pins.append(item)
         elif isinstance(item, Loose):
