@@ -22,6 +22,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from packaging.version import Version
+
 from harness.launch.expectations import environment_of, expected_outcome, expects_nothing
 from harness.launch.interpreter import Environment
 from harness.matrix import git, index
@@ -68,9 +70,7 @@ def use_chronology(record: Record) -> None:
     for distribution, points in record.releases.items():
         index.know(
             distribution,
-            tuple(
-                index.Release(index.Version(v), _when(p.get("date")), bool(p.get("yanked"))) for v, p in points.items()
-            ),
+            tuple(index.Release(Version(v), _when(p.get("date")), bool(p.get("yanked"))) for v, p in points.items()),
         )
     for package, points in record.commits.items():
         for ref, point in points.items():
