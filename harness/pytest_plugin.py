@@ -32,7 +32,8 @@ from harness.model.case_schema import CaseError
 from harness.model.job import Job
 from harness.model.outcome import Outcome
 from harness.model.result import Result
-from harness.session.pipeline import LocalEnvironment, MatrixEnvironments, Observer, Recorder, Session
+from harness.session.observer import Observer
+from harness.session.pipeline import LocalEnvironment, MatrixEnvironments, Recorder, Session
 from harness.session.plan import Selection, plan_cells, plan_local
 from harness.session.store import ResultStore
 

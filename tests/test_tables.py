@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import io
 import re
+import subprocess
+import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -206,6 +208,15 @@ def test_the_html_report_filters_orders_links_and_dates(record_report) -> None: 
     rows = [a for tag, a in page.tags if tag == "tr" and a.get("data-case") == LONG_ID]
     assert rows and all(a["data-package"] == "lightning" for a in rows)
     assert re.search(r"newest result 20\d\d-\d\d-\d\d \d\d:\d\d UTC", text)
+
+
+def test_the_html_report_dates_on_python_3_10() -> None:
+    """bugmatrix requires Python >= 3.10, but the HTML report imported `datetime.UTC` (new in 3.11): on 3.10 the
+    module did not import (found by mypy at python_version 3.10). Here a 3.10 `datetime` is the one without it."""
+    code = "import datetime; del datetime.UTC\nfrom harness.output.reports import _when\nprint(_when(0))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "1970-01-01 00:00 UTC"
 
 
 def test_the_cases_page_has_an_anchor_per_case_and_the_docs_link_the_report_and_colour_the_compat_grid() -> None:

@@ -48,6 +48,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import partial
 
 from packaging.utils import canonicalize_name
 
@@ -447,7 +448,8 @@ class Auditor:
             for p in spec.packages
             if logical_name(p) in target.pins
         }
-        base = dict(
+        about = partial(  # what every answer for this case and variant says
+            Answer,
             case=case.id,
             variant=variant,
             workaround=spec.variants[variant].workaround,
@@ -493,7 +495,7 @@ class Auditor:
             if differ:
                 precision += f"; measured with {', '.join(differ)}"
         precision = "; ".join([precision, *notes])
-        answer = Answer(**base, status=status, measured=basis != "rules", basis=basis, precision=precision, why=why)
+        answer = about(status=status, measured=basis != "rules", basis=basis, precision=precision, why=why)
         if answer.affected:
             answer.fixed_in = self._fixed_in(cells, deciding, target, along)
             answer.reproduce = self._reproduce(case, variant, target, device, used)
@@ -609,7 +611,7 @@ class Auditor:
                 and not PinVersion.parse(c.versions[q]).commit
                 and all(_matches(c.versions.get(p), target.pins[p]) for p in others)
             ]
-            points: dict[tuple, list[_Cell]] = defaultdict(list)
+            points: dict[PinVersion, list[_Cell]] = defaultdict(list)
             for c in line:
                 points[_on_axis(c.versions[q])].append(c)
             here = _on_axis(target.pins[q].text)

@@ -293,11 +293,12 @@ def _same(measured_version: str, asked: str) -> bool:
         return False
     if measured_version == asked:
         return True
-    if measured.kind != RELEASE:  # not a release: a git install is never a coupled pin
+    release = measured.release
+    if measured.kind != RELEASE or release is None:  # not a release: a git install is never a coupled pin
         return False
     if asked[0] in "=<>!~":
-        return SpecifierSet(asked).contains(measured.release, prereleases=True)
-    return asked.count(".") == 1 and measured.release.release[:2] == Version(asked).release[:2]
+        return SpecifierSet(asked).contains(release, prereleases=True)
+    return asked.count(".") == 1 and release.release[:2] == Version(asked).release[:2]
 
 
 # ---------------------------------------------------------------------------------------------- rows vs measurement

@@ -169,7 +169,7 @@ class Derivation:
 
 def rules_text(rules: list[Rule]) -> str:
     """A rule list in words: `fakelib <1.3: reproduced; otherwise fixed`."""
-    parts = []
+    parts: list[str] = []
     for rule in rules:
         if not rule.when:
             parts.append(("otherwise " if parts else "") + rule.outcome.value)
@@ -334,12 +334,12 @@ def _partitions(outcome_at: dict[tuple[str, int], dict[str, Outcome]]) -> list[t
         if all(_consistent([outcome_at[g] for g in members]) for members in parts.values()):
             break
     # partitions that behave the same are one (nproc [2, 4]); conditions only name what differs
-    by_behaviour: dict[tuple[tuple[str, str], ...], list[tuple[str, int]]] = defaultdict(list)
+    by_behaviour: dict[tuple[tuple[str, str], ...], list[list[tuple[str, int]]]] = defaultdict(list)
     for members in parts.values():
         merged: dict[str, Outcome] = {}
         for g in members:
             merged.update(outcome_at[g])
-        by_behaviour[tuple(sorted((v, o.value) for v, o in merged.items()))].append(members)  # type: ignore[arg-type]
+        by_behaviour[tuple(sorted((v, o.value) for v, o in merged.items()))].append(members)
     out = []
     for lists in by_behaviour.values():
         members = [g for m in lists for g in m]

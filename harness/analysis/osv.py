@@ -130,11 +130,11 @@ def grid(case: Case, variant: str, package: str, measured: Iterable[str], listin
     spelled = {v: v for v in listed}
     points = {spelled.get(v, v) for v in points}  # `2.3` of a rule is written as the release lists it: `2.3.0`
     edges = sorted(points)
-    between = {
+    between = (
         next((v for v in listed if low < v < high), None)
         for low, high in zip(edges, [*edges[1:], Version("999999")], strict=False)
-    }
-    return sorted(points | (between - {None}))  # type: ignore[operator]
+    )
+    return sorted(points | {v for v in between if v is not None})
 
 
 def deciding(auditor: Auditor, case: Case, variant: str, device: str) -> list[str]:

@@ -102,10 +102,8 @@ def _commits_between(matrix: Matrix, package: str, before: str, after: str) -> t
 def _counted_between(package: str, before: str, after: str) -> tuple[str, ...] | None:
     """Without a clone: as many placeholders as the record's first-parent positions put between the two points
     (`commit #<position>`), so a boundary's precision reads the same offline; None when a position is unknown."""
-    positions = []
-    for point in map(PinVersion.parse, (before, after)):
-        positions.append(known_position(package, point.commit or point.release_text))
-    if None in positions:
+    first, last = (known_position(package, p.commit or p.release_text) for p in map(PinVersion.parse, (before, after)))
+    if first is None or last is None:
         return None
-    low, high = sorted(positions)  # type: ignore[type-var]
+    low, high = sorted((first, last))
     return tuple(f"commit #{n}" for n in range(low + 1, high))

@@ -28,13 +28,14 @@ _failed: dict[tuple[str, str], str] = {}
 def select(releases: Iterable[Release], rule: AxisRule, as_of: datetime | None = None) -> list[str]:
     """The versions `rule` names among `releases`, oldest first (see the module docstring)."""
     spec = SpecifierSet(rule.releases)
+    cutoff = aware(as_of)
     kept = [
         r
         for r in releases
         if not r.yanked
         and (rule.pre or not r.version.is_prerelease)
         and spec.contains(r.version, prereleases=rule.pre or None)
-        and (as_of is None or r.uploaded is None or r.uploaded <= aware(as_of))
+        and (cutoff is None or r.uploaded is None or r.uploaded <= cutoff)
     ]
     kept.sort(key=lambda r: r.version)
     if rule.per:

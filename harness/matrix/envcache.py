@@ -27,6 +27,7 @@ Contract:
 
 from __future__ import annotations
 
+import builtins
 import fcntl
 import json
 import os
@@ -282,7 +283,7 @@ class EnvCache:
             shutil.rmtree(self.path(key), ignore_errors=True)
             return True
 
-    def prune(self, keep: set[str]) -> list[str]:
+    def prune(self, keep: set[str]) -> builtins.list[str]:  # `list` here is the method above
         """Delete every environment whose key is not in `keep` and that no process holds, and leftovers of
         interrupted builds; returns the names removed."""
         removed = []

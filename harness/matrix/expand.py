@@ -193,7 +193,8 @@ def plan(spec: MatrixSpec, path: Path = DEFAULT_MATRIX) -> tuple[list[Cell], dic
 
 
 def _distribution(spec: MatrixSpec, package: str, device: str) -> str:
-    per_device = {**DEVICE_PACKAGES.get(package, {}), **spec.device_packages.get(package, {})}
+    per_device = dict(DEVICE_PACKAGES.get(package, {}))
+    per_device.update(spec.device_packages.get(package, {}).items())  # the matrix's own win
     return per_device.get(device, package)
 
 

@@ -184,6 +184,9 @@ class GroupSpec(Strict):
     _pins = field_validator("pins")(_check_pins)
 
 
+Runners = dict[Device, str | list[str]]  # device -> the CI runner label(s) its cells run on
+
+
 class MatrixSpec(Strict):
     """The whole of matrix.yaml."""
 
@@ -195,7 +198,7 @@ class MatrixSpec(Strict):
     couplings: list[Coupling] = Field(default_factory=list)
     companions: list[Companion] = Field(default_factory=list)
     sources: dict[PackageName, Source] = Field(default_factory=dict)
-    runners: dict[Device, str | list[str]] = Field(default_factory=lambda: {"cpu": "ubuntu-latest"})
+    runners: Runners = Field(default_factory=lambda: Runners({"cpu": "ubuntu-latest"}))
     cells: list[CellSpec] = Field(default_factory=list)
     groups: list[GroupSpec] = Field(default_factory=list)
 

@@ -122,7 +122,7 @@ class CaseSpec(Strict):
     supports: dict[str, str] = Field(default_factory=dict)  # package -> versions the script can run on
     script: str = "repro.py"
     nproc: list[Annotated[int, Field(gt=0, le=64)]] = Field(default_factory=lambda: [1])
-    devices: list[Device] = Field(default_factory=lambda: ["cpu"])
+    devices: list[Device] = Field(default_factory=lambda: list[Device](["cpu"]))
     timeout: float = Field(default=300, gt=0)
     signature: str
     variants: dict[Annotated[str, Field(pattern=VARIANT)], Variant] = Field(min_length=1)

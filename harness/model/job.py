@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from harness.model.case import Case
 from harness.model.cell import LOCAL_CELL, Cell
@@ -69,11 +70,11 @@ def run_digest(case: Case, variant: str) -> str:
     return digest.hexdigest()
 
 
-def fingerprint(job: Job, pins: str, repeat: int = 1, extra: dict | None = None) -> str:
+def fingerprint(job: Job, pins: str, repeat: int = 1, extra: dict[str, Any] | None = None) -> str:
     """What a result of `job` depends on, as one hex string (`pins` identifies the environment; `extra`, the
     optional result fields that are set, `harness/model/result.py` `OPTIONAL_FIELDS`: none, the fingerprint they
     had before they existed)."""
-    parts: list = [run_digest(job.case, job.variant), job.variant, job.nproc, job.device, pins, max(1, repeat)]
+    parts: list[object] = [run_digest(job.case, job.variant), job.variant, job.nproc, job.device, pins, max(1, repeat)]
     if extra:
         parts.append(sorted(extra.items()))
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:32]

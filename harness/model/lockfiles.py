@@ -111,8 +111,8 @@ def marker_environment(python_platform: str | None = None, python_version: str |
     """The marker environment of this machine and interpreter, with the platform (`linux`, `macos`, `windows` or a
     target triple as uv names it) and the Python version (`3.11`, `3.11.4`) replaced where given; ValueError naming
     the option when one is not understood."""
-    values = dict(default_environment())
-    where = []
+    values: dict[str, str] = {key: str(value) for key, value in default_environment().items()}  # each is text
+    where: list[str] = []
     if python_platform is not None:
         try:
             arch, os_word = _platform(python_platform.strip().lower())
@@ -212,7 +212,7 @@ def _field(
 
 
 def _version(table: Mapping[str, Any], where: str, required: bool = True) -> str | None:
-    version = _field(table, "version", where, required=required)
+    version: str | None = _field(table, "version", where, required=required)
     if version is not None:
         try:
             Version(version)

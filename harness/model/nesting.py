@@ -36,6 +36,7 @@ def yaml_too_deep(text: str, limit: int = MAX_NESTING) -> int | None:
             if isinstance(event, yaml.CollectionStartEvent):
                 depth += 1
                 if depth > limit:
+                    assert event.start_mark is not None  # the parser marks every event it emits
                     return event.start_mark.line + 1
             elif isinstance(event, yaml.CollectionEndEvent):
                 depth -= 1

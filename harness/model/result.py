@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, Field, field_validator, model_validator
@@ -100,7 +101,7 @@ class Result(BaseModel):
 _EVERY_FIELD = set(Result.model_fields)
 
 
-def trusted(values: dict) -> Result:
+def trusted(values: dict[str, Any]) -> Result:
     """A `Result` of `values` that are already checked and give every field (as a record row that `load` read),
     built as `Result.model_construct` builds it, without its per-field alias and default handling: a record ten
     times today's makes tens of thousands. The caller guarantees the values; nothing is checked here."""
@@ -122,7 +123,7 @@ def check_optional(name: str, value: object) -> None:
         raise ValueError(f"{name}: {value!r} is not a {kind.__name__}")
 
 
-def optional_of(row: dict) -> dict[str, Any]:
+def optional_of(row: Mapping[str, Any]) -> dict[str, Any]:
     """The optional fields a record row or payload item sets (see `OPTIONAL_FIELDS`)."""
     return {name: row[name] for name in OPTIONAL_FIELDS if name in row}
 

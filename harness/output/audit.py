@@ -125,8 +125,10 @@ def _side(answer: Answer | None) -> str:
 def upgrade_rows(changes: list[Change], pairings: Upgrade | None) -> list[list[str]]:
     """The one table's rows: [item, before, after, change]; bugs first, then the pairings."""
     rows = [[f"{c.item[0]} ({c.item[1]})", _side(c.before), _side(c.after), CHANGE_TEXT[c.kind]] for c in changes]
-    for lane, a, b, partner_a, partner_b in pairings.pairings if pairings else []:
-        torch_a, torch_b = pairings.before.get("torch", "-"), pairings.after.get("torch", "-")  # type: ignore[union-attr]
+    if pairings is None:
+        return rows
+    torch_a, torch_b = pairings.before.get("torch", "-"), pairings.after.get("torch", "-")
+    for lane, a, b, partner_a, partner_b in pairings.pairings:
         before = f"{a.kind.value}" if a else "not measured"
         after = f"{b.kind.value}" if b else "not measured"
         verdict = (

@@ -75,8 +75,9 @@ def job_matrix(
         )
     include: list[dict[str, Any]] = []
     slugs: dict[str, str] = {}
+    runners: dict[str, str | list[str]] = dict(matrix.spec.runners.items())  # keyed by a cell's device, as text
     for cell in selected:
-        label = matrix.spec.runners.get(cell.device)  # type: ignore[call-overload]
+        label = runners.get(cell.device)
         if not label:
             raise MatrixError(
                 f"{matrix.path}: runners: no runner label for device {cell.device!r} (needed by cell {cell.name})"

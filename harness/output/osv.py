@@ -256,7 +256,8 @@ class OSVServer(ThreadingHTTPServer):
         self.busy = _busy(max_connections)
         super().__init__(address, handler)
 
-    def process_request(self, request: socket.socket, client_address: tuple) -> None:  # type: ignore[override]
+    # override: a TCP server's request is a socket (typeshed's BaseServer also allows a datagram server's tuple)
+    def process_request(self, request: socket.socket, client_address: tuple[str, int]) -> None:  # type: ignore[override]
         """Answer in a thread of its own when a slot is free; else 503 at once."""
         if not self.slots.acquire(blocking=False):
             with contextlib.suppress(OSError):
@@ -270,7 +271,8 @@ class OSVServer(ThreadingHTTPServer):
             self.slots.release()
             raise
 
-    def process_request_thread(self, request: socket.socket, client_address: tuple) -> None:  # type: ignore[override]
+    # override: as `process_request`, a socket
+    def process_request_thread(self, request: socket.socket, client_address: tuple[str, int]) -> None:  # type: ignore[override]
         """Answer, then free the connection's slot."""
         try:
             super().process_request_thread(request, client_address)

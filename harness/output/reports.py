@@ -6,7 +6,7 @@ import html
 import json
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -138,7 +138,7 @@ class MatrixReport:
 
 def rules_text(variant: Any) -> str:
     """A variant's expect rules in a line: 'reproduced where fbgemm-gpu <1.8.0; else fixed'."""
-    parts = []
+    parts: list[str] = []
     for rule in variant.expect:
         where = ", ".join(f"{k} {v}" for k, v in rule.when.items())
         parts.append(
@@ -351,7 +351,7 @@ def cell_order(cells: list[str]) -> list[str]:
 
 
 def _when(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def _row_html(report: MatrixReport, row: tuple[str, str, str], cells: list[str], docs: str) -> str:
@@ -505,7 +505,7 @@ def to_html(report: MatrixReport, title: str = "bugmatrix report", docs: str = "
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <style>{HTML_STYLE}{colours}</style></head><body>
 <h1>{html.escape(title)}</h1>
-<p>{len(report.rows)} case variants × {len(cells)} cells; {dated}; made {_when(datetime.now(UTC).timestamp())}.
+<p>{len(report.rows)} case variants × {len(cells)} cells; {dated}; made {_when(datetime.now(timezone.utc).timestamp())}.
 Hover a square for outcomes, versions and reasons; a case id opens its row of the <a href="{html.escape(docs)}">cases
 page</a>, ↗ its upstream issue. {legend} <span class="key" style="background:#f7f7f7"></span>not run</p>
 <div class="bar"><input id="q" type="search" placeholder="search: case, variant" list="cases" size="32">

@@ -15,6 +15,7 @@ import json
 import re
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 from harness.analysis.audit import Answer, Target
@@ -79,7 +80,7 @@ def to_sarif(
     root = root or source_root(Path.cwd())
     answered = sorted((a for kind in kinds.values() for a in kind), key=lambda a: (a.case, a.variant))
     index: dict[str, int] = {}
-    rules = []
+    rules: list[dict[str, Any]] = []
     for a in answered:
         rule_id = f"{a.case}/{a.variant}"
         if rule_id in index:

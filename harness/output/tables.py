@@ -133,7 +133,7 @@ class FitTable:
         lead = next((c.header for c in columns if c.lead), None)
         least = self._least(columns, rows)
         sizes = {c.header: natural[c.header] for c in columns if c.header not in text and c.header != lead}
-        room = width - self._need({**sizes, **dict.fromkeys([*text, *[lead] * bool(lead)], 0)}, columns)
+        room = width - self._need({**sizes, **dict.fromkeys([*text, *([lead] if lead else [])], 0)}, columns)
         if lead is not None:
             sizes[lead] = max(min(room - sum(least[h] for h in text), natural[lead]), 12)
             room -= sizes[lead]

@@ -29,7 +29,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from harness.model.cell import CASE_CELLS, LOCAL_CELL, Kinds
 from harness.model.errors import BugmatrixError
@@ -61,7 +61,9 @@ class Run:
 # -------------------------------------------------------------------------------------------- the current result
 
 
-def unshadowed(items: Iterable[T], identity: Callable[[T], tuple], measured: Callable[[T], tuple[str, str]]) -> list[T]:
+def unshadowed(
+    items: Iterable[T], identity: Callable[[T], tuple[Any, ...]], measured: Callable[[T], tuple[str, str]]
+) -> list[T]:
     """`items` less every `infra` item that a settled item of the same identity measured at the same digest
     outranks (nothing was measured, so the measurement stands). `measured` gives an item's (outcome, digest)."""
     items = list(items)
@@ -80,14 +82,14 @@ def unshadowed(items: Iterable[T], identity: Callable[[T], tuple], measured: Cal
 
 def newest(
     items: Iterable[T],
-    identity: Callable[[T], tuple],
-    moment: Callable[[T], tuple],
+    identity: Callable[[T], tuple[Any, ...]],
+    moment: Callable[[T], tuple[Any, ...]],
     measured: Callable[[T], tuple[str, str]],
 ) -> list[T]:
     """The current item of each identity (case, variant, nproc, device, cell): the newest by `moment` (when it
     started, then the run id: a tie goes to the greater run id) of those `unshadowed` leaves, in identity order.
     Any items: results, record rows (so that only the current rows become results)."""
-    best: dict[tuple, T] = {}
+    best: dict[tuple[Any, ...], T] = {}
     for item in unshadowed(items, identity, measured):
         k = identity(item)
         if k not in best or moment(item) > moment(best[k]):
@@ -95,12 +97,12 @@ def newest(
     return [best[k] for k in sorted(best)]
 
 
-def entry_identity(e: Entry) -> tuple:
+def entry_identity(e: Entry) -> tuple[str, str, int, str, str]:
     """A `(run, cell, result)` entry's key: (case, variant, world size, device, cell)."""
     return (e[2].case, e[2].variant, e[2].nproc, e[2].device, e[1])
 
 
-def entry_moment(e: Entry) -> tuple:
+def entry_moment(e: Entry) -> tuple[float, str]:
     """A `(run, cell, result)` entry's moment: (when it started, its run id)."""
     return (e[2].started_at, e[0])
 

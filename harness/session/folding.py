@@ -15,20 +15,22 @@ from __future__ import annotations
 import platform
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from harness.launch.interpreter import machine_info
 from harness.matrix import git, index
 from harness.matrix.basics import IndexLookupError
 from harness.matrix.expand import Matrix
 from harness.model.case import Case
-from harness.model.cell import COMPAT_CELLS
+from harness.model.cell import COMPAT_CELLS, LOCAL_CELL
 from harness.model.common import distributions, logical_name
-from harness.model.job import LOCAL_CELL, run_digest
+from harness.model.job import run_digest
 from harness.model.result import Result, counts
 from harness.model.version import AT_COMMIT, COMMIT, PinVersion
 from harness.session.contract import Store
 from harness.session.record import (
     Record,
+    Row,
     fold,
     from_row,
     iso,
@@ -40,12 +42,12 @@ from harness.session.record import (
 from harness.session.store import ResultStore
 
 
-def _describe(text: str) -> dict:
+def _describe(text: str) -> Row:
     description = machine_description(text, machine_info(), platform.node())
     return {k: v for k, v in description.items() if k != "host"}
 
 
-def rows_of(entries: Iterable[tuple[str, str, Result]], cases: list[Case], machine_of: dict[str, str]) -> list[dict]:
+def rows_of(entries: Iterable[tuple[str, str, Result]], cases: list[Case], machine_of: dict[str, str]) -> list[Row]:
     """Record rows for `(run id, cell, result)` entries, oldest first; `machine_of` maps a run id to its machine id."""
     by_id = {c.id: c for c in cases}
     rows = []
@@ -92,10 +94,10 @@ def _pinned(result: Result, pins: dict[str, str]) -> Result:
 
 def fold_payload(
     record: Record,
-    payload: dict,
+    payload: dict[str, Any],
     cases: list[Case],
     cell: str | None,
-    machine: dict,
+    machine: Row,
     pins: dict[str, str],
     command: str,
 ) -> tuple[int, int]:

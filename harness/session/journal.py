@@ -31,7 +31,7 @@ import os
 import shutil
 from pathlib import Path
 
-from harness.session.store import StoreError
+from harness.session.contract import StoreError
 
 JOURNAL = ".record-journal"
 MARKER = "COMMITTED"

@@ -231,10 +231,8 @@ class Session:
             done = run_scheduled([jobs[i] for i in order], self.run_job, cost=lambda job: job.nproc, cores=cores)
         finally:
             self.environments.close()
-        results: list[Result] = [None] * len(jobs)  # type: ignore[list-item]
-        for i, result in zip(order, done, strict=True):
-            results[i] = result
-        return results
+        by_index = dict(zip(order, done, strict=True))  # `order` is a permutation of the jobs' indices
+        return [by_index[i] for i in range(len(jobs))]
 
     def run_job(self, job: Job) -> Result:
         """One job's result, handed to every observer before it is returned."""

@@ -20,6 +20,7 @@ from packaging.version import InvalidVersion, Version
 from harness.launch.execute import default_devices
 from harness.model.case import Case
 from harness.model.cell import Cell
+from harness.model.common import Device
 from harness.model.job import Job
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ class Selection:
         if missing:
             problems.append(f"no case id contains {', '.join(map(repr, missing))}")
         chosen = self.chosen_cases(cases)
-        have: dict[str, set] = {
+        have: dict[str, set[object]] = {
             "variant": {v for c in chosen for v in c.spec.variants},
             "world size": {n for c in chosen for n in c.spec.nproc},
             "device": {d for c in chosen for d in c.spec.devices},
@@ -102,7 +103,7 @@ def plan_local(cases: Iterable[Case], selection: Selection = Selection()) -> lis
     that declares none of those, its own devices (it then skips, saying what is missing)."""
     devices = selection.devices or tuple(default_devices())
 
-    def planned(case: Case) -> list[str]:
+    def planned(case: Case) -> list[Device]:
         here = [d for d in case.spec.devices if d in devices]
         # a case only for a device this machine lacks (a CUDA-only bug on a CPU machine) is planned on its own
         # devices when none was asked for: it ends as a skip that says why, never as "nothing to run"

@@ -17,9 +17,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
+from typing import Any
+
+from packaging.version import Version
 
 from harness.launch.interpreter import Environment
 from harness.matrix import git, index
@@ -28,17 +31,18 @@ from harness.model.expectations import environment_of, expected_outcome, expects
 from harness.model.outcome import Outcome
 from harness.model.result import Result
 from harness.session.basics import default_db
-from harness.session.contract import ReadOnly, Store
+from harness.session.contract import ReadOnly, Store, StoreError
 from harness.session.record import DEFAULT_RECORD, LayeredStore, Record, RecordStore, current_digests, load, when
-from harness.session.store import ResultStore, StoreError
+from harness.session.store import ResultStore
 
 
-def judged(cases: Iterable[Case]):  # noqa: ANN201 - a Callable[[Result], Result]
+def judged(cases: Iterable[Case]) -> Callable[[Result], Result]:
     """A function that sets a result's `expected` by its case's current rules (None for an `infra`; a result of a
     case or variant it does not know keeps what it recorded)."""
     variants = {(c.id, v): spec for c in cases for v, spec in c.spec.variants.items()}
-    known: dict[tuple, Outcome] = {}  # the rules' answer for one (case, variant, versions, world size, device)
-    environments: dict[tuple, Environment] = {}
+    # the rules' answer for one (case, variant, versions, world size, device)
+    known: dict[tuple[Any, ...], Outcome] = {}
+    environments: dict[tuple[tuple[str, str], ...], Environment] = {}
 
     def judge(result: Result) -> Result:
         variant = variants.get((result.case, result.variant))
@@ -66,9 +70,7 @@ def use_chronology(record: Record) -> None:
     for distribution, points in record.releases.items():
         index.know(
             distribution,
-            tuple(
-                index.Release(index.Version(v), _when(p.get("date")), bool(p.get("yanked"))) for v, p in points.items()
-            ),
+            tuple(index.Release(Version(v), _when(p.get("date")), bool(p.get("yanked"))) for v, p in points.items()),
         )
     for package, points in record.commits.items():
         for ref, point in points.items():

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from harness.model.cell import CASE_CELLS, LOCAL_CELL, CellKind, Kinds, kind_of
 from harness.model.job import SETTLED
@@ -59,6 +60,9 @@ from harness.session.basics import default_record
 from harness.session.contract import Entry, Run, Store, StoreError, entry_identity, entry_measured, entry_moment, newest
 from harness.session.journal import pending, recover, replace_all
 
+if TYPE_CHECKING:
+    from harness.model.case import Case
+
 DEFAULT_RECORD = default_record()
 MANIFEST = "manifest.jsonl"  # every other file of the record that holds rows: one missing or emptied is an error
 
@@ -67,7 +71,7 @@ EXCERPT_LINES = 4
 NON_VERDICTS = (Outcome.ERROR, Outcome.TIMEOUT, Outcome.INFRA)
 _SETTLED_VALUES = {o.value for o in SETTLED}
 _KEY = ("case", "variant", "nproc", "device", "cell", "fingerprint")
-_ROW_FIELDS = {
+_ROW_FIELDS: dict[str, type | tuple[type, ...]] = {
     "case": str,
     "variant": str,
     "nproc": int,
@@ -93,20 +97,21 @@ class RecordError(StoreError):
 
 
 Digests = Callable[[str, str], str | None]  # (case, variant) -> the digest the committed case gives now, or None
+Row = dict[str, Any]  # one line of a record file, as JSON reads it
 
 
 @dataclass
 class Record:
     """The record in memory: rows, the runs and machines they cite, and the version points' dates."""
 
-    rows: list[dict] = field(default_factory=list)
-    runs: dict[str, dict] = field(default_factory=dict)  # run id -> {started, machine, command}
-    machines: dict[str, dict] = field(default_factory=dict)  # machine id -> description
-    releases: dict[str, dict[str, dict]] = field(default_factory=dict)  # distribution -> version -> {date, yanked}
-    commits: dict[str, dict[str, dict]] = field(default_factory=dict)  # package -> sha or release -> {date, position}
-    rules: list[dict] = field(default_factory=list)  # provenance of the expect rules: {case, variant, set, ...}
+    rows: list[Row] = field(default_factory=list)
+    runs: dict[str, Row] = field(default_factory=dict)  # run id -> {started, machine, command}
+    machines: dict[str, Row] = field(default_factory=dict)  # machine id -> description
+    releases: dict[str, dict[str, Row]] = field(default_factory=dict)  # distribution -> version -> {date, yanked}
+    commits: dict[str, dict[str, Row]] = field(default_factory=dict)  # package -> sha or release -> {date, position}
+    rules: list[Row] = field(default_factory=list)  # provenance of the expect rules: {case, variant, set, ...}
 
-    def set_rules(self, provenance: dict) -> None:
+    def set_rules(self, provenance: Row) -> None:
         """Record what a variant's rules rest on; a derivation of the same day replaces that day's."""
         same = (provenance["case"], provenance["variant"], provenance["set"])
         self.rules = [r for r in self.rules if (r["case"], r["variant"], r["set"]) != same] + [provenance]
@@ -166,7 +171,7 @@ def deciding_lines(result: Result, signature: str | None = None) -> str:
     return "\n".join(picked[-EXCERPT_LINES:])
 
 
-def to_row(run_id: str, cell: str, result: Result, machine: str, signature: str | None = None) -> dict:
+def to_row(run_id: str, cell: str, result: Result, machine: str, signature: str | None = None) -> Row:
     """A result as a record row (see the module docstring for what it keeps)."""
     row = {
         "case": result.case,
@@ -195,7 +200,7 @@ def to_row(run_id: str, cell: str, result: Result, machine: str, signature: str 
     return row
 
 
-def from_row(row: dict) -> tuple[str, str, Result]:
+def from_row(row: Row) -> tuple[str, str, Result]:
     """(run id, cell, result) of a record row; `expected` is left None for the reader to judge by today's rules."""
     result = trusted(
         {  # `load` checked every field: no second validation per row
@@ -223,13 +228,13 @@ def from_row(row: dict) -> tuple[str, str, Result]:
     return row["run"], row["cell"], result
 
 
-def key(row: dict) -> tuple:
+def key(row: Row) -> tuple[Any, ...]:
     """The identity of a row: (case, variant, world size, device, cell, fingerprint); a result that recorded no
     fingerprint (never launched, or from a store that had none) is identified by its pins instead."""
     return tuple(row[k] for k in _KEY[:-1]) + (row["fingerprint"] or _dumps(row["versions"]),)
 
 
-def _order(row: dict) -> tuple:
+def _order(row: Row) -> tuple[Any, ...]:
     return (row["case"], row["variant"], row["device"], row["nproc"], row["cell"], row["date"], row["fingerprint"])
 
 
@@ -243,7 +248,7 @@ def _dumps(value: object) -> str:
 _DECODE = json.JSONDecoder().raw_decode
 
 
-def _lines(path: Path) -> list[tuple[int, dict]]:
+def _lines(path: Path) -> list[tuple[int, Row]]:
     """Each non-blank line of `path` with its number: exactly one JSON object a line, or a `RecordError` naming the
     line. Each line is checked alone (one parse of the joined lines let a line holding `{...},{...` and a line
     holding the rest pass as two rows, one of them spliced from two broken lines); the rows are then made by one
@@ -275,7 +280,7 @@ _FIELD_NAMES = tuple(_ROW_FIELDS)
 _FIELD_TYPES = {tuple(kind if isinstance(kind, type) else t for kind in _ROW_FIELDS.values()) for t in (int, float)}
 
 
-def _check_row(path: Path, number: int, row: dict) -> dict:
+def _check_row(path: Path, number: int, row: Row) -> Row:
     for name, value in optional_of(row).items():
         try:
             check_optional(name, value)
@@ -318,7 +323,7 @@ def _load(root: Path, record: Record) -> None:
     overlay = pending(root)  # a killed write that had committed: its files, not yet in place, are the record
     held: dict[str, int] = {}  # name -> rows read from it
 
-    def lines(name: str) -> tuple[Path, list[tuple[int, dict]]]:
+    def lines(name: str) -> tuple[Path, list[tuple[int, Row]]]:
         path = overlay.get(name, root / name)
         if not path.is_file() and name in overlay:  # put in place since `pending` looked: where it is now
             path = root / name
@@ -359,12 +364,12 @@ def _load(root: Path, record: Record) -> None:
             raise RecordError(f"{path}:{number}: kind: {row.get('kind')!r} is neither 'release' nor 'git'")
     listing, numbered = lines(MANIFEST)
     for number, entry in numbered:  # a record written before the manifest existed has none: nothing to hold it to
-        name = entry.get("file")
-        if not isinstance(name, str):
+        listed = entry.get("file")
+        if not isinstance(listed, str):
             raise RecordError(f"{listing}:{number}: file: missing")
-        if not held.get(name):
-            path = overlay.get(name, root / name)
-            state = "missing" if not path.is_file() else "empty" if name in held else "not a file of the record"
+        if not held.get(listed):
+            path = overlay.get(listed, root / listed)
+            state = "missing" if not path.is_file() else "empty" if listed in held else "not a file of the record"
             raise RecordError(
                 f"{path}: {state}, but {listing}:{number} lists it as holding rows (a fold never "
                 "empties a file: restore it, e.g. with `git checkout`)"
@@ -373,7 +378,7 @@ def _load(root: Path, record: Record) -> None:
 
 def render(record: Record) -> dict[str, str]:
     """Every file of the record as text, by path relative to the record's root (deterministic)."""
-    files: dict[str, list[dict]] = {}
+    files: dict[str, list[Row]] = {}
     for row in sorted(record.rows, key=_order):
         name = "compat.jsonl" if kind_of(row["cell"]) is CellKind.COMPAT else results_file(row["case"])
         files.setdefault(name, []).append(row)
@@ -408,7 +413,7 @@ def results_file(case: str) -> str:
         raise RecordError(f"record: {exc}") from None
 
 
-def _by_version(points: dict[str, dict]) -> list[tuple[str, dict]]:
+def _by_version(points: dict[str, Row]) -> list[tuple[str, Row]]:
     return sorted(points.items(), key=lambda item: version_key(item[0]))
 
 
@@ -433,7 +438,7 @@ def write(root: Path, record: Record) -> list[str]:
 # --------------------------------------------------------------------------------------------------------- fold
 
 
-def fold(record: Record, rows: Iterable[dict], runs: dict[str, dict], machines: dict[str, dict]) -> tuple[int, int]:
+def fold(record: Record, rows: Iterable[Row], runs: dict[str, Row], machines: dict[str, Row]) -> tuple[int, int]:
     """Fold new rows (with the runs and machines they cite) into `record`, in place; return (added, replaced).
     Idempotent: a row whose key is recorded with the same outcome and tallies (and no version it lacks) is left
     exactly as it was (unless a row of another fingerprint of its world size and cell has been recorded since: then
@@ -441,7 +446,8 @@ def fold(record: Record, rows: Iterable[dict], runs: dict[str, dict], machines: 
     (one that recorded a version more, e.g. of a package a rule names, too); an older one is ignored; an `infra` row
     (nothing measured) never replaces a settled one, as it never shadows one in `latest()` (`contract.current`)."""
     index = {key(row): i for i, row in enumerate(record.rows)}
-    newest: dict[tuple, tuple] = {}  # (case, variant, world size, device, cell) -> the newest (date, run) recorded
+    # (case, variant, world size, device, cell) -> the newest (date, run) recorded
+    newest: dict[tuple[Any, ...], tuple[str, str]] = {}
     for row in record.rows:
         newest[key(row)[:-1]] = max(newest.get(key(row)[:-1], ("", "")), (row["date"], row["run"]))
     added = replaced = 0
@@ -481,14 +487,14 @@ def fold(record: Record, rows: Iterable[dict], runs: dict[str, dict], machines: 
     return added, replaced
 
 
-def machine_id(description: dict) -> str:
+def machine_id(description: Row) -> str:
     """A stable short id for a machine description."""
     import hashlib
 
     return "m-" + hashlib.sha256(_dumps(description).encode()).hexdigest()[:10]
 
 
-def machine_description(text: str, here: dict | None = None, host: str | None = None) -> dict:
+def machine_description(text: str, here: Row | None = None, host: str | None = None) -> Row:
     """A run's `machine` text as a description: the JSON a current bugmatrix records, or an older bugmatrix's
     `host (OS arch)`, completed with this machine's description `here` when `host` says it ran here."""
     try:
@@ -506,7 +512,7 @@ def machine_description(text: str, here: dict | None = None, host: str | None = 
 # ------------------------------------------------------------------------------------------------------ readers
 
 
-def current_digests(cases: Iterable) -> Digests:
+def current_digests(cases: Iterable[Case]) -> Digests:
     """A `Digests` over `cases` (Case objects, probes included): what each variant's results must have measured."""
     from harness.model.job import run_digest
 
@@ -550,7 +556,7 @@ class RecordStore(Store):
         self.judge = judge or (lambda r: r)
         self._rows = [row for row in record.rows if not superseded(row["case"], row["variant"], row["digest"], digests)]
 
-    def _result(self, row: dict) -> Result:
+    def _result(self, row: Row) -> Result:
         return self.judge(from_row(row)[2])
 
     def entries(self, run_id: str | None = None, kinds: Kinds = CASE_CELLS) -> list[Entry]:
@@ -570,7 +576,7 @@ class RecordStore(Store):
     def merge(self, sources: list[Path], kinds: Kinds | None = None) -> int:
         raise StoreError(f"{self.path}: the record is written by `bugmatrix record fold`")
 
-    def _chosen(self, run_id: str | None, kinds: Kinds) -> list[dict]:
+    def _chosen(self, run_id: str | None, kinds: Kinds) -> list[Row]:
         return [row for row in self._rows if _kept(row["cell"], kinds) and (run_id is None or row["run"] == run_id)]
 
     def runs(self, with_results: bool = False, kinds: Kinds = CASE_CELLS) -> list[Run]:

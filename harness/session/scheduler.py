@@ -11,7 +11,7 @@ whose disk is full) does so at once, not when the results reach that item, and i
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
@@ -21,7 +21,7 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
-def run_scheduled(items: list[T], work: Callable[[T], R], cost: Callable[[T], int], cores: int) -> list[R]:
+def run_scheduled(items: Sequence[T], work: Callable[[T], R], cost: Callable[[T], int], cores: int) -> list[R]:
     """`work(item)` for every item on up to `cores` threads, each holding min(cost(item), cores) cores while it
     runs; results in item order. Ctrl-C/SIGTERM (any exception) kills every launch in flight and starts no more; an
     item's error does so as soon as it happens, and is raised rather than the aborted launches' `LaunchAborted`."""

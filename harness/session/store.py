@@ -53,10 +53,12 @@ import secrets
 import shutil
 import socket
 import sqlite3
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import Any
 
 from harness.launch.logscan import human_size
 from harness.model.cell import CASE_CELLS, LOCAL_CELL, Kinds, kind_sql
@@ -202,8 +204,10 @@ def _full(exc: sqlite3.DatabaseError, path: Path) -> DiskFull | None:
     """`DiskFull` when SQLite's error `exc` on the store at `path` means the disk is full (SQLITE_FULL, or an I/O
     error with less than `LOW_SPACE` free, measured now), else None: the store's own fault."""
     code = getattr(exc, "sqlite_errorcode", None)  # Python >= 3.11; the messages are SQLite's own for these codes
-    is_full = code & 0xFF == sqlite3.SQLITE_FULL if code is not None else "database or disk is full" in str(exc)
-    is_io = code & 0xFF == sqlite3.SQLITE_IOERR if code is not None else "disk I/O error" in str(exc)
+    if sys.version_info >= (3, 11) and code is not None:
+        is_full, is_io = code & 0xFF == sqlite3.SQLITE_FULL, code & 0xFF == sqlite3.SQLITE_IOERR
+    else:
+        is_full, is_io = "database or disk is full" in str(exc), "disk I/O error" in str(exc)
     try:
         free: int | None = shutil.disk_usage(path.parent).free
     except OSError:
@@ -541,7 +545,7 @@ def _rebuild_latest(db: sqlite3.Connection) -> None:
     )
 
 
-def _to_result(row: tuple) -> Result:
+def _to_result(row: tuple[Any, ...]) -> Result:
     values = dict(zip(_RESULT_COLUMNS, row, strict=True))
     return Result(
         case=values["case_id"],

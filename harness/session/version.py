@@ -12,6 +12,7 @@ import json
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 BUILT = "VERSION.json"  # in harness/_data/ (harness/model/basics.py PACKAGED), written by hatch_build.py
 _ROW_DATE = re.compile(rb'"date":"([0-9T:Z-]+)"')  # a row's own field: inside an excerpt its quotes are escaped
@@ -53,13 +54,13 @@ def record_facts(record: Path) -> dict[str, str | None]:
     return {"date": newest_result(record), "commit": commit_of(folder, ".") if record.is_dir() else None}
 
 
-def facts(root: Path) -> dict:
+def facts(root: Path) -> dict[str, Any]:
     """What `--version` says of the source tree at `root`: the code's commit and its record's facts (what a build
     writes into the wheel)."""
     return {"commit": commit_of(root), "record": record_facts(root / "record")}
 
 
-def built() -> dict | None:
+def built() -> dict[str, Any] | None:
     """The facts a build wrote into this installed wheel, or None (a clone)."""
     from harness.model.basics import PACKAGED
 
@@ -83,7 +84,7 @@ def version_text() -> str:
     commit = known["commit"] if known else commit_of(SOURCE_TREE)
     record = default_record()
     wheel_record = known is not None and record.resolve() == (PACKAGED / "record").resolve()
-    about = known["record"] if wheel_record else record_facts(record)
+    about = known["record"] if known is not None and wheel_record else record_facts(record)
     return (
         f"bugmatrix {code} (commit {commit or 'unknown'})\n"
         f"the record in {record}: newest result {about['date'] or 'none'}, commit {about['commit'] or 'unknown'}"

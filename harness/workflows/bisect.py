@@ -19,7 +19,7 @@ named `bisect-<package>-<candidate>`; with `repeat` > 1 a probe whose repeats di
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 
@@ -38,7 +38,8 @@ from harness.model.errors import BugmatrixError
 from harness.model.job import Job
 from harness.model.outcome import Outcome
 from harness.model.result import Result
-from harness.session.pipeline import NO_RESUME, MatrixEnvironments, Observer, Recorder, Resume, Session
+from harness.session.observer import Observer
+from harness.session.pipeline import NO_RESUME, MatrixEnvironments, Recorder, Resume, Session
 from harness.session.scheduler import run_scheduled
 from harness.workflows.datebisect import DevBuild, commit_range, date_line, date_summary
 from harness.workflows.datebisect import probe_cell as dev_cell
@@ -119,6 +120,9 @@ def probe_cell(
     )
 
 
+Candidate = str | Commit | DevBuild  # what a probe installs: a release, a commit of a clone, or a day's dev builds
+
+
 @dataclass
 class CaseProber:
     """Probes candidates: each one's cell, built once, runs the case `probing.repeat` times through the session
@@ -151,11 +155,11 @@ class CaseProber:
             observers=[Recorder(p.store, p.run_id), _ProbeLog(self), *p.observers],
         )
 
-    def __call__(self, batch: list[str | Commit]) -> list[Outcome]:
+    def __call__(self, batch: Sequence[Candidate]) -> list[Outcome]:
         cost = max(self.nprocs or (self.nproc,)) * self.probing.repeat
         return run_scheduled(batch, self.one, cost=lambda _: cost, cores=self.probing.cores)
 
-    def one(self, candidate: str | Commit) -> Outcome:
+    def one(self, candidate: Candidate) -> Outcome:
         """The outcome of the case with `package` at `candidate` (`infra` when its cell cannot be formed)."""
         try:
             if isinstance(candidate, DevBuild):  # a day's dev builds: the whole stack of that day, pinned
@@ -269,17 +273,15 @@ def bisect(probing: Probing, request: BisectRequest, probed: dict[str, Result] |
             f"{r.dates[0]} … {r.dates[1]} ({len(line.gaps)} gap(s), {len(line.same)} repeated build(s) skipped)"
         )
         prober.index_url = url
-        found = search(line.builds, prober, parallel=parallel)
-        say(date_summary(line, found))
-        levels.append(("date", found))
-        commits = commit_range(found)
-        if source and r.commits and commits and not found.ambiguous:
+        by_date = search(line.builds, prober, parallel=parallel)
+        say(date_summary(line, by_date))
+        levels.append(("date", by_date))
+        span = commit_range(by_date)
+        if source and r.commits and span and not by_date.ambiguous:
             repo = git_checkout(source, r.package)
-            candidates = git_candidates(repo, *commits)
-            say(
-                f"bisecting {len(candidates)} first-parent commits of {r.package} {commits[0][:12]} … {commits[1][:12]}"
-            )
-            prober.companions = dict(found.first_new.pins)
+            candidates = git_candidates(repo, *span)
+            say(f"bisecting {len(candidates)} first-parent commits of {r.package} {span[0][:12]} … {span[1][:12]}")
+            prober.companions = dict(by_date.first_new.pins)
             levels.append(("commit", search(candidates, prober, parallel=parallel)))
         return levels
     if not (r.old_ref and r.new_ref):

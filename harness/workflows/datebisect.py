@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 import zipfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from functools import lru_cache
@@ -121,7 +121,7 @@ class DateLine:
         return [text for _, text in sorted(out)]
 
 
-def plan_dates(lead: str, builds: dict[str, Sequence[Build]], start: date, end: date) -> DateLine:
+def plan_dates(lead: str, builds: Mapping[str, Sequence[Build]], start: date, end: date) -> DateLine:
     """The date line from `start` to `end` (inclusive) over the builds of `lead` and of each companion (the other
     keys of `builds`); pure (see the module docstring for the rules)."""
     if end < start:

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from packaging.version import Version
+
 from harness.analysis.transitions import FIXED, REPRODUCED, Axis, Between, Boundary, axes
 from harness.matrix.expand import Matrix
 from harness.matrix.git import Commit, git_candidates, resolve_ref
@@ -93,10 +95,16 @@ def _between(versions: tuple[str, ...], low: object, high: object) -> list[str]:
     """The release `versions` that lie strictly between `low` and `high` (releases; nothing for commits)."""
     if not isinstance(low, str) or not isinstance(high, str):
         return []
-    lo, hi = PinVersion.parse(low), PinVersion.parse(high)
-    if lo.kind != RELEASE or hi.kind != RELEASE:
+    lo, hi = _release(low), _release(high)
+    if lo is None or hi is None:
         return []
-    return [v for v in versions if (p := PinVersion.parse(v)).kind == RELEASE and lo.release < p.release < hi.release]
+    return [v for v in versions if (r := _release(v)) is not None and lo < r < hi]
+
+
+def _release(text: str) -> Version | None:
+    """The release of a recorded version that is a plain release (`2.6.0`), else None (a commit, a git install)."""
+    pin = PinVersion.parse(text)
+    return pin.release if pin.kind == RELEASE else None
 
 
 def selected_axes(
@@ -197,7 +205,7 @@ def narrow(targets: list[Target], cases: dict[str, Case], probing: Probing, comm
         latest = store.latest() if b.undecided else []  # read once: what the versions between showed
         retry = _nothing_measured(axis, b, latest) if b.undecided and b.untested is not None else ()
         if retry:  # an environment that could not be made measured nothing: probe it again, as a resumed run does
-            again = (*b.untested, *retry)  # commits: the clone gives the candidates, in its order
+            again = (*(b.untested or ()), *retry)  # commits: the clone gives the candidates, in its order
             b = replace(
                 b,
                 untested=again if b.commits else tuple(sorted(again, key=version_key)),
@@ -307,7 +315,7 @@ def _candidates(b: Boundary, prober: CaseProber) -> list[str | Commit]:
     endpoint is a git install (`0.4.0.dev0 @ <sha>`), the first-parent commits of the local clone between the two
     (the clone `between` read them from), so that each probe installs its commit rather than a version."""
     if not b.commits:
-        return [b.before, *b.untested, b.after]
+        return [b.before, *(b.untested or ()), b.after]  # `narrow` asks only where some lie between
     repo = Path((prober.source or "").removeprefix("file://"))
     old, new = (p.commit or p.text for p in map(PinVersion.parse, (b.before, b.after)))
     return list(git_candidates(repo, old, new))

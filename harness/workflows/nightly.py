@@ -541,7 +541,7 @@ def issue_body(case: str, changes: list[dict[str, Any]], url: str) -> str:
 def plan_issues(compared: dict[str, Any], open_issues: list[dict[str, Any]], url: str) -> list[IssueAction]:
     """One action per unexpectedly regressed case (sorted): comment on the open issue titled for it, else open one."""
     unexpected = [c for c in compared.get("changes", []) if c.get("unexpected")]
-    by_title = {}
+    by_title: dict[str, int] = {}
     for issue in open_issues:
         by_title.setdefault(issue["title"], int(issue["number"]))  # gh lists the newest first
     actions = []
