@@ -43,8 +43,8 @@ def current_results(cases_dir: Path, record: Path) -> list[tuple[str, Result]]:
     """The record's current results (`latest()`, superseded rows left out) that the evidence is held against; a
     record that cannot be read is a usage error (one line)."""
     from harness.model.case import discover
+    from harness.session.contract import StoreError
     from harness.session.readers import open_reader
-    from harness.session.store import StoreError
 
     try:
         return open_reader(None, False, discover(cases_dir)[0], record).latest()
@@ -134,9 +134,9 @@ def _always_returns(body: list[ast.stmt]) -> bool:
     return False
 
 
-def _master_port_values(tree: ast.AST) -> list[ast.AST]:
+def _master_port_values(tree: ast.AST) -> list[ast.expr]:
     """Every expression the script gives MASTER_PORT (None stands for 'set, value unknown')."""
-    values: list[ast.AST] = []
+    values: list[ast.expr] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign):
             for target in node.targets:

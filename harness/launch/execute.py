@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
 from harness.launch.classify import classify
 from harness.launch.interpreter import Environment, cuda_available, gpu_count
@@ -67,7 +68,7 @@ def execute(job: Job, env: Environment) -> Result:
     """Launch `job` under torchrun in `env` and return its classified, expectation-checked result."""
     spec, variant = job.case.spec, job.case.spec.variants[job.variant]
     expected = expected_outcome(variant, env, job.nproc, job.device)
-    base = dict(
+    base: dict[str, Any] = dict(
         case=job.case.id,
         variant=job.variant,
         nproc=job.nproc,

@@ -162,7 +162,9 @@ def _same_interpreter(python: str, executable: str) -> bool:
 
 
 def _environment(python: str | Path, data: dict) -> Environment:
-    packages = {canonicalize_name(name): Installed(name=name, **info) for name, info in data["packages"].items()}
+    packages: dict[str, Installed] = {
+        canonicalize_name(name): Installed(name=name, **info) for name, info in data["packages"].items()
+    }
     return Environment(python=str(python), python_version=data["python"], packages=packages)
 
 

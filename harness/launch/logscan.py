@@ -100,8 +100,8 @@ def scan_log(
         if pattern is not None and seen is None and carry:
             seen = signature_line(bytes(carry).decode("utf-8", "replace"), pattern)
     if size <= head + tail:
-        text = bytes(first[:size] if size <= head else first + last[len(last) - (size - head) :])
-        return LogScan(text=text.decode("utf-8", "replace"), size=size, seen=seen, signature=signature)
+        whole = bytes(first[:size] if size <= head else first + last[len(last) - (size - head) :])
+        return LogScan(text=whole.decode("utf-8", "replace"), size=size, seen=seen, signature=signature)
     omitted = size - len(first) - len(last)
     text = (
         bytes(first).decode("utf-8", "replace")

@@ -123,7 +123,7 @@ def run_abortable(command: list[str], timeout: float, **popen: Any) -> subproces
         out, err = communicate(proc, timeout)
     finally:
         with _active_lock:
-            _active.discard(proc)  # type: ignore[arg-type]
+            _active.discard(proc)
     refuse_if_interrupted()
     return subprocess.CompletedProcess(command, proc.returncode, out, err)
 

@@ -20,7 +20,7 @@ def rule_holds(rule: Rule, env: Environment, nproc: int, device: str) -> bool:
     """True when every condition of `rule.when` holds; a package that is not installed fails its condition."""
     for key, cond in rule.when.items():
         if key == NPROC:
-            if nproc not in cond:  # type: ignore[operator]
+            if nproc not in cond:
                 return False
         elif key == DEVICE:
             if device != cond:
@@ -68,7 +68,7 @@ def expected_outcome(variant: Variant, env: Environment, nproc: int, device: str
 def environment_of(result: Result) -> Environment:
     """The installed packages a result recorded (`version` or `version @ commit`), as the rule evaluator sees an
     environment."""
-    packages = {}
+    packages: dict[str, Installed] = {}
     for name, text in result.versions.items():
         version = PinVersion.parse(text)
         packages[canonicalize_name(name)] = Installed(
