@@ -300,9 +300,15 @@ def _launch_once(
         winding = False  # every rank has exited at the deadline: torchrun gets WIND_DOWN_S more to exit
         warm_refused = ""
         if mode == "warm":
+            forked = [python, str(warm.PARENT), *WARM_IMPORTS, "->", str(WRAPPER), str(script), *args]
             try:
                 proc: Any = _start_warm(python, script, args, nproc, child_env, rank_dir, marker)
-                command = [python, str(warm.PARENT), *WARM_IMPORTS, "->", str(WRAPPER), str(script), *args]
+                command = forked
+            except warm.WarmStartTimeout as exc:  # its start-up, bounded as torchrun's: no rank started
+                refuse_if_interrupted()
+                ranks = {r: RankRecord(rank=r) for r in range(nproc)}
+                duration = time.monotonic() - started
+                return LaunchResult(forked, nproc, None, True, duration, str(exc), ranks, mode=mode)
             except warm.WarmUnavailable as exc:  # said in the result (launch_notes), never silently
                 mode, warm_refused = "cold", str(exc)
                 agent_log_path = rank_dir / "torchrun.log"
@@ -388,7 +394,9 @@ def _start_warm(
     """A warm launch's agent: `child_env` less this launch's own variables is its parent's environment."""
     base = {k: v for k, v in child_env.items() if k not in _PER_LAUNCH}
     own = {k: child_env[k] for k in _PER_LAUNCH if k in child_env}
-    return warm.start(python, WARM_IMPORTS, base, own, rank_dir, script, args, nproc, marker)
+    return warm.start(
+        python, WARM_IMPORTS, base, own, rank_dir, script, args, nproc, marker, ready_s=STARTUP_S, stop=_stopping
+    )
 
 
 class _Closing:

@@ -5,10 +5,10 @@
     shutdown()                                         # every parent ends (the harness's exit does it too)
 
 Promises:
-- one parent per (interpreter, import set, launch environment): a parent that imported lightning is never the
-  parent of a torch-only launch, nor one started with another environment; parents are started with the launch
-  environment of a cold launch, in a session of their own, and serve every thread of the harness (`-j 2`: two
-  launches share a parent, each with its own agent);
+- one parent per interpreter and import set, started with the launch environment of a cold launch: a parent that
+  imported lightning is never the parent of a torch-only launch, and one started with another environment is
+  replaced (the harness's environment changed); parents run in a session of their own and serve every thread of
+  the harness (`-j 2`: two launches share a parent, each with its own agent);
 - a parent is checked before each fork and replaced when it died, when a file it imported changed or vanished
   (the environment was rebuilt, evicted or pruned), or when it holds a deleted library (`(deleted)` in its maps):
   never a stale parent, never a silent fallback. A parent that could not import its modules, started a thread or
@@ -37,7 +37,7 @@ from typing import IO, Any
 import psutil
 
 PARENT = Path(__file__).with_name("warm_parent.py")
-READY_S = 600.0  # how long a parent gets to import its modules (torch under load: tens of seconds)
+READY_S = 300.0  # how long a parent gets to import its modules by default (torch under load: tens of seconds)
 ANSWER_S = 30.0  # how long a parent gets to answer a fork request
 RECORD_S = 1.0  # how long the parent gets to write a dead agent's status
 MODE_ENV = "BUGMATRIX_LAUNCH_MODE"  # warm | cold: how launches start when the caller does not say
@@ -46,6 +46,10 @@ MODES = ("cold", "warm")
 
 class WarmUnavailable(RuntimeError):
     """No warm parent can serve this launch (its imports failed, it started a thread or CUDA, it died starting)."""
+
+
+class WarmStartTimeout(WarmUnavailable):
+    """The parent did not finish its imports within the launch's start-up bound: the launch timed out starting."""
 
 
 def default_mode() -> str:
@@ -61,6 +65,7 @@ class WarmParent:
     """One running warm parent and what it reported when ready."""
 
     key: tuple[Any, ...]
+    env: dict[str, str]
     proc: subprocess.Popen[bytes]
     files: dict[str, str | None] = field(default_factory=dict)
     stamps: dict[str, tuple[int, int] | None] = field(default_factory=dict)
@@ -116,41 +121,60 @@ def _stamp(path: str | None) -> tuple[int, int] | None:
     return (st.st_ino, st.st_mtime_ns)
 
 
-def _read_line(stream: IO[bytes], proc: subprocess.Popen[bytes], limit: float) -> bytes:
-    """One line from a parent, or WarmUnavailable when it died or said nothing for `limit` seconds."""
+def _read_line(
+    stream: IO[bytes], proc: subprocess.Popen[bytes], limit: float, stop: threading.Event | None = None
+) -> bytes:
+    """One line from a parent; WarmStartTimeout when it said nothing for `limit` seconds, WarmUnavailable when it
+    died or `stop` was set (the run is being interrupted)."""
     import selectors
 
     deadline = time.monotonic() + limit
     with selectors.DefaultSelector() as sel:
         sel.register(stream, selectors.EVENT_READ)
-        while time.monotonic() < deadline:
-            if sel.select(timeout=min(1.0, max(0.0, deadline - time.monotonic()))):
+        while time.monotonic() < deadline and not (stop is not None and stop.is_set()):
+            if sel.select(timeout=min(0.2, max(0.0, deadline - time.monotonic()))):
                 line = stream.readline()
                 if not line:
                     break
                 return line
             if proc.poll() is not None:
                 break
+        else:
+            if time.monotonic() >= deadline:
+                raise WarmStartTimeout(f"the warm parent (pid {proc.pid}) said nothing within {limit:g} s")
     raise WarmUnavailable(f"the warm parent (pid {proc.pid}) did not answer (exit {proc.poll()})")
 
 
-def parent_for(python: str, imports: tuple[str, ...], env: dict[str, str], log: Path | None = None) -> WarmParent:
-    """The live parent for this interpreter, import set and environment: the running one when it is not stale,
-    else a new one (the stale one ended first)."""
-    key = (python, tuple(imports), tuple(sorted(env.items())))
+def parent_for(
+    python: str,
+    imports: tuple[str, ...],
+    env: dict[str, str],
+    log: Path | None = None,
+    ready_s: float = READY_S,
+    stop: threading.Event | None = None,
+) -> WarmParent:
+    """The live parent for this interpreter and import set, started with `env`: the running one when it is not
+    stale and has that environment, else a new one (the other one ended first)."""
+    key = (python, tuple(imports))
     with _parents_lock:
         parent = _parents.get(key)
-        if parent is not None and parent.stale() is not None:
+        if parent is not None and (parent.env != env or parent.stale() is not None):
             parent.close()
             parent = None
         if parent is None:
-            parent = _start(key, python, imports, env, log)
+            parent = _start(key, python, imports, env, log, ready_s, stop)
             _parents[key] = parent
         return parent
 
 
 def _start(
-    key: tuple[Any, ...], python: str, imports: tuple[str, ...], env: dict[str, str], log: Path | None
+    key: tuple[Any, ...],
+    python: str,
+    imports: tuple[str, ...],
+    env: dict[str, str],
+    log: Path | None,
+    ready_s: float,
+    stop: threading.Event | None,
 ) -> WarmParent:
     errors = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 - handed to the child, closed below
     try:
@@ -168,11 +192,17 @@ def _start(
             errors.close()  # type: ignore[union-attr]
     assert proc.stdout is not None
     try:
-        ready = json.loads(_read_line(proc.stdout, proc, READY_S))
+        ready = json.loads(_read_line(proc.stdout, proc, ready_s, stop))
+    except WarmStartTimeout:
+        proc.kill()
+        proc.wait()
+        raise WarmStartTimeout(
+            f"{python}: the warm parent did not import {', '.join(imports)} within {ready_s:g} s"
+        ) from None
     except (WarmUnavailable, ValueError):
         proc.kill()
         proc.wait()
-        raise WarmUnavailable(f"{python}: the warm parent did not start") from None
+        raise WarmUnavailable(f"{python}: the warm parent did not start (exit {proc.returncode})") from None
     problem = None
     if ready.get("failed"):
         problem = "could not import " + "; ".join(f"{k} ({v})" for k, v in ready["failed"].items())
@@ -185,7 +215,9 @@ def _start(
         proc.wait()
         raise WarmUnavailable(f"{python}: {problem}")
     files = dict(ready.get("files") or {})
-    return WarmParent(key=key, proc=proc, files=files, stamps={name: _stamp(path) for name, path in files.items()})
+    return WarmParent(
+        key=key, env=dict(env), proc=proc, files=files, stamps={name: _stamp(path) for name, path in files.items()}
+    )
 
 
 class WarmAgent:
@@ -271,10 +303,13 @@ def start(
     args: list[str],
     nproc: int,
     run_id: str,
+    ready_s: float = READY_S,
+    stop: threading.Event | None = None,
 ) -> WarmAgent:
     """Fork one launch from the parent for (`python`, `imports`, `env`): `nproc` ranks of `script args`, with
-    `launch_env` (this launch's own variables) on top of `env`. Its agent writes into `folder`."""
-    parent = parent_for(python, imports, env)
+    `launch_env` (this launch's own variables) on top of `env`. Its agent writes into `folder`. A parent that must
+    be started gets `ready_s` for its imports (WarmStartTimeout past it); `stop` set ends a parent's start."""
+    parent = parent_for(python, imports, env, ready_s=ready_s, stop=stop)
     request = {
         "dir": str(folder),
         "script": str(script),
@@ -286,7 +321,7 @@ def start(
     try:
         answer = parent.request({"launch": request})
     except (OSError, WarmUnavailable):  # it died between the check and the request: one new parent, once
-        parent = parent_for(python, imports, env)
+        parent = parent_for(python, imports, env, ready_s=ready_s, stop=stop)
         answer = parent.request({"launch": request})
     return WarmAgent(int(answer["pid"]), folder)
 
