@@ -208,6 +208,9 @@ def test_a_parent_is_replaced_when_it_died_or_an_imported_file_changed(tmp_path:
     second.proc.wait()
     third = warm.parent_for(sys.executable, ("bmx_fake_import",), env)
     assert third is not second and third.proc.poll() is None
+    (tmp_path / "mods" / "bmx_fake_import.py").unlink()  # its environment evicted: ended at the next launch, any
+    assert other in warm.parents() and warm.parent_for(sys.executable, ("json",), env) is other
+    assert third not in warm.parents() and third.proc.poll() is not None
     warm.retire(sys.executable)
     assert third.proc.poll() is not None and other.proc.poll() is not None
 

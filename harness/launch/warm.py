@@ -154,9 +154,13 @@ def parent_for(
     stop: threading.Event | None = None,
 ) -> WarmParent:
     """The live parent for this interpreter and import set, started with `env`: the running one when it is not
-    stale and has that environment, else a new one (the other one ended first)."""
+    stale and has that environment, else a new one (the other one ended first). Every other stale parent is ended
+    on the way: one whose environment was evicted or pruned holds its deleted files (disk the budget counts as
+    free) only until the next launch, of any environment."""
     key = (python, tuple(imports))
     with _parents_lock:
+        for other in [k for k, p in _parents.items() if k != key and p.stale() is not None]:
+            _parents.pop(other).close()
         parent = _parents.get(key)
         if parent is not None and (parent.env != env or parent.stale() is not None):
             parent.close()
