@@ -44,13 +44,15 @@ PER_LAUNCH = [
 ]
 
 CONTRACT = """
-import json, os, sys, tempfile, torch, torch.distributed as dist
+import json, os, signal, sys, tempfile, torch, torch.distributed as dist
+handlers = {s: signal.getsignal(getattr(signal, s)) for s in ("SIGINT", "SIGTERM", "SIGPIPE", "SIGHUP", "SIGQUIT")}
 dist.init_process_group("gloo")
 t = torch.ones(1) * (dist.get_rank() + 1)
 dist.all_reduce(t)
 seen = {k: os.environ.get(k) for k in sys.argv[1].split(",")}
 seen.update(sum=t.item(), cwd=os.getcwd(), tmp=tempfile.gettempdir(), name=__name__, argv=sys.argv[2:],
-            path0=sys.path[0], file=__file__, ppid_alive=os.getppid() > 1)
+            path0=sys.path[0], file=__file__, ppid_alive=os.getppid() > 1,
+            signals={s: getattr(h, "__name__", str(h)) for s, h in handlers.items()})
 dist.destroy_process_group()
 with open(os.path.join(os.path.dirname(__file__), "%s-%s.json" % (sys.argv[2], os.environ["RANK"])), "w") as fh:
     json.dump(seen, fh)
@@ -67,7 +69,8 @@ def script(tmp_path: Path, source: str, name: str = "repro.py") -> Path:
 
 def test_a_warm_rank_gets_torchruns_environment_folder_and_script_as_a_cold_one(tmp_path: Path) -> None:
     """Every variable torchrun sets, the same values (the launch's own ones set and inside its launch folder), the
-    script's folder as cwd and sys.path[0], $TMPDIR and tempfile in the launch's folder, `__main__`, gloo working."""
+    script's folder as cwd and sys.path[0], $TMPDIR and tempfile in the launch's folder, `__main__`, the signal
+    handlers a fresh interpreter has (Ctrl-C a KeyboardInterrupt), gloo working."""
     path = script(tmp_path, CONTRACT)
     keys = ",".join(SAME + PER_LAUNCH)
     seen = {}
@@ -82,7 +85,7 @@ def test_a_warm_rank_gets_torchruns_environment_folder_and_script_as_a_cold_one(
         rank_dir = Path(hot["BUGMATRIX_RANK_DIR"])
         assert Path(hot["TMPDIR"]).parent == rank_dir and hot["tmp"] == hot["TMPDIR"]  # tempfile reset after fork
         assert Path(hot["TORCHELASTIC_ERROR_FILE"]).is_relative_to(hot["TMPDIR"])
-        for key in ("sum", "cwd", "name", "path0", "file", "ppid_alive"):
+        for key in ("sum", "cwd", "name", "path0", "file", "ppid_alive", "signals"):
             assert hot[key] == cold[key], key
         assert hot["argv"] == ["warm"] and cold["argv"] == ["cold"]
     assert seen["warm"][0]["sum"] == 3.0 and seen["warm"][0]["cwd"] == str(path.parent)

@@ -161,8 +161,9 @@ def _agent_store():
 def _rank(request, rank, reader, wrapper):
     """In a forked rank: torchrun's and bugmatrix's environment, then the wrapper; returns only by SystemExit."""
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1):
+    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1):
         signal.signal(signum, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # as a fresh interpreter has it: KeyboardInterrupt
     with os.fdopen(reader, "rb") as fh:
         port = fh.read().decode().strip()
     nproc = int(request["nproc"])
