@@ -108,7 +108,8 @@ class WarmParent:
 
 
 _parents: dict[tuple[Any, ...], WarmParent] = {}
-_parents_lock = threading.Lock()
+_parents_lock = threading.Lock()  # guards _parents and _starting; held briefly, never while a parent imports
+_starting: dict[tuple[Any, ...], threading.Lock] = {}  # per key: one thread starts its parent, the others wait
 
 
 def _stamp(path: str | None) -> tuple[int, int] | None:
@@ -159,15 +160,22 @@ def parent_for(
     free) only until the next launch, of any environment."""
     key = (python, tuple(imports))
     with _parents_lock:
-        for other in [k for k, p in _parents.items() if k != key and p.stale() is not None]:
-            _parents.pop(other).close()
-        parent = _parents.get(key)
+        stale = [_parents.pop(k) for k, p in list(_parents.items()) if k != key and p.stale() is not None]
+        starting = _starting.setdefault(key, threading.Lock())
+    for parent in stale:
+        parent.close()
+    with starting:  # another environment's parent importing torch meanwhile does not hold this one up
+        with _parents_lock:
+            parent = _parents.get(key)
         if parent is not None and (parent.env != env or parent.stale() is not None):
+            with _parents_lock:
+                _parents.pop(key, None)
             parent.close()
             parent = None
         if parent is None:
             parent = _start(key, python, imports, env, log, ready_s, stop)
-            _parents[key] = parent
+            with _parents_lock:
+                _parents[key] = parent
         return parent
 
 
