@@ -1,5 +1,10 @@
 """Launching a case script under torchrun, with a timeout that kills the whole process tree.
 
+A warm launch (`mode="warm"`, or $BUGMATRIX_LAUNCH_MODE=warm) forks the ranks from a parent that has imported torch
+instead (harness/launch/warm.py): its agent stands where torchrun stands below (its session, its tree, its closing
+signals and failure summary in its log), and every promise below holds for it too; a launch no warm parent can
+serve runs under torchrun, and its result says why (`LaunchResult.warm_refused`).
+
 Promises:
 - every launch uses `torchrun --standalone`, whose rendezvous binds port 0 (the OS hands out a free port, so
   parallel launches cannot pick the same one); a launch that still fails with "address already in use" before
