@@ -32,11 +32,14 @@ CASES = ROOT / "cases"
 
 
 def leftovers(marker: str) -> list[psutil.Process]:
-    """Live processes whose command line mentions `marker` (a test's tmp path)."""
+    """Live processes whose command line mentions `marker` (a test's tmp path) or that run in a folder under it: a
+    warm launch's ranks and their forks carry their parent's command line, but run in the case's folder."""
     found = []
-    for proc in psutil.process_iter(["cmdline"]):
+    for proc in psutil.process_iter(["cmdline", "cwd", "status"]):
         try:
-            if marker in " ".join(proc.info["cmdline"] or []):
+            if proc.info["status"] == psutil.STATUS_ZOMBIE and proc.info["cwd"] is None:
+                continue
+            if marker in " ".join(proc.info["cmdline"] or []) or (proc.info["cwd"] or "").startswith(marker):
                 found.append(proc)
         except psutil.Error:
             continue

@@ -236,10 +236,13 @@ def test_a_torchrun_killed_from_outside_leaves_ranks_that_say_so(
     make_case: MakeCase, env: Environment, tmp_path: Path
 ) -> None:
     """torchrun SIGKILLed mid-launch (the OOM killer, a stray `kill -9`): its ranks are killed as strays, each an
-    `error` naming torchrun's death, not an empty "died without a verdict: "."""
+    `error` naming torchrun's death, not an empty "died without a verdict: ". Its warm twin (launches warm:
+    $BUGMATRIX_LAUNCH_MODE): the warm parent SIGKILLed; its agent and ranks die with it, each rank naming that."""
     import psutil
 
-    from harness.launch import torchrun
+    from harness.launch import torchrun, warm
+
+    warm_mode = warm.default_mode() == "warm"
 
     case = make_case("import time\ntime.sleep(3600)\n", nproc=[2], timeout=120)
     [job] = plan_local([case], Selection(devices=("cpu",)))
@@ -253,7 +256,7 @@ def test_a_torchrun_killed_from_outside_leaves_ranks_that_say_so(
                 try:
                     if len(psutil.Process(procs[0].pid).children()) == 2:
                         time.sleep(1.0)
-                        procs[0].kill()
+                        (psutil.Process(procs[0].pid).parent() if warm_mode else procs[0]).kill()
                         return
                 except psutil.Error:
                     pass
@@ -267,7 +270,8 @@ def test_a_torchrun_killed_from_outside_leaves_ranks_that_say_so(
     killer.join()
     assert result.outcome is Outcome.ERROR and result.duration_s < 60, result.reason
     for rank in result.ranks:
-        assert rank.state is RankState.ERROR and "torchrun itself was killed by SIGKILL" in rank.detail, rank
+        who = "the warm launch's agent" if warm_mode else "torchrun"
+        assert rank.state is RankState.ERROR and f"{who} itself was killed by SIGKILL" in rank.detail, rank
     assert leftovers(str(tmp_path)) == []
 
 

@@ -200,7 +200,8 @@ def test_sigterm_with_a_launch_in_flight_exits_at_once_and_begins_no_waiting_job
         start_new_session=True,
         env={**os.environ, "FAKE_CASE_SLEEP_S": "60", "UV_CACHE_DIR": str(uv_cache)},
     )
-    script = str(project / "cases" / "fakelib-1-slow" / "repro.py")
+    # The case's folder: torchrun's and its ranks' command lines name the script in it; warm ranks run in it.
+    script = str(project / "cases" / "fakelib-1-slow")
     deadline = time.monotonic() + 120
     while len(leftovers(script)) < 2 and time.monotonic() < deadline and run.poll() is None:
         time.sleep(0.1)

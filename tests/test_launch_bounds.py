@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -332,11 +333,28 @@ finally:
 """
 
 
+SLOW_PARENT = """
+import runpy, sys, time
+time.sleep({seconds})
+sys.argv[0] = {parent!r}
+runpy.run_path({parent!r}, run_name="__main__")
+"""
+
+
 def slow_torchrun(monkeypatch: pytest.MonkeyPatch, seconds: float, after: float = 0.0) -> None:
     """torchrun that takes `seconds` before it starts (as its agent importing torch on a loaded machine: 26 s
-    measured at load 28 on 2 cores, 2 s idle) and `after` to exit once its ranks have."""
-    from harness.launch import torchrun
+    measured at load 28 on 2 cores, 2 s idle) and `after` to exit once its ranks have. Its warm twin (launches
+    warm: $BUGMATRIX_LAUNCH_MODE): a warm parent that takes `seconds` before its imports."""
+    from harness.launch import torchrun, warm
 
+    if warm.default_mode() == "warm":
+        if after:
+            pytest.skip("torchrun's own wind-down (its summary, its store); a warm agent has neither to wait for")
+        slow = Path(tempfile.mkdtemp(prefix="bugmatrix-test-")) / "slow_parent.py"
+        slow.write_text(SLOW_PARENT.format(seconds=seconds, parent=str(warm.PARENT)))
+        warm.retire()  # the next launch starts a parent: this slow one
+        monkeypatch.setattr(warm, "PARENT", slow)
+        return
     plain = torchrun.torchrun_command
 
     def command(python: str, script: Path, args: list[str], nproc: int) -> list[str]:
@@ -382,4 +400,4 @@ def test_a_torchrun_that_never_starts_a_rank_times_out_saying_so(
     slow_torchrun(monkeypatch, 3600)
     result = run_one(make_case, env, "print('OK')\n", timeout=600)
     assert result.outcome is Outcome.TIMEOUT and result.duration_s < 60, result.duration_s
-    assert "no rank had started: torchrun did not start its workers within" in result.reason, result.reason
+    assert "no rank had started: " in result.reason and " did not start its workers within" in result.reason

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.analysis.caselint import check_script
 from harness.cli import main
-from harness.commands.check_case import check_script
 from harness.model.case import load_case
 from harness.model.scaffold import NOT_WRITTEN, PLACEHOLDER_SIGNATURE, parse_packages, parse_url
 from tests.helpers import CASES

@@ -66,9 +66,42 @@ def case_problems(folder: Path, latest: Iterable[tuple[str, Result]] = ()) -> li
     source = case.script.read_text()
     variant_args = [list(v.args) for v in case.spec.variants.values()]
     where = f"{folder}/{case.spec.script}"
-    said = skip_rules_unexplained(case.spec) + contradicted(case, latest)
+    said = skip_rules_unexplained(case.spec) + cold_unsaid(case.spec, source) + contradicted(case, latest)
     return [f"{folder}/case.yaml: {p}" for p in said] + [
         f"{where}: {p}" for p in check_script(source) + check_flags_run(source, variant_args)
+    ]
+
+
+# What a script exercises of torchrun itself (its agent, its launcher): a warm launch forks ranks without them.
+TORCHRUN_MODULES = ("torch.distributed.run", "torch.distributed.launch", "torch.distributed.elastic")
+
+
+def torchrun_imports(source: str) -> list[str]:
+    """The modules of torchrun itself (`TORCHRUN_MODULES`, or their parts) that `source` imports, sorted."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        found |= {n for n in names if any(n == m or n.startswith(m + ".") for m in TORCHRUN_MODULES)}
+    return sorted(found)
+
+
+def cold_unsaid(spec: CaseSpec, source: str) -> list[str]:
+    """One line when the script uses torchrun itself (`torchrun_imports`) and some variant may launch warm: a
+    warm launch has no torchrun agent, so such a case says `cold:` (the case or each such variant)."""
+    try:
+        used = torchrun_imports(source)
+    except SyntaxError:
+        return []  # check_script says so
+    warm = [name for name in spec.variants if not spec.cold_of(name)]
+    if not used or not warm:
+        return []
+    return [
+        f"cold: the script imports {', '.join(used)} (torchrun itself, which a warm launch does not run): set "
+        f"`cold: <why>` on the case, or on each variant that uses it ({', '.join(warm)} may launch warm)"
     ]
 
 

@@ -43,11 +43,13 @@ def rank_status(
     closed: bool = False,
     torchrun_signal: int | None = None,
     grace_s: float = STOP_GRACE_S,
+    launcher: str = "torchrun",
 ) -> RankStatus:
     """One rank's state from its own record and output, by the per-rank rules in harness/model/outcome.py.
 
     `closed`: torchrun sent this rank a closing signal (another rank had failed); `torchrun_signal`: the signal that
-    killed torchrun itself, when one did (not the harness's timeout)."""
+    killed torchrun itself, when one did (not the harness's timeout); `launcher`: what a reason calls torchrun (a warm
+    launch's agent stands in for it)."""
 
     def status(state: RankState, detail: str) -> RankStatus:
         return RankStatus(
@@ -76,7 +78,7 @@ def rank_status(
     if record.finished is None and torchrun_signal is not None:
         return status(
             RankState.ERROR,
-            f"killed with the launch: torchrun itself was killed by "
+            f"killed with the launch: {launcher} itself was killed by "
             f"{_signal_name(torchrun_signal)} before this rank reached a verdict",
         )
     if record.started is None:
@@ -147,22 +149,26 @@ def _classify(launch: LaunchResult, signature: str) -> tuple[Outcome, str, list[
             closed=rec.pid in closed if rec.pid else bool(unknown),
             torchrun_signal=torchrun_signal,
             grace_s=launch.stop_grace_s,
+            launcher=launch.launcher,
         )
         for r, rec in sorted(launch.ranks.items())
     ]
     if not any(launch.ranks[r].started for r in launch.ranks) and not launch.timed_out:
-        return Outcome.ERROR, f"torchrun failed before any rank started: {_last_line(launch.agent_log)}", ranks
+        return Outcome.ERROR, f"{launch.launcher} failed before any rank started: {_last_line(launch.agent_log)}", ranks
     outcome, reason = combine(ranks, timed_out=launch.timed_out)
     return outcome, "; ".join([reason, *launch_notes(launch)]), ranks
 
 
 def launch_notes(launch: LaunchResult) -> list[str]:
     """What else the result must say, outcome unchanged: for a timeout, that no rank had started or how each hung
-    rank hung; whose output was truncated and how big it was; the stray processes killed after the launch."""
+    rank hung; whose output was truncated and how big it was; the stray processes killed after the launch; that a
+    launch asked to be warm ran cold, and why."""
     notes = []
+    if launch.warm_refused:
+        notes.append(f"launched cold, not warm: {launch.warm_refused}")
     if launch.timed_out and launch.startup_s is None:
         notes.append(
-            f"no rank had started: torchrun did not start its workers within {STARTUP_S:g} s (its own "
+            f"no rank had started: {launch.launcher} did not start its workers within {STARTUP_S:g} s (its own "
             "start-up, before the case's timeout counts)"
         )
     if launch.timed_out:

@@ -84,7 +84,15 @@ def execute(job: Job, env: Environment) -> Result:
     args = ["--device", job.device, *variant.args]
     signature = spec.signature_of(job.variant)
     try:
-        launched = launch(env.python, job.case.script.resolve(), args, job.nproc, spec.timeout, signature=signature)
+        launched = launch(
+            env.python,
+            job.case.script.resolve(),
+            args,
+            job.nproc,
+            spec.timeout,
+            signature=signature,
+            mode="cold" if spec.cold_of(job.variant) else None,
+        )
     except OSError as exc:  # the environment vanished under the run (pruned, deleted): this job cannot say
         return Result(outcome=Outcome.INFRA, reason=f"could not start {env.python}: {exc}", launched=False, **base)
     outcome, why, ranks = classify(launched, signature)

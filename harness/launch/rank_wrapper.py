@@ -1,6 +1,7 @@
 """Runs one rank of a case script and records that rank's own verdict.
 
-torchrun starts this file (not the script) in every worker: `python rank_wrapper.py SCRIPT [ARGS...]`.
+torchrun starts this file (not the script) in every worker: `python rank_wrapper.py SCRIPT [ARGS...]`; a warm
+launch's forked ranks call its `main` with the same argv (warm_parent.py).
 It is standard-library only and runs in the cell's interpreter (any Python >= 3.8), never importing the harness.
 
 For rank R it writes into $BUGMATRIX_RANK_DIR:
@@ -55,7 +56,7 @@ def _allow_tracer():
         pass
 
 
-def main():
+def main(argv=None):
     out_dir = os.environ["BUGMATRIX_RANK_DIR"]
     rank = int(os.environ.get("RANK", "0"))
     base = os.path.join(out_dir, "rank%d" % rank)
@@ -86,7 +87,8 @@ def main():
     faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
     faulthandler.enable(file=sys.stderr, all_threads=True)
 
-    script, args = sys.argv[1], sys.argv[2:]
+    argv = sys.argv if argv is None else argv
+    script, args = argv[1], argv[2:]
     sys.argv = [script] + args
     # As `python SCRIPT` would: the script's folder first, and not this wrapper's (harness/) folder.
     sys.path[0] = os.path.dirname(os.path.abspath(script))

@@ -1,5 +1,10 @@
 """Launching a case script under torchrun, with a timeout that kills the whole process tree.
 
+A warm launch (`mode="warm"`, or $BUGMATRIX_LAUNCH_MODE=warm) forks the ranks from a parent that has imported torch
+instead (harness/launch/warm.py): its agent stands where torchrun stands below (its session, its tree, its closing
+signals and failure summary in its log), and every promise below holds for it too; a launch no warm parent can
+serve runs under torchrun, and its result says why (`LaunchResult.warm_refused`).
+
 Promises:
 - every launch uses `torchrun --standalone`, whose rendezvous binds port 0 (the OS hands out a free port, so
   parallel launches cannot pick the same one); a launch that still fails with "address already in use" before
@@ -53,6 +58,7 @@ from typing import Any
 
 import psutil
 
+from harness.launch import warm
 from harness.launch.logscan import human_size, scan_log
 from harness.launch.processes import communicate, kill_tree, reap
 
@@ -72,6 +78,8 @@ MARKER_ENV = "BUGMATRIX_LAUNCH"  # every process of a launch inherits this launc
 TRACER_ENV = "BUGMATRIX_TRACER_PID"  # the ranks allow this process's descendants (py-spy) to ptrace them
 _COLLISION = ("address already in use", "eaddrinuse", "errno 98")
 _PR_SET_CHILD_SUBREAPER = 36
+WARM_IMPORTS = ("torch",)  # what a warm parent imports before it forks (not lightning: it reads RANK at import)
+_PER_LAUNCH = ("BUGMATRIX_RANK_DIR", MARKER_ENV, "TMPDIR")  # a warm launch's own variables, set in its forks
 
 _active: set[subprocess.Popen[bytes]] = set()
 _active_lock = threading.Lock()
@@ -207,6 +215,13 @@ class LaunchResult:
     marker: str = ""  # the launch's id, the value of BUGMATRIX_LAUNCH in its processes' environment
     stop_grace_s: float = STOP_GRACE_S  # what a `stopped` rank was given to act on torchrun's SIGTERM
     startup_s: float | None = None  # from the launch to its first rank's start (None: no rank started)
+    mode: str = "cold"  # cold: under torchrun; warm: forked from a warm parent (harness/launch/warm.py)
+    warm_refused: str = ""  # why a launch asked to be warm ran cold (no warm parent could serve it)
+
+    @property
+    def launcher(self) -> str:
+        """What started the ranks, as the reasons name it: torchrun, or a warm launch's agent."""
+        return "torchrun" if self.mode == "cold" else "the warm launch's agent"
 
 
 def torchrun_command(python: str, script: Path, args: list[str], nproc: int) -> list[str]:
@@ -231,14 +246,18 @@ def launch(
     timeout: float,
     env: dict[str, str] | None = None,
     signature: str | None = None,
+    mode: str | None = None,
 ) -> LaunchResult:
     """Run `script args` under torchrun with `nproc` ranks; never leaves a process behind (see module doc).
 
-    With `signature`, each rank's whole log is searched for it while it is streamed (`RankRecord.seen`)."""
-    result = _launch_once(python, script, args, nproc, timeout, env, signature)
+    With `signature`, each rank's whole log is searched for it while it is streamed (`RankRecord.seen`). `mode`
+    warm forks the ranks from a warm parent instead (harness/launch/warm.py), with the same promises; None:
+    $BUGMATRIX_LAUNCH_MODE, else cold."""
+    mode = mode or warm.default_mode()
+    result = _launch_once(python, script, args, nproc, timeout, env, signature, mode)
     while result.attempts <= PORT_RETRIES and _port_collision(result):
         attempts = result.attempts + 1
-        result = _launch_once(python, script, args, nproc, timeout, env, signature)
+        result = _launch_once(python, script, args, nproc, timeout, env, signature, mode)
         result.attempts = attempts
     return result
 
@@ -257,6 +276,7 @@ def _launch_once(
     timeout: float,
     env: dict[str, str] | None,
     signature: str | None,
+    mode: str = "cold",
 ) -> LaunchResult:
     refuse_if_interrupted()
     command = torchrun_command(python, script, args, nproc)
@@ -264,7 +284,7 @@ def _launch_once(
     adopting = become_subreaper()
     with tempfile.TemporaryDirectory(prefix="bugmatrix-launch-") as tmp:
         rank_dir = Path(tmp)
-        agent_log_path = rank_dir / "torchrun.log"
+        agent_log_path = rank_dir / ("torchrun.log" if mode == "cold" else "agent.log")
         child_env = {**os.environ, **(env or {})}
         child_env.update(BUGMATRIX_RANK_DIR=str(rank_dir), PYTHONUNBUFFERED="1")
         child_env.update({MARKER_ENV: marker, TRACER_ENV: str(os.getpid())})
@@ -283,16 +303,31 @@ def _launch_once(
         strays: list[str] = []
         startup: float | None = None
         winding = False  # every rank has exited at the deadline: torchrun gets WIND_DOWN_S more to exit
-        with open(agent_log_path, "wb") as agent_log:
-            proc = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=agent_log,
-                stderr=subprocess.STDOUT,
-                env=child_env,
-                start_new_session=True,
-                cwd=script.parent,
-            )
+        warm_refused = ""
+        if mode == "warm":
+            forked = [python, str(warm.PARENT), *WARM_IMPORTS, "->", str(WRAPPER), str(script), *args]
+            try:
+                proc: Any = _start_warm(python, script, args, nproc, child_env, rank_dir, marker)
+                command = forked
+            except warm.WarmStartTimeout as exc:  # its start-up, bounded as torchrun's: no rank started
+                refuse_if_interrupted()
+                ranks = {r: RankRecord(rank=r) for r in range(nproc)}
+                duration = time.monotonic() - started
+                return LaunchResult(forked, nproc, None, True, duration, str(exc), ranks, mode=mode)
+            except warm.WarmUnavailable as exc:  # said in the result (launch_notes), never silently
+                mode, warm_refused = "cold", str(exc)
+                agent_log_path = rank_dir / "torchrun.log"
+        with open(agent_log_path, "ab") as agent_log:
+            if mode == "cold":
+                proc = subprocess.Popen(
+                    command,
+                    stdin=subprocess.DEVNULL,
+                    stdout=agent_log,
+                    stderr=subprocess.STDOUT,
+                    env=child_env,
+                    start_new_session=True,
+                    cwd=script.parent,
+                )
             try:
                 _register(proc)
                 deadline = started + STARTUP_S  # torchrun's start-up; once a rank starts, the case's own limit
@@ -335,6 +370,8 @@ def _launch_once(
                 with _active_lock:
                     _active.discard(proc)
                 strays = kill_strays(marker, adopted)
+                if mode == "warm":
+                    strays = proc.strays() + strays
         refuse_if_interrupted()
         duration = time.monotonic() - started
         ranks = {r: _read_rank(rank_dir, r, signature, r in hung) for r in range(nproc)}
@@ -351,7 +388,20 @@ def _launch_once(
             strays=strays,
             marker=marker,
             startup_s=startup if startup is not None or timed_out else _startup(ranks, duration),
+            mode=mode,
+            warm_refused=warm_refused,
         )
+
+
+def _start_warm(
+    python: str, script: Path, args: list[str], nproc: int, child_env: dict[str, str], rank_dir: Path, marker: str
+) -> warm.WarmAgent:
+    """A warm launch's agent: `child_env` less this launch's own variables is its parent's environment."""
+    base = {k: v for k, v in child_env.items() if k not in _PER_LAUNCH}
+    own = {k: child_env[k] for k in _PER_LAUNCH if k in child_env}
+    return warm.start(
+        python, WARM_IMPORTS, base, own, rank_dir, script, args, nproc, marker, ready_s=STARTUP_S, stop=_stopping
+    )
 
 
 class _Closing:

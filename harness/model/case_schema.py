@@ -83,6 +83,7 @@ class Variant(Strict):
     args: list[str] = Field(default_factory=list)
     workaround: bool = False
     signature: str | None = None
+    cold: Annotated[str, Field(min_length=1)] | None = None  # why it must launch cold (torchrun): see cases/README.md
     expect: list[Rule] = Field(min_length=1)
 
     @field_validator("signature")
@@ -126,6 +127,7 @@ class CaseSpec(Strict):
     timeout: float = Field(default=300, gt=0)
     signature: str
     variants: dict[Annotated[str, Field(pattern=VARIANT)], Variant] = Field(min_length=1)
+    cold: Annotated[str, Field(min_length=1)] | None = None  # why it must launch cold (torchrun): see cases/README.md
     evidence: str = ""
 
     @field_validator("signature")
@@ -143,6 +145,11 @@ class CaseSpec(Strict):
     def signature_of(self, variant: str) -> str:
         """The failure-signature regex that applies to `variant`."""
         return self.variants[variant].signature or self.signature
+
+    def cold_of(self, variant: str) -> str | None:
+        """Why `variant` must launch cold, under torchrun (its own `cold:`, else the case's), or None: it may be
+        forked from a warm parent."""
+        return self.variants[variant].cold or self.cold
 
     @property
     def recorded_packages(self) -> list[str]:

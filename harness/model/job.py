@@ -55,8 +55,8 @@ class Job:
 
 def run_digest(case: Case, variant: str) -> str:
     """A digest of what decides the outcome of launching `case`'s `variant`: the script's bytes, and the packages,
-    sources, timeout, signature and arguments it runs with — not the title, links, evidence, descriptions or
-    `expect` rules, which describe or judge the outcome without changing it."""
+    sources, timeout, signature and arguments it runs with, and a launch that must stay cold — not the title,
+    links, evidence, descriptions or `expect` rules, which describe or judge the outcome without changing it."""
     spec = case.spec
     decides = {
         "packages": spec.packages,
@@ -65,6 +65,8 @@ def run_digest(case: Case, variant: str) -> str:
         "signature": spec.signature_of(variant),
         "args": spec.variants[variant].args,
     }
+    if spec.cold_of(variant):  # only when set: no result recorded before the field existed is superseded
+        decides["launch"] = "cold"
     digest = hashlib.sha256(case.script.read_bytes())
     digest.update(json.dumps(decides, sort_keys=True).encode())
     return digest.hexdigest()
