@@ -182,7 +182,7 @@ class Grid:
         url = matrix.index_url()
 
         def minors(dist: str, spec: str) -> list[str]:
-            return rule_versions(AxisRule(releases=spec, per="minor"), dist, url)
+            return rule_versions(AxisRule(releases=spec, per="minor"), dist, url, chronology=matrix.chronology)
 
         lanes = list(lanes)
         partners: dict[str, list[str]] = {}
@@ -190,7 +190,7 @@ class Grid:
         if "fbgemm" in lanes or "torchrec" in lanes:
             partners["fbgemm"] = minors(matrix.distribution("fbgemm-gpu", "cpu"), ranges["fbgemm"])
             if "torchrec" in lanes:
-                recs = rule_versions(AxisRule(releases=ranges["fbgemm"]), "torchrec", url)
+                recs = rule_versions(AxisRule(releases=ranges["fbgemm"]), "torchrec", url, chronology=matrix.chronology)
                 for fb in partners["fbgemm"]:
                     same = [r for r in recs if Version(r).release[:2] == Version(fb).release[:2]]
                     if same:

@@ -136,6 +136,22 @@ def parse_version(text: str) -> PinVersion:
         return PinVersion(text, None, commit, OTHER)
 
 
+@lru_cache(maxsize=16384)
+def release(text: str) -> Version:
+    """The release plain `text` names (`2.6.0`, `2.11.0+cu130`: an index's listing, a matrix pin, a command-line
+    version, a specifier's bound): the one parse of a release's text outside a recorded version. Raises
+    `InvalidVersion` (a `ValueError`, one line: `Invalid version: '2.x'`) when it is not a PEP 440 version."""
+    return Version(text)
+
+
+def release_or_none(text: str) -> Version | None:
+    """`release(text)`, or None when `text` is not a PEP 440 version."""
+    try:
+        return release(text)
+    except InvalidVersion:
+        return None
+
+
 def version_key(text: str) -> tuple[int, Version, int, str, str]:
     """The sort key of a recorded version's text: `sorted(texts, key=version_key)`."""
     return parse_version(text).key
