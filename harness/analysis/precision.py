@@ -11,14 +11,13 @@ import subprocess
 from pathlib import Path
 
 from packaging.specifiers import SpecifierSet
-from packaging.version import Version
 
 from harness.analysis.transitions import Between
 from harness.matrix.basics import IndexLookupError, MatrixError
 from harness.matrix.expand import Matrix
 from harness.matrix.git import resolve_ref
 from harness.model.case import Case
-from harness.model.version import PinVersion
+from harness.model.version import PinVersion, parse_release
 
 
 def allowed_releases(
@@ -70,7 +69,7 @@ def between_on_index(matrix: Matrix, cases: dict[str, Case]) -> Between:
         if found is None:
             return None
         lo, hi = min(low, high), max(low, high)
-        return tuple(v for v in found if lo < Version(v) < hi)
+        return tuple(v for v in found if lo < parse_release(v) < hi)
 
     return between
 

@@ -30,7 +30,7 @@ from harness.model.case import PROBES_DIR, Case, discover
 from harness.model.expectations import environment_of, expected_outcome, expects_nothing
 from harness.model.outcome import Outcome
 from harness.model.result import Result
-from harness.model.version import release
+from harness.model.version import parse_release
 from harness.session.basics import default_db
 from harness.session.contract import ReadOnly, Store
 from harness.session.record import DEFAULT_RECORD, LayeredStore, Record, RecordStore, current_digests, load, when
@@ -68,7 +68,9 @@ def chronology_of(record: Record) -> Chronology:
     """`record`'s snapshot of the index and the clones: release listings with upload dates, commit dates and
     first-parent positions (what its readers answer before asking an index or a clone)."""
     releases = {
-        distribution: tuple(Release(release(v), _when(p.get("date")), bool(p.get("yanked"))) for v, p in points.items())
+        distribution: tuple(
+            Release(parse_release(v), _when(p.get("date")), bool(p.get("yanked"))) for v, p in points.items()
+        )
         for distribution, points in record.releases.items()
     }
     dates: dict[str, datetime] = {}
