@@ -15,13 +15,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
-from harness.matrix import git
-from harness.matrix import index as _index
-from harness.matrix.index import PYPI, Release
+from harness.matrix.basics import PYPI
+
+if TYPE_CHECKING:
+    from harness.matrix.index import Release
 
 
 @dataclass(frozen=True)
@@ -51,8 +53,10 @@ class Chronology:
     def releases_of(self, name: str, index_url: str = PYPI) -> tuple[Release, ...]:
         """Every release of `name`, oldest first: the snapshot's, else `index_url`'s (raises `IndexLookupError`
         when the index cannot tell)."""
+        from harness.matrix import index
+
         known = self.releases.get(canonicalize_name(name))
-        return known if known is not None else _index.releases(name, index_url)
+        return known if known is not None else index.releases(name, index_url)
 
     def matching(self, name: str, spec: str, index_url: str = PYPI, prereleases: bool = False) -> list[Release]:
         """The non-yanked releases of `name` that satisfy the specifier `spec`, oldest first."""
@@ -66,6 +70,8 @@ class Chronology:
     def commit_date(self, url: str, ref: str) -> datetime | None:
         """The committer date of `ref` (a commit, or a release's tag): the snapshot's, else a local clone's at
         `url` (None for a remote source: unknown without cloning)."""
+        from harness.matrix import git
+
         known = self.dates.get(ref)
         return known if known is not None else git.commit_date(url, ref)
 

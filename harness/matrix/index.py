@@ -26,9 +26,8 @@ from packaging.utils import (
 )
 from packaging.version import Version
 
-from harness.matrix.basics import IndexLookupError
+from harness.matrix.basics import PYPI, IndexLookupError
 
-PYPI = "https://pypi.org/simple"
 # What uv asks for; some indexes only add upload times (PEP 700) for clients that ask this way.
 _ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
 
