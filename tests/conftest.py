@@ -65,17 +65,6 @@ def holds_results(db: sqlite3.Connection) -> bool:
         return False
 
 
-@pytest.fixture(autouse=True)
-def _no_chronology_leaks() -> Any:
-    """A reader that loaded a record answers the index's and clones' questions from it for the rest of its process
-    (harness/session/readers.py `use_chronology`); one test's record must not answer the next test's."""
-    from harness.matrix import git, index
-
-    yield
-    index.forget()
-    git.forget()
-
-
 @pytest.fixture
 def make_case(tmp_path: Path) -> MakeCase:
     """`make_case(script_source, **case_yaml_fields)` writes tmp/cases/<id>/{case.yaml,repro.py} and loads it."""

@@ -509,3 +509,58 @@ def test_a_line_nested_too_deep_for_json_names_file_and_line(tmp_path: Path, cas
     path.write_text(f"{brackets}\n{first[:-5]}\n")  # read line by line: the first is read, the second is cut
     with pytest.raises(RecordError, match=rf"{path.name}:2: not a JSON object"):
         load(tmp_path / "rec")
+
+
+SHA = "a" * 40
+
+
+def two_histories(tmp_path: Path) -> dict[str, Path]:
+    """Two records that date the same release and commit differently (and list different releases)."""
+    roots = {}
+    histories = (("one", "2025-01-01", ("2.0.0",), 7), ("two", "2025-02-02", ("2.0.0", "2.1.0"), 9))
+    for name, day, versions, position in histories:
+        record = Record()
+        record.releases["faketorch"] = {v: {"date": f"{day}T00:00:00Z"} for v in versions}
+        record.commits["fakegit"] = {"2.0.0": {"position": 5}, SHA: {"date": f"{day}T00:00:00Z", "position": position}}
+        write(tmp_path / name, record)
+        roots[name] = tmp_path / name
+    return roots
+
+
+def test_opening_a_reader_leaves_nothing_behind_for_the_rest_of_the_process(tmp_path: Path, case: Case) -> None:
+    """A reader answers the index's and the clones' questions from its record, and no one else: after it opens, the
+    index and a remote source answer as they did before (a measuring command in the same process plans tonight's
+    uploads)."""
+    from harness.matrix import git, index
+
+    from .fakeindex import FakeRelease, build_index
+
+    url = build_index(tmp_path / "index", [FakeRelease("faketorch", "3.0.0", "2026-01-01T00:00:00Z")])
+    before = index.releases("faketorch", url)
+    open_reader(None, False, [case], two_histories(tmp_path)["one"])  # read-only: the record's history
+    assert [str(r.version) for r in index.releases("faketorch", url)] == ["3.0.0"]
+    assert index.releases("faketorch", url) == before
+    assert git.commit_date("https://example.invalid/fakegit.git", SHA) is None  # unknown without cloning
+
+
+def test_two_readers_of_two_records_each_answer_from_their_own(tmp_path: Path, case: Case) -> None:
+    """Each reader's matrix lists and dates versions by its own record, whichever was opened last."""
+    from harness.analysis.precision import _commits_between
+    from harness.matrix.expand import load_matrix
+    from harness.matrix.resolve import made_at
+
+    roots = two_histories(tmp_path)
+    (tmp_path / "matrix.yaml").write_text(
+        "indexes: {local: 'file:///nonexistent/index'}\n"
+        "defaults: {index: local, python: '3.11', device: cpu}\n"
+        "sources: {fakegit: {git: 'https://example.invalid/fakegit.git'}}\n"
+    )
+    readers = {name: open_reader(None, False, [case], root) for name, root in roots.items()}
+    for name, day in (("one", 1), ("two", 2)):
+        matrix = load_matrix(tmp_path / "matrix.yaml", readers[name].chronology)
+        assert made_at(matrix, "faketorch", "2.0.0", None).month == day  # type: ignore[union-attr]
+        assert made_at(matrix, "fakegit", "", SHA).month == day  # type: ignore[union-attr]
+        listed = [str(r.version) for r in matrix.chronology.releases_of("faketorch", matrix.index_url())]
+        assert listed == (["2.0.0"] if name == "one" else ["2.0.0", "2.1.0"])
+        between = _commits_between(matrix, "fakegit", "2.0.0", f"2.0.0 @ {SHA}")  # no clone: the record's positions
+        assert between == (("commit #6",) if name == "one" else ("commit #6", "commit #7", "commit #8"))

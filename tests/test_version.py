@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import itertools
+import re
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
-from harness.model.version import AT_COMMIT, COMMIT, OTHER, RELEASE, PinVersion, version_key
+from harness.model.version import (
+    AT_COMMIT,
+    COMMIT,
+    OTHER,
+    RELEASE,
+    PinVersion,
+    parse_release,
+    parse_release_or_none,
+    version_key,
+)
+from tests.helpers import ROOT
 
 SHA = "47806045a376cd4dbf48d6bfc4d1bd2d4c6a7e9f"
 
@@ -124,3 +136,29 @@ def test_the_reproduce_command_of_a_commit_pin_installs_the_commit(make_case) ->
     command = repro_command(case, result)
     assert f"'litgpt @ git+https://github.com/Lightning-AI/litgpt@{SHA}'" in command
     assert "litgpt==" not in command
+
+
+@given(releases)
+def test_a_release_text_parses_as_packaging_does(text: str) -> None:
+    assert parse_release(text) == Version(text) and str(parse_release(text)) == str(Version(text))
+    assert parse_release_or_none(text) == Version(text)
+
+
+def test_text_that_is_not_a_release_is_one_line_or_none() -> None:
+    with pytest.raises(InvalidVersion, match=r"^Invalid version: '2\.x'$"):
+        parse_release("2.x")
+    assert parse_release_or_none("2.x") is None and parse_release_or_none("cuda") is None
+
+
+def test_no_module_outside_model_parses_a_version_from_text() -> None:
+    """A release's text is parsed in model/version.py (`parse_release`): counted as
+    `git grep -nE '\\bVersion\\(|InvalidVersion|key=Version\\b' -- 'harness/*.py' ':!harness/model'` (33 on e884ae9)."""
+    parse = re.compile(r"\bVersion\(|InvalidVersion|key=Version\b")
+    found = [
+        f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+        for path in sorted((ROOT / "harness").rglob("*.py"))
+        if path.relative_to(ROOT / "harness").parts[0] != "model"
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if parse.search(line)
+    ]
+    assert not found, "\n".join(found)

@@ -39,7 +39,6 @@ from enum import Enum
 from pathlib import Path
 
 from packaging.specifiers import SpecifierSet
-from packaging.version import Version
 
 from harness.matrix.axes import rule_versions
 from harness.matrix.expand import Matrix
@@ -48,7 +47,7 @@ from harness.model.case import PROBES_DIR, Case, load_case
 from harness.model.cell import COMPAT_CELLS, COMPAT_PREFIX, Cell
 from harness.model.outcome import Outcome
 from harness.model.result import Result
-from harness.model.version import COMMIT, RELEASE, PinVersion
+from harness.model.version import COMMIT, RELEASE, PinVersion, parse_release
 from harness.session.contract import Store
 
 STAGE_USE = "COMPAT-PROBE stage: use"
@@ -182,7 +181,7 @@ class Grid:
         url = matrix.index_url()
 
         def minors(dist: str, spec: str) -> list[str]:
-            return rule_versions(AxisRule(releases=spec, per="minor"), dist, url)
+            return rule_versions(AxisRule(releases=spec, per="minor"), dist, url, chronology=matrix.chronology)
 
         lanes = list(lanes)
         partners: dict[str, list[str]] = {}
@@ -190,9 +189,9 @@ class Grid:
         if "fbgemm" in lanes or "torchrec" in lanes:
             partners["fbgemm"] = minors(matrix.distribution("fbgemm-gpu", "cpu"), ranges["fbgemm"])
             if "torchrec" in lanes:
-                recs = rule_versions(AxisRule(releases=ranges["fbgemm"]), "torchrec", url)
+                recs = rule_versions(AxisRule(releases=ranges["fbgemm"]), "torchrec", url, chronology=matrix.chronology)
                 for fb in partners["fbgemm"]:
-                    same = [r for r in recs if Version(r).release[:2] == Version(fb).release[:2]]
+                    same = [r for r in recs if parse_release(r).release[:2] == parse_release(fb).release[:2]]
                     if same:
                         torchrec_of[fb] = same
         for lane in ("lightning", "litgpt"):
@@ -275,7 +274,9 @@ def measured(store: Store, run_id: str | None = None) -> list[Probe]:
             continue
         kind, reason = verdict(result)
         out.append(Probe(lane, cell_pins(cell), kind, reason, cell, result.repeats, result.started_at))
-    return sorted(out, key=lambda p: (list(LANES).index(p.lane), Version(p.torch or "0"), Version(p.partner or "0")))
+    return sorted(
+        out, key=lambda p: (list(LANES).index(p.lane), parse_release(p.torch or "0"), parse_release(p.partner or "0"))
+    )
 
 
 def lookup(table: list[Probe], lane: str, torch: str, partner: str) -> Probe | None:
@@ -298,7 +299,7 @@ def _same(measured_version: str, asked: str) -> bool:
         return False
     if asked[0] in "=<>!~":
         return SpecifierSet(asked).contains(release, prereleases=True)
-    return asked.count(".") == 1 and release.release[:2] == Version(asked).release[:2]
+    return asked.count(".") == 1 and release.release[:2] == parse_release(asked).release[:2]
 
 
 # ---------------------------------------------------------------------------------------------- rows vs measurement
@@ -313,7 +314,7 @@ class Finding:
 
 
 def _row_allows(row: dict[str, str], pins: dict[str, str]) -> bool:
-    return all(SpecifierSet(row[p]).contains(Version(v), prereleases=True) for p, v in pins.items() if p in row)
+    return all(SpecifierSet(row[p]).contains(parse_release(v), prereleases=True) for p, v in pins.items() if p in row)
 
 
 def _coupling_members(matrix: Matrix) -> list[tuple[str, list[dict[str, str]]]]:
@@ -399,7 +400,7 @@ def generated_rows(table: list[Probe], matrix: Matrix) -> dict[str, list[dict[st
         new = [r for r in rows if _row_text(r) not in contradicted]
         order = list(rows[0]) if rows else ["torch", "fbgemm-gpu"]
         working, _ = _evidence(table, rows)
-        for p in sorted(working, key=lambda p: (Version(p.pins["fbgemm-gpu"]), Version(p.torch))):
+        for p in sorted(working, key=lambda p: (parse_release(p.pins["fbgemm-gpu"]), parse_release(p.torch))):
             if any(_row_allows(r, p.pins) for r in new):
                 continue
             row = {k: _minor_spec(p.pins[k]) for k in order if k in p.pins}
@@ -411,7 +412,7 @@ def generated_rows(table: list[Probe], matrix: Matrix) -> dict[str, list[dict[st
 
 
 def _minor_spec(version: str) -> str:
-    major, minor = Version(version).release[:2]
+    major, minor = parse_release(version).release[:2]
     return f"=={major}.{minor}.*"
 
 

@@ -53,14 +53,13 @@ from harness.model.common import DEVICE_PACKAGES, distributions, logical_name, p
 from harness.model.outcome import Outcome
 from harness.model.requirements import Pin
 from harness.model.result import Result
-from harness.model.version import PinVersion
+from harness.model.version import ZERO, PinVersion, parse_release
 from harness.session.record import iso
 
 PREFIX = "x_BUGMATRIX"  # `x_`: the schema's prefix for a local database (one osv.dev does not aggregate)
 SCHEMA_VERSION = "1.7.5"
 ECOSYSTEM = "PyPI"
 ALIASES = {"lightning": ("pytorch-lightning",)}  # the same code under an older distribution name
-ZERO = Version("0")
 
 
 def osv_id(case_id: str, variant: str | None = None) -> str:
@@ -107,7 +106,7 @@ def _spec_points(spec: object) -> set[Version]:
         if one.version.endswith(".*") or one.operator == "~=":
             parts = list(at.release[:-1] if one.operator == "~=" and len(at.release) > 1 else at.release)
             parts[-1] += 1
-            out.add(Version(".".join(map(str, parts))))
+            out.add(parse_release(".".join(map(str, parts))))
     return out
 
 
@@ -132,7 +131,7 @@ def grid(case: Case, variant: str, package: str, measured: Iterable[str], listin
     edges = sorted(points)
     between = (
         next((v for v in listed if low < v < high), None)
-        for low, high in zip(edges, [*edges[1:], Version("999999")], strict=False)
+        for low, high in zip(edges, [*edges[1:], parse_release("999999")], strict=False)
     )
     return sorted(points | {v for v in between if v is not None})
 
@@ -204,7 +203,7 @@ def ranges_of(
 
 
 def _bound(text: str) -> Version:
-    return ZERO if text == "0" else Version(text)
+    return ZERO if text == "0" else parse_release(text)
 
 
 def matches(ranges: list[list[dict[str, str]]], version: Version) -> bool:
@@ -300,7 +299,7 @@ def document(
                 and (v := PinVersion.parse(c.versions[listed]).public_release) is not None
                 and matches(runs, v)
             },
-            key=Version,
+            key=parse_release,
         )
         for name in _names(listed, device):
             entry: dict = {
@@ -414,7 +413,7 @@ def affects(entry: dict, version: str) -> bool:
         events = []
         for event in rng.get("events", []):
             for kind, text in event.items():
-                at = Version("0") if text == "0" else PinVersion.parse(text).public_release
+                at = ZERO if text == "0" else PinVersion.parse(text).public_release
                 if at is not None:
                     events.append((at, 0 if kind == "fixed" else 1, kind))
         inside = False

@@ -11,15 +11,13 @@ import subprocess
 from pathlib import Path
 
 from packaging.specifiers import SpecifierSet
-from packaging.version import Version
 
 from harness.analysis.transitions import Between
 from harness.matrix.basics import IndexLookupError, MatrixError
 from harness.matrix.expand import Matrix
-from harness.matrix.git import known_position, resolve_ref
-from harness.matrix.index import releases as index_releases
+from harness.matrix.git import resolve_ref
 from harness.model.case import Case
-from harness.model.version import PinVersion
+from harness.model.version import PinVersion, parse_release
 
 
 def allowed_releases(
@@ -32,7 +30,7 @@ def allowed_releases(
     allowed = SpecifierSet(case.spec.supports.get(package, "") if supports else "")
     leads = [c for c in matrix.spec.couplings if c.lead == package]
     versions = []
-    for release in index_releases(dist, matrix.index_url()):
+    for release in matrix.chronology.releases_of(dist, matrix.index_url()):
         v = release.version
         if release.yanked or (v.is_prerelease and not pre) or not allowed.contains(v, prereleases=True):
             continue
@@ -71,7 +69,7 @@ def between_on_index(matrix: Matrix, cases: dict[str, Case]) -> Between:
         if found is None:
             return None
         lo, hi = min(low, high), max(low, high)
-        return tuple(v for v in found if lo < Version(v) < hi)
+        return tuple(v for v in found if lo < parse_release(v) < hi)
 
     return between
 
@@ -81,13 +79,13 @@ def _commits_between(matrix: Matrix, package: str, before: str, after: str) -> t
     `<version> @ <sha>` would not be known for them: returned as bare SHAs; None without a local clone."""
     source = matrix.source(package)
     if not source or ("://" in source and not source.startswith("file://")):
-        return _counted_between(package, before, after)
+        return _counted_between(matrix, package, before, after)
     repo = Path(source.removeprefix("file://"))
     ends = []
     for point in map(PinVersion.parse, (before, after)):
         ends.append(resolve_ref(repo, point.commit or point.release_text))
     if None in ends:
-        return _counted_between(package, before, after)
+        return _counted_between(matrix, package, before, after)
     proc = subprocess.run(
         ["git", "-C", str(repo), "rev-list", "--first-parent", "--reverse", f"{ends[0]}..{ends[1]}"],
         capture_output=True,
@@ -99,10 +97,14 @@ def _commits_between(matrix: Matrix, package: str, before: str, after: str) -> t
     return tuple(proc.stdout.split()[:-1])
 
 
-def _counted_between(package: str, before: str, after: str) -> tuple[str, ...] | None:
-    """Without a clone: as many placeholders as the record's first-parent positions put between the two points
-    (`commit #<position>`), so a boundary's precision reads the same offline; None when a position is unknown."""
-    first, last = (known_position(package, p.commit or p.release_text) for p in map(PinVersion.parse, (before, after)))
+def _counted_between(matrix: Matrix, package: str, before: str, after: str) -> tuple[str, ...] | None:
+    """Without a clone: as many placeholders as the record's first-parent positions (the matrix's chronology) put
+    between the two points (`commit #<position>`), so a boundary's precision reads the same offline; None when a
+    position is unknown."""
+    first, last = (
+        matrix.chronology.position(package, point.commit or point.release_text)
+        for point in map(PinVersion.parse, (before, after))
+    )
     if first is None or last is None:
         return None
     low, high = sorted((first, last))

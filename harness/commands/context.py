@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from harness.matrix.cellenvs import CellEnvironments
+    from harness.matrix.chronology import Chronology
     from harness.matrix.expand import Matrix
     from harness.model.case import Case
     from harness.model.case_schema import CaseError
@@ -172,6 +173,7 @@ class Context:
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
+        self.chronology: Chronology | None = None  # the reader's, once `reader` opened one: what `matrix` dates with
 
     @cached_property
     def err(self) -> Console:
@@ -189,10 +191,12 @@ class Context:
 
     @cached_property
     def matrix(self) -> Matrix:
-        """The matrix of `--matrix`; a missing or invalid file raises `MatrixError` (one line, exit 2)."""
+        """The matrix of `--matrix`, with the chronology of the reader opened before it (else the live index's); a
+        missing or invalid file raises `MatrixError` (one line, exit 2)."""
+        from harness.matrix.chronology import NOW
         from harness.matrix.expand import load_matrix
 
-        return load_matrix(self.args.matrix)
+        return load_matrix(self.args.matrix, self.chronology or NOW)
 
     def optional_matrix(self, invalid_is_none: bool = False) -> Matrix | None:
         """The matrix when `--matrix` names a file, else None; an invalid file raises `MatrixError` unless
@@ -230,7 +234,7 @@ class Context:
         from harness.session.readers import open_reader
 
         args = self.args
-        return open_reader(
+        store = open_reader(
             args.db,
             args.db_given,
             discover(args.cases_dir)[0],
@@ -239,6 +243,8 @@ class Context:
             getattr(args, "probes_dir", None) or PROBES_DIR,
             creates=creates,
         )
+        self.chronology = store.chronology
+        return store
 
     def writable(self, option: str) -> Path:
         """The folder `option` (`--record`, `--cases-dir`) names, for a command that writes there; the installed

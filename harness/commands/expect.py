@@ -51,9 +51,9 @@ def run(args: argparse.Namespace) -> ExitCode:
             ctx.writable(option)
     err = ctx.err
     cases = ctx.cases(args.cases)[0]
-    matrix = ctx.optional_matrix()
-    between = between_on_index(matrix, {c.id: c for c in cases}) if matrix is not None else None
-    derivations = derive_all(cases, measurements(ctx.reader(), args.run), between, args.variant or ())
+    store = ctx.reader()  # before the matrix: its chronology dates the matrix's versions
+    between = between_on_index(ctx.matrix, {c.id: c for c in cases}) if ctx.optional_matrix() is not None else None
+    derivations = derive_all(cases, measurements(store, args.run), between, args.variant or ())
     if not derivations:
         err.print(f"no results in {args.record} or {args.db} for the selected cases and variants", soft_wrap=True)
         return ExitCode.NOTHING_RAN

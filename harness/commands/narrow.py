@@ -53,8 +53,8 @@ def run(args: argparse.Namespace) -> ExitCode:
             f"no case matching {' '.join(args.cases)} in {args.cases_dir} (a case kept elsewhere: "
             "bugmatrix --cases-dir DIR narrow ...)"
         )
+    store = ctx.reader(writable=not args.dry_run)  # before the matrix: a dry run's matrix dates with the record
     matrix = ctx.matrix
-    store = ctx.reader(writable=not args.dry_run)
     between = between_on_index(matrix, cases)
     latest = store.latest()
     if not latest:  # nothing measured is never "every boundary is adjacent"

@@ -1,7 +1,7 @@
 """Axes read from the package index: which releases an `AxisRule` names, as of when.
 
-    versions = select(releases(dist, url), rule, as_of)      # pure: exact version strings, oldest first
-    versions = rule_versions(rule, dist, url, as_of)         # the same, read from the index (cached per process)
+    versions = select(releases(dist, url), rule, as_of)            # pure: exact version strings, oldest first
+    versions = rule_versions(rule, dist, url, as_of, chronology)   # the same, read from the chronology or the index
 
 `select` keeps the releases that match the rule's specifier (pre-releases only with `pre`), not yanked and uploaded
 by `as_of` (a release without an upload time counts as always there), then the newest of each major or minor
@@ -19,6 +19,7 @@ from packaging.specifiers import SpecifierSet
 
 from harness.matrix import index as _index
 from harness.matrix.basics import IndexLookupError, MatrixError
+from harness.matrix.chronology import NOW, Chronology
 from harness.matrix.index import Release
 from harness.matrix.spec import PLAN_AS_OF, AxisRule
 
@@ -49,13 +50,20 @@ def select(releases: Iterable[Release], rule: AxisRule, as_of: datetime | None =
     return [str(r.version) for r in kept]
 
 
-def rule_versions(rule: AxisRule, distribution: str, index_url: str, as_of: datetime | None = None) -> list[str]:
-    """`select` over the index's releases of `distribution`; `IndexLookupError` (one line) when it cannot tell."""
+def rule_versions(
+    rule: AxisRule,
+    distribution: str,
+    index_url: str,
+    as_of: datetime | None = None,
+    chronology: Chronology = NOW,
+) -> list[str]:
+    """`select` over the releases of `distribution` that `chronology` knows, else the index's; `IndexLookupError`
+    (one line) when it cannot tell."""
     key = (distribution, index_url)
-    if key in _failed:
+    if key in _failed and not chronology.knows(distribution):
         raise IndexLookupError(_failed[key])
     try:
-        found = _index.releases(distribution, index_url)
+        found = chronology.releases_of(distribution, index_url)
     except IndexLookupError as exc:
         _failed[key] = str(exc)
         raise

@@ -14,6 +14,7 @@ from harness.model.basics import data_path
 from harness.model.errors import BugmatrixError
 
 DEFAULT_MATRIX = Path("matrix.yaml")  # what the help and the docs name
+PYPI = "https://pypi.org/simple"  # the default package index (harness/matrix/index.py)
 ENVS_FALLBACK = ".bugmatrix/envs"  # where $BUGMATRIX_ENVS is not set (the help and the docs name this one)
 
 

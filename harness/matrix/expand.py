@@ -32,6 +32,7 @@ from packaging.specifiers import SpecifierSet
 
 from harness.matrix.axes import aware, plan_as_of, rule_versions
 from harness.matrix.basics import DEFAULT_MATRIX, IndexLookupError, MatrixError
+from harness.matrix.chronology import NOW, Chronology
 from harness.matrix.spec import AxisRule, Coupling, GroupSpec, MatrixSpec, index_url
 from harness.model.cell import Cell, Pin, exact, pin_text
 from harness.model.common import DEVICE_PACKAGES
@@ -46,6 +47,7 @@ class Matrix:
     spec: MatrixSpec
     cells: list[Cell] = field(default_factory=list)
     problems: dict[str, str] = field(default_factory=dict)  # cell name -> why it cannot be formed (-> infra)
+    chronology: Chronology = NOW  # what it plans, resolves and dates with (a reader's: its record's snapshot)
 
     def cell(self, name: str) -> Cell:
         for cell in self.cells:
@@ -81,16 +83,17 @@ class PairingError(MatrixError):
     """A pin has no row in a pairing, or contradicts its row."""
 
 
-def load_matrix(path: Path = DEFAULT_MATRIX) -> Matrix:
-    """Read, validate and expand matrix.yaml; any problem is a one-line `MatrixError` naming file and field."""
+def load_matrix(path: Path = DEFAULT_MATRIX, chronology: Chronology = NOW) -> Matrix:
+    """Read, validate and expand matrix.yaml, its rule axes read from `chronology` (else the index); any problem is
+    a one-line `MatrixError` naming file and field."""
     spec = load_model(path, MatrixSpec, MatrixError)
-    cells, problems = plan(spec, path)
-    return Matrix(path=path, spec=spec, cells=cells, problems=problems)
+    cells, problems = plan(spec, path, chronology)
+    return Matrix(path=path, spec=spec, cells=cells, problems=problems, chronology=chronology)
 
 
-def expand(spec: MatrixSpec, path: Path = DEFAULT_MATRIX) -> list[Cell]:
+def expand(spec: MatrixSpec, path: Path = DEFAULT_MATRIX, chronology: Chronology = NOW) -> list[Cell]:
     """Every cell of the matrix, named cells first, each with its couplings applied; names are unique."""
-    return plan(spec, path)[0]
+    return plan(spec, path, chronology)[0]
 
 
 @dataclass
@@ -102,8 +105,11 @@ class _Raw:
     problem: str = ""
 
 
-def plan(spec: MatrixSpec, path: Path = DEFAULT_MATRIX) -> tuple[list[Cell], dict[str, str]]:
-    """Every cell (named cells first) and the problems of the cells that cannot be formed, by name."""
+def plan(
+    spec: MatrixSpec, path: Path = DEFAULT_MATRIX, chronology: Chronology = NOW
+) -> tuple[list[Cell], dict[str, str]]:
+    """Every cell (named cells first) and the problems of the cells that cannot be formed, by name (rule axes read
+    from `chronology`, else the index)."""
     raw: list[_Raw] = []
     for i, c in enumerate(spec.cells):
         raw.append(
@@ -122,7 +128,7 @@ def plan(spec: MatrixSpec, path: Path = DEFAULT_MATRIX) -> tuple[list[Cell], dic
             )
         )
     for i, g in enumerate(spec.groups):
-        axes, problem, index_name = _group_axes(spec, g, f"{path}: groups.{i}")
+        axes, problem, index_name = _group_axes(spec, g, f"{path}: groups.{i}", chronology)
         for combo in _group_combos(g, axes):
             device = combo.pop("device", None)
             try:
@@ -198,7 +204,9 @@ def _distribution(spec: MatrixSpec, package: str, device: str) -> str:
     return per_device.get(device, package)
 
 
-def _group_axes(spec: MatrixSpec, group: GroupSpec, where: str) -> tuple[dict[str, list[Any]], str, str | None]:
+def _group_axes(
+    spec: MatrixSpec, group: GroupSpec, where: str, chronology: Chronology
+) -> tuple[dict[str, list[Any]], str, str | None]:
     """The group's axes as lists (rules read from the index), the problem every cell of the group has (an
     unreadable index, a rule that names nothing: "" when none), and the name of the group's index."""
     rules = group.rules
@@ -225,7 +233,7 @@ def _group_axes(spec: MatrixSpec, group: GroupSpec, where: str) -> tuple[dict[st
             continue
         dist = _distribution(spec, package, device)
         try:
-            axes[package] = rule_versions(axis, dist, url, as_of)
+            axes[package] = rule_versions(axis, dist, url, as_of, chronology)
         except IndexLookupError as exc:
             problems.append(f"axis {package} ({_rule_text(axis)}) cannot be read: {exc}")
         else:

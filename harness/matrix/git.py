@@ -35,35 +35,9 @@ def git_url(url: str) -> str:
     return Path(url).resolve().as_uri()  # a local mirror folder
 
 
-_POSITIONS: dict[tuple[str, str], int] = {}  # (package, commit or release) -> first-parent position
-_DATES: dict[str, datetime] = {}  # commit or release -> committer date
-
-
-def know(package: str, ref: str, when: datetime | None, position: int | None) -> None:
-    """From now on answer `commit_date` and `known_position` for `ref` (a full commit SHA, or a release of
-    `package`) from the record: its committer date and first-parent position (commits from the root)."""
-    if position is not None:
-        _POSITIONS[(package, ref)] = position
-    if when is not None:
-        _DATES[ref] = when
-
-
-def forget() -> None:
-    """Forget what `know` was told: ask the clones again."""
-    _POSITIONS.clear()
-    _DATES.clear()
-
-
-def known_position(package: str, ref: str) -> int | None:
-    """The first-parent position the record holds for `ref` of `package`, or None."""
-    return _POSITIONS.get((package, ref))
-
-
 def commit_date(url: str, ref: str) -> datetime | None:
-    """The committer date of `ref`: from the record (`know`), else when the source is a local clone (else unknown
-    without cloning)."""
-    if ref in _DATES:
-        return _DATES[ref]
+    """The committer date of `ref` when the source is a local clone (else unknown without cloning); what a record
+    knows of it, `Chronology.commit_date` (harness/matrix/chronology.py) answers first."""
     if "://" in url and not url.startswith("file://"):
         return None
     repo = url.removeprefix("file://")

@@ -17,7 +17,6 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urljoin, urlparse
 
-from packaging.specifiers import SpecifierSet
 from packaging.utils import (
     InvalidSdistFilename,
     InvalidWheelFilename,
@@ -27,9 +26,8 @@ from packaging.utils import (
 )
 from packaging.version import Version
 
-from harness.matrix.basics import IndexLookupError
+from harness.matrix.basics import PYPI, IndexLookupError
 
-PYPI = "https://pypi.org/simple"
 # What uv asks for; some indexes only add upload times (PEP 700) for clients that ask this way.
 _ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
 
@@ -127,28 +125,10 @@ def files(name: str, index: str = PYPI) -> tuple[IndexFile, ...]:
     return tuple(out)
 
 
-_KNOWN: dict[str, tuple[Release, ...]] = {}  # distribution -> its releases, as the record saw them on the index
-
-
-def know(name: str, listed: tuple[Release, ...]) -> None:
-    """From now on answer `releases(name)` (on any index) with `listed`: the record's snapshot of the index, so
-    that readers of the record need no index and read the same offline."""
-    _KNOWN[canonicalize_name(name)] = tuple(sorted(listed, key=lambda r: r.version))
-    releases.cache_clear()
-
-
-def forget() -> None:
-    """Forget every snapshot `know` was told of: ask the index again."""
-    _KNOWN.clear()
-    releases.cache_clear()
-
-
 @lru_cache(maxsize=512)
 def releases(name: str, index: str = PYPI) -> tuple[Release, ...]:
-    """Every release of `name` on `index`, oldest first (the record's snapshot when `know` was told of it); raises
-    `IndexLookupError` when it cannot tell."""
-    if canonicalize_name(name) in _KNOWN:
-        return _KNOWN[canonicalize_name(name)]
+    """Every release of `name` on `index`, oldest first; raises `IndexLookupError` when it cannot tell (a record's
+    snapshot of it: `Chronology.releases_of`, harness/matrix/chronology.py)."""
     by_version: dict[Version, list[tuple[datetime | None, bool]]] = {}
     for f in files(name, index):
         by_version.setdefault(f.version, []).append((f.uploaded, f.yanked))
@@ -157,13 +137,3 @@ def releases(name: str, index: str = PYPI) -> tuple[Release, ...]:
         times = [t for t, _ in its if t is not None]
         out.append(Release(version, max(times) if times else None, all(y for _, y in its)))
     return tuple(out)
-
-
-def matching(name: str, spec: str, index: str = PYPI, prereleases: bool = False) -> list[Release]:
-    """The non-yanked releases of `name` that satisfy the specifier `spec`, oldest first."""
-    specifier = SpecifierSet(spec)
-    return [
-        r
-        for r in releases(name, index)
-        if not r.yanked and specifier.contains(r.version, prereleases=prereleases or None)
-    ]

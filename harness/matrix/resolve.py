@@ -16,8 +16,7 @@ from packaging.specifiers import SpecifierSet
 
 from harness.matrix.basics import IndexLookupError, MatrixError
 from harness.matrix.expand import Matrix
-from harness.matrix.git import commit_date, git_url
-from harness.matrix.index import matching
+from harness.matrix.git import git_url
 from harness.model.cell import Cell, GitPin, exact
 from harness.model.version import COMMIT, GIT_PIN, PinVersion
 
@@ -67,13 +66,13 @@ def resolve_cell(matrix: Matrix, cell: Cell) -> ResolvedCell:
                 raise MatrixError(f"{matrix.path}: cell {cell.name}: {package} is pinned to git but has no `sources`")
             versions[package] = f"{GIT_PIN}{pin.git}"
             requirements.append(f"{dist} @ git+{git_url(url)}@{pin.git}")
-            stamp = commit_date(url, pin.git)
+            stamp = matrix.chronology.commit_date(url, pin.git)
             if stamp:
                 stamps.append(stamp)
             continue
         spec = f"=={pin}" if exact(pin) is not None else str(pin)
         try:
-            found = matching(dist, spec, cell.index_url)
+            found = matrix.chronology.matching(dist, spec, cell.index_url)
         except IndexLookupError as exc:
             raise MatrixError(f"{matrix.path}: cell {cell.name}: {exc}") from None
         if not found:
@@ -117,12 +116,13 @@ def dater(matrix: Matrix) -> Callable[[str, str, str | None], datetime | None]:
 
 
 def made_at(matrix: Matrix, package: str, version: str, commit: str | None) -> datetime | None:
-    """When a release was uploaded (from the default index) or a commit was made (from a local clone), or None."""
+    """When a release was uploaded (from the default index) or a commit was made (from a local clone), or None; the
+    matrix's chronology answers first."""
     if commit:
         url = matrix.source(package)
-        return commit_date(url, commit) if url else None
+        return matrix.chronology.commit_date(url, commit) if url else None
     try:
-        found = matching(package, f"=={version}", matrix.index_url())
+        found = matrix.chronology.matching(package, f"=={version}", matrix.index_url())
     except (IndexLookupError, ValueError):
         return None
     return found[-1].uploaded if found else None

@@ -14,6 +14,10 @@ the commits built at it (`0.4.0.dev0` < `0.4.0.dev0 @ <sha>`, commits by their s
 history, see analysis/transitions.py), and last the text (`2.6` before `2.6.0`), so that two versions are equal in
 the order only when their text is. A reader that wants local builds of one release counted as that release (audit:
 a `2.6.0+cu124` cell measured what a `2.6.0` pin asks) compares `public_at()`, the same version without the tag.
+
+A release's plain text (an index's listing, a matrix pin, `--old`/`--new`, a specifier's bound, a wheel's version)
+is parsed by `parse_release` (raises `InvalidVersion`, a one-line `ValueError`) or `parse_release_or_none`: no
+module outside `model/` calls `packaging.version.Version(...)` on text.
 """
 
 from __future__ import annotations
@@ -134,6 +138,22 @@ def parse_version(text: str) -> PinVersion:
         return PinVersion(text, Version(release), commit, AT_COMMIT if commit else RELEASE)
     except InvalidVersion:
         return PinVersion(text, None, commit, OTHER)
+
+
+@lru_cache(maxsize=16384)
+def parse_release(text: str) -> Version:
+    """The release plain `text` names (`2.6.0`, `2.11.0+cu130`: an index's listing, a matrix pin, a command-line
+    version, a specifier's bound): the one parse of a release's text outside a recorded version. Raises
+    `InvalidVersion` (a `ValueError`, one line: `Invalid version: '2.x'`) when it is not a PEP 440 version."""
+    return Version(text)
+
+
+def parse_release_or_none(text: str) -> Version | None:
+    """`parse_release(text)`, or None when `text` is not a PEP 440 version."""
+    try:
+        return parse_release(text)
+    except InvalidVersion:
+        return None
 
 
 def version_key(text: str) -> tuple[int, Version, int, str, str]:

@@ -11,10 +11,10 @@ from __future__ import annotations
 import html
 import json
 
-from packaging.version import Version
 from rich.table import Table
 
 from harness.analysis.compat import LANES, Finding, Kind, Probe, Upgrade
+from harness.model.version import parse_release
 
 TITLES = {
     "fbgemm": "torch × fbgemm-gpu-cpu (an fbgemm operator called directly)",
@@ -40,8 +40,8 @@ def grids(table: list[Probe]) -> dict[str, tuple[list[str], list[str], dict[tupl
         probes = [p for p in table if p.lane == lane]
         if not probes:
             continue
-        torches = sorted({p.torch for p in probes}, key=Version)
-        partners = sorted({p.partner for p in probes}, key=Version)
+        torches = sorted({p.torch for p in probes}, key=parse_release)
+        partners = sorted({p.partner for p in probes}, key=parse_release)
         out[lane] = (torches, partners, {(p.torch, p.partner): p for p in probes})
     return out
 

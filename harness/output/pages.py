@@ -59,7 +59,7 @@ def generated_tables(record_root: Path, cases_dir: Path, matrix_path: Path) -> d
     cases = discover(cases_dir)[0]
     store = open_reader(None, False, cases, record_root)
     assert isinstance(store, RecordStore)  # no --db: the record alone
-    matrix = load_matrix(matrix_path) if matrix_path.is_file() else None
+    matrix = load_matrix(matrix_path, store.chronology) if matrix_path.is_file() else None
     report = reports.report_for(store.latest(), cases_dir, [c.name for c in matrix.cells] if matrix else [], matrix)
     grid = view.to_docs(compat.measured(store))
     if not grid.strip():  # say so, rather than leave a page's "printed this:" followed by nothing

@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 from rich.markup import escape
 
 from harness.analysis.compare import Change
@@ -34,6 +34,7 @@ from harness.model.cell import BISECT_PREFIX
 from harness.model.common import item_id, logical_name, primary_package
 from harness.model.outcome import Outcome, shown
 from harness.model.result import Result, counts
+from harness.model.version import parse_release_or_none
 from harness.output.tables import STYLE, Col, FitTable, link_name
 
 SYMBOL = {"reproduced": "R", "fixed": "F", "unknown": "?"}
@@ -341,10 +342,11 @@ def cell_order(cells: list[str]) -> list[str]:
     def key(cell: str) -> tuple[int, tuple[Version, ...], tuple[str, ...]]:
         versions, words = [], []
         for part in cell.split("-"):
-            try:
-                versions.append(Version(part))
-            except InvalidVersion:
+            version = parse_release_or_none(part)
+            if version is None:
                 words.append(part)
+            else:
+                versions.append(version)
         return first[cell.split("-")[0]], tuple(versions), tuple(words)
 
     return sorted(cells, key=key)

@@ -21,6 +21,8 @@ The contract (`tests/test_contract.py` runs one suite against every implementati
   that an `infra` result (nothing was measured: the environment could not be made) never shadows a settled result
   of its key that measured the same digest (`unshadowed`): that measurement still stands. A store may answer it
   another way (the SQLite store keeps a `latest` table); a test holds it to this definition on the same rows.
+- `chronology` is the history its results are read against (harness/matrix/chronology.py): a reader of the record
+  carries the record's snapshot of the index and the clones, every other store knows nothing (`NOW`: ask them).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from harness.matrix.chronology import NOW, Chronology
 from harness.model.cell import CASE_CELLS, LOCAL_CELL, Kinds
 from harness.model.errors import BugmatrixError
 from harness.model.job import SETTLED
@@ -126,6 +129,7 @@ class Store(ABC):
 
     path: Path
     readonly: bool
+    chronology: Chronology = NOW  # what its readers date and list versions with (the module docstring)
 
     @abstractmethod
     def begin_run(self, command: str, machine: str, run_id: str | None = None) -> str:
@@ -171,7 +175,7 @@ class ReadOnly(Store):
 
     def __init__(self, inner: Store) -> None:
         self.inner = inner
-        self.path, self.readonly = inner.path, True
+        self.path, self.readonly, self.chronology = inner.path, True, inner.chronology
 
     def _refused(self) -> StoreError:
         return StoreError(f"{self.path}: opened to read; nothing is written to it")

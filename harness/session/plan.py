@@ -15,13 +15,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from harness.launch.execute import default_devices
 from harness.model.case import Case
 from harness.model.cell import Cell
 from harness.model.common import Device
 from harness.model.job import Job
+from harness.model.version import ZERO, parse_release_or_none
 
 if TYPE_CHECKING:
     from harness.matrix.expand import Matrix
@@ -137,7 +138,5 @@ def plan_cells(cases: Iterable[Case], matrix: Matrix, selection: Selection = Sel
 def _torch_order(cell: Cell) -> tuple[int, Version, str]:
     pin = cell.pins.get("torch")
     text = str(pin).lstrip("=~<>!").rstrip(".*") if isinstance(pin, str) else ""
-    try:
-        return (0, Version(text), cell.device)
-    except InvalidVersion:
-        return (1, Version("0"), cell.device)
+    version = parse_release_or_none(text)
+    return (1, ZERO, cell.device) if version is None else (0, version, cell.device)

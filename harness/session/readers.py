@@ -10,9 +10,11 @@
   leave a stray store behind), unless `creates`: compat's probes fill the fresh store the nightly names.
 - Results are judged by today's rules (`expected` from the case's current `expect` list; nothing is expected of an
   `infra`), and superseded results (`record.superseded`) are left out of both layers.
-- The record's version points (upload dates, commit dates and positions) answer the index and clone questions of
-  every reading command (`use_chronology`), so the record reads the same offline; a command that measures
-  (`writable`) asks the live index, so that a release uploaded tonight is planned tonight.
+- The record's version points (release listings, upload dates, commit dates and positions) are the reader's
+  `chronology` (`chronology_of`), which answers the index and clone questions of the matrix it loads
+  (`load_matrix(path, store.chronology)`), so the record reads the same offline; a command that measures
+  (`writable`) asks the live index, so that a release uploaded tonight is planned tonight. Opening a reader changes
+  nothing for the rest of the process: two readers of two records each answer from their own.
 """
 
 from __future__ import annotations
@@ -22,14 +24,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from packaging.version import Version
-
 from harness.launch.interpreter import Environment
-from harness.matrix import git, index
+from harness.matrix.chronology import NOW, Chronology
+from harness.matrix.index import Release
 from harness.model.case import PROBES_DIR, Case, discover
 from harness.model.expectations import environment_of, expected_outcome, expects_nothing
 from harness.model.outcome import Outcome
 from harness.model.result import Result
+from harness.model.version import parse_release
 from harness.session.basics import default_db
 from harness.session.contract import ReadOnly, Store, StoreError
 from harness.session.record import DEFAULT_RECORD, LayeredStore, Record, RecordStore, current_digests, load, when
@@ -64,17 +66,24 @@ def judged(cases: Iterable[Case]) -> Callable[[Result], Result]:
     return judge
 
 
-def use_chronology(record: Record) -> None:
-    """Answer release listings, upload dates, commit dates and first-parent positions from `record` before asking
-    an index or a clone (for the rest of the process)."""
-    for distribution, points in record.releases.items():
-        index.know(
-            distribution,
-            tuple(index.Release(Version(v), _when(p.get("date")), bool(p.get("yanked"))) for v, p in points.items()),
+def chronology_of(record: Record) -> Chronology:
+    """`record`'s snapshot of the index and the clones: release listings with upload dates, commit dates and
+    first-parent positions (what its readers answer before asking an index or a clone)."""
+    releases = {
+        distribution: tuple(
+            Release(parse_release(v), _when(p.get("date")), bool(p.get("yanked"))) for v, p in points.items()
         )
-    for package, points in record.commits.items():
-        for ref, point in points.items():
-            git.know(package, ref, _when(point.get("date")), point.get("position"))
+        for distribution, points in record.releases.items()
+    }
+    dates: dict[str, datetime] = {}
+    positions: dict[tuple[str, str], int] = {}
+    for package, refs in record.commits.items():
+        for ref, point in refs.items():
+            if point.get("position") is not None:
+                positions[(package, ref)] = point["position"]
+            if point.get("date"):
+                dates[ref] = when(point["date"])
+    return Chronology.of(releases, dates, positions)
 
 
 def _when(text: str | None) -> datetime | None:
@@ -87,11 +96,14 @@ def record_store(
     record_root: Path = DEFAULT_RECORD,
     probes_dir: Path = PROBES_DIR,
     judge: bool = True,
+    chronology: Chronology = NOW,
 ) -> RecordStore:
     """`record` as a read-only store over `cases` and the compatibility probes: what their committed scripts make
-    superseded is left out, and (with `judge`) what is returned is judged by their current rules."""
+    superseded is left out, and (with `judge`) what is returned is judged by their current rules; its readers date
+    versions with `chronology` (`chronology_of(record)` for a reader of the record)."""
     everything = [*cases, *discover(probes_dir)[0]]
-    return RecordStore(record, current_digests(everything), record_root, judged(everything) if judge else None)
+    judge_by = judged(everything) if judge else None
+    return RecordStore(record, current_digests(everything), record_root, judge_by, chronology)
 
 
 def open_reader(
@@ -112,9 +124,9 @@ def open_reader(
         also = f"; leave --db out to record in {default_db()} (created when missing)" if writable else ""
         raise StoreError(f"{db}: no such results store (--db){also}")
     record = load(record_root)
-    if not writable:  # a measuring command asks the live index: tonight's release is planned tonight
-        use_chronology(record)
-    layer = record_store(record, cases, record_root, probes_dir, judge)  # judge=False: no rules looked at
+    # a measuring command asks the live index: tonight's release is planned tonight
+    chronology = NOW if writable else chronology_of(record)
+    layer = record_store(record, cases, record_root, probes_dir, judge, chronology)  # judge=False: no rules looked at
     if db is None:  # the record alone
         return layer
     if writable:

@@ -49,6 +49,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.matrix.chronology import NOW, Chronology
 from harness.model.cell import CASE_CELLS, LOCAL_CELL, CellKind, Kinds, kind_of
 from harness.model.job import SETTLED
 from harness.model.names import UnsafeName, check_key, check_name
@@ -549,10 +550,11 @@ class RecordStore(Store):
         digests: Digests,
         root: Path = DEFAULT_RECORD,
         judge: Callable[[Result], Result] | None = None,
+        chronology: Chronology = NOW,
     ) -> None:
         self.path = root
         self.readonly = True
-        self.record, self.digests = record, digests
+        self.record, self.digests, self.chronology = record, digests, chronology
         self.judge = judge or (lambda r: r)
         self._rows = [row for row in record.rows if not superseded(row["case"], row["variant"], row["digest"], digests)]
 
@@ -644,6 +646,7 @@ class LayeredStore(Store):
         self.readonly = local.readonly
         self.local, self.record = local, record
         self.digests, self.judge = record.digests, record.judge  # one judgement for both layers
+        self.chronology = record.chronology  # and one history
 
     def begin_run(self, command: str, machine: str, run_id: str | None = None) -> str:
         return self.local.begin_run(command, machine, run_id)

@@ -23,8 +23,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 
-from packaging.version import Version
-
 from harness.analysis.precision import allowed_releases
 from harness.analysis.transitions import FIXED, REPRODUCED, cell_status, short
 from harness.launch.execute import infra_result
@@ -38,6 +36,7 @@ from harness.model.errors import BugmatrixError
 from harness.model.job import Job
 from harness.model.outcome import Outcome
 from harness.model.result import Result
+from harness.model.version import parse_release
 from harness.session.observer import Observer
 from harness.session.pipeline import NO_RESUME, MatrixEnvironments, Recorder, Resume, Session
 from harness.session.scheduler import run_scheduled
@@ -60,14 +59,14 @@ def release_candidates(
     versions it cannot test."""
     inside = allowed_releases(matrix, case, package, device, pre)
     listed = allowed_releases(matrix, case, package, device, pre, supports=False)
-    outside = any(e and e not in inside and str(Version(e)) not in inside for e in (old, new))
+    outside = any(e and e not in inside and str(parse_release(e)) not in inside for e in (old, new))
     versions = [
         v
         for v in (listed if outside else inside)
-        if not (old and Version(v) < Version(old)) and not (new and Version(v) > Version(new))
+        if not (old and parse_release(v) < parse_release(old)) and not (new and parse_release(v) > parse_release(new))
     ]
     for end, name in ((old, "--old"), (new, "--new")):
-        if end and end not in versions and str(Version(end)) not in versions:
+        if end and end not in versions and str(parse_release(end)) not in versions:
             raise BisectError(
                 f"{name} {end}: not a release of {matrix.distribution(package, device)} the matrix allows"
             )
@@ -100,7 +99,7 @@ def probe_cell(
     for coupling in matrix.spec.couplings:
         members = {p for row in coupling.rows for p in row}
         if package in members and package != coupling.lead and coupling.lead in needed and not isinstance(pin, GitPin):
-            row = pairing_row(coupling, package, Version(pin))
+            row = pairing_row(coupling, package, parse_release(pin))
             if row is None:
                 raise MatrixError(f"{package} {pin}: no row of the pairing {coupling.name!r} allows it")
             for member, spec in row.items():

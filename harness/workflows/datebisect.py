@@ -34,12 +34,13 @@ from urllib.parse import unquote, urlparse
 
 from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from harness.matrix import index as _index
 from harness.matrix.basics import IndexLookupError
 from harness.matrix.expand import Matrix
 from harness.model.cell import BISECT_PREFIX, Cell
+from harness.model.version import parse_release, parse_release_or_none
 from harness.workflows.search import SearchResult
 
 _LOCAL_COMMIT = re.compile(r"^(?:git|g)([0-9a-f]{7,40})$")
@@ -54,9 +55,8 @@ class DateLineError(Exception):
 
 def build_date(version: Version | str) -> date | None:
     """The date a dev build is of: `X.Y.Z.devYYYYMMDD` or `YYYY.M.D`; None for any other version."""
-    try:
-        v = version if isinstance(version, Version) else Version(version)
-    except InvalidVersion:
+    v = version if isinstance(version, Version) else parse_release_or_none(version)
+    if v is None:
         return None
     try:
         if v.dev is not None and 10_000_000 <= v.dev <= 99_999_999:
@@ -144,7 +144,7 @@ def plan_dates(lead: str, builds: Mapping[str, Sequence[Build]], start: date, en
             elif not usable:
                 why = f"{package} {', '.join(sorted({b.version for b in that_day}))}: no wheel for this platform"
             else:
-                chosen[package] = max(usable, key=lambda b: Version(b.version))
+                chosen[package] = max(usable, key=lambda b: parse_release(b.version))
                 continue
             break
         if why:
@@ -181,7 +181,7 @@ def fits(filename: str, python: str = "3.11") -> bool:
 def commit_of(version: str, wheel_url: str | None) -> str | None:
     """The commit a build was made from: its local label (`+git<sha>`), else `git_version` in a `version.py` of
     a wheel on a `file://` index; None when neither says."""
-    local = Version(version).local or ""
+    local = parse_release(version).local or ""
     for part in local.split("."):
         m = _LOCAL_COMMIT.match(part)
         if m:
@@ -221,7 +221,7 @@ def read_builds(
         out.append(
             Build(package, version, build_date(version) or start, wheel, commit_of(version, wheel) if wheel else None)
         )
-    return sorted(out, key=lambda b: (b.day, Version(b.version)))
+    return sorted(out, key=lambda b: (b.day, parse_release(b.version)))
 
 
 def date_line(
