@@ -66,7 +66,8 @@ def test_each_pairing_of_answer_and_measurement() -> None:
         "could not say": 1,
         "not measured": 1,
     }
-    assert out[-1] == "8 answers: agree 3, contradict 3, could not say 1, not measured 1"
+    assert out[-2] == "8 answers: agree 3, contradict 3, could not say 1, not measured 1"
+    assert out[-1] == "by basis: exact agree 3, exact contradict 3, exact could not say 1, exact not measured 1"
 
 
 def test_an_answer_without_precision_contradicts() -> None:

@@ -152,7 +152,8 @@ def bugmatrix(*args: str, env: dict[str, str] | None = None, log: Path | None = 
 
 
 def report(rows: list[Row], out: list[str], every: bool = False) -> dict[str, int]:
-    """The table of every row that is not `agree` (`every`: all of them), then the counts (returned too)."""
+    """The table of every row that is not `agree` (`every`: all of them), then the counts (returned too) and the
+    same by the answers' basis."""
     counts = Counter(r.verdict for r in rows)
     for row in rows:
         if every or row.verdict != AGREE:
@@ -162,6 +163,8 @@ def report(rows: list[Row], out: list[str], every: bool = False) -> dict[str, in
             )
     tally = {key: counts.get(key, 0) for key in (AGREE, CONTRADICT, CANNOT_SAY, NOT_MEASURED)}
     out.append(f"{len(rows)} answers: " + ", ".join(f"{key} {n}" for key, n in tally.items()))
+    bases = Counter(f"{r.basis or '?'} {r.verdict}" for r in rows)
+    out.append("by basis: " + ", ".join(f"{key} {n}" for key, n in sorted(bases.items())))
     return tally
 
 
