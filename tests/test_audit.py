@@ -1086,6 +1086,20 @@ def test_json_separates_the_four_answers_and_only_affected_fails(
     assert re.search(r"torch-4-absent \(bug\) +absent \(rules\) +reproduced \(exact\)", capsys.readouterr().out)
 
 
+def test_every_json_answer_names_its_precision_and_basis(gated: dict, capsys: pytest.CaptureFixture[str]) -> None:
+    """7317000: an affected entry of `--json` said its precision in words only, with no `basis` (the not-affected and
+    cannot-say ones had it), so a gate or tools/audit_check.py could not tell a measured answer from an
+    extrapolated one."""
+    for pins in ("torch==2.0.1", "torch==2.9.0"):
+        main(_cli(gated, pins, "--json"))
+        payload = json.loads(capsys.readouterr().out)
+        answers = [a for kind in ("affected", "not_affected", "cannot_say") for a in payload[kind]]
+        assert answers
+        for a in answers:
+            assert a["precision"] and a["basis"] in ("exact", "interpolated", "extrapolated", "rules"), (pins, a)
+    assert [a["basis"] for a in payload["affected"]] == ["exact"]  # torch-4-absent measured at torch 2.9.0
+
+
 def _real_audit(*pins: str) -> dict:
     """`python -m harness audit PINS --json` on the clone's own cases and record, no store."""
     root = Path(__file__).resolve().parent.parent

@@ -202,7 +202,8 @@ class Answer:
         return "not_affected" if self.status == FIXED or self.why == ABSENT else "cannot_say"
 
     def to_json(self) -> dict:
-        """The `--json` shape of one entry: an affected one as it always was; the others say `why`."""
+        """The `--json` shape of one entry: an affected one as it always was, with its `basis` (exact, interpolated,
+        extrapolated, rules: what a gate may filter on); the others say `why`."""
         if self.affected:
             return {
                 "case": self.case,
@@ -211,6 +212,7 @@ class Answer:
                 "upstream": self.upstream,
                 "outcome": self.status,
                 "precision": self.precision,
+                "basis": self.basis,
                 "fixed_in": self.fixed_in,
                 "workarounds": self.workarounds,
                 "reproduce": self.reproduce,
