@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     from harness.workflows.search import BisectRefused
 
     ctx = Context(args)
-    err = ctx.err
+    printer = ctx.printer
     cases, _ = discover(args.cases_dir)
     matches = [c for c in cases if c.id == args.case] or select(cases, [args.case])
     if not matches:
@@ -102,25 +102,24 @@ def run(args: argparse.Namespace) -> ExitCode:
                 run_id,
                 cores=args.jobs,
                 repeat=args.repeat,
-                say=lambda line: err.print(line, soft_wrap=True),
+                say=lambda line: printer.say(line, soft_wrap=True),
             )
             levels = bisect(probing, request, probed)
         except (BisectError, BisectRefused, MatrixError, GitError) as exc:  # a refusal is a complete, recorded run
-            err.print(f"[red]bisect refused:[/] {exc}", soft_wrap=True)
+            printer.say(f"[red]bisect refused:[/] {exc}", soft_wrap=True)
             return ExitCode.FAILED
     summary = bisect_summary(case.id, args.variant, args.package, levels, probed, case.spec.packages)
     if args.format == "json":
-        print(bisect_json(run_id, summary, levels))
+        printer.answer(bisect_json(run_id, summary, levels))
     else:
-        console = ctx.out
         for level, r in levels:
-            console.print(
+            printer.show(
                 f"{level} level: {len(r.probes)} probes: " + ", ".join(f"{c}={o.value}" for c, o in r.probes),
                 soft_wrap=True,
             )
-        console.print(summary, soft_wrap=True, markup=False, highlight=False)
+        printer.show(summary, soft_wrap=True, markup=False, highlight=False)
         if levels:
-            console.print("\nTo reproduce each side anywhere:", highlight=False)
+            printer.show("\nTo reproduce each side anywhere:", highlight=False)
             for command in bisect_commands(case, levels[-1][1], store.results(run_id), matrix, probed):
-                console.print(command, soft_wrap=True, markup=False, highlight=False)
+                printer.show(command, soft_wrap=True, markup=False, highlight=False)
     return ExitCode.FAILED if any(r.ambiguous for _, r in levels) else ExitCode.OK

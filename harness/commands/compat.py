@@ -81,20 +81,18 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
 def run(args: argparse.Namespace) -> ExitCode:
     """Probe the compatibility grid (unless told to probe nothing), then show, check or compare the measured table:
     0, or 1 when --check finds a disagreement (or a probe of this run could not be established)."""
-    from rich.console import Console
-
     from harness.analysis import compat
     from harness.launch.interpreter import machine_name
     from harness.model.cell import COMPAT_CELLS
     from harness.output import compat as view
-    from harness.output.console import LOG_WIDTH, is_terminal
+    from harness.output.console import is_terminal
     from harness.output.progress import LaunchLines, ProgressDisplay, progress_bar
     from harness.session.store import recording
     from harness.workflows.compat import walk
     from harness.workflows.probing import Probing
 
     ctx = Context(args)
-    err = ctx.err
+    printer = ctx.printer
     matrix = ctx.matrix
     probing = not (args.no_probe or args.check or args.rows or args.upgrade)
     fills = probing or bool(args.resume_from)
@@ -104,16 +102,16 @@ def run(args: argparse.Namespace) -> ExitCode:
         path = source / NIGHTLY_DB if source.is_dir() else source
         if path.is_file():
             added = store.merge([path], COMPAT_CELLS)
-            err.print(f"resumed from {path}: {added} compat result(s) copied", soft_wrap=True, highlight=False)
+            printer.say(f"resumed from {path}: {added} compat result(s) copied", soft_wrap=True, highlight=False)
         else:
-            err.print(f"no store at {path}: nothing to resume from", soft_wrap=True, highlight=False)
+            printer.say(f"no store at {path}: nothing to resume from", soft_wrap=True, highlight=False)
     if probing:
         lanes = args.lane or list(compat.LANES)
         ranges = {"torch": args.torch, "fbgemm": args.fbgemm, "lightning": args.lightning, "litgpt": args.litgpt}
         grid = compat.Grid.from_index(matrix, ranges, lanes)
         found = compat.load_probes(args.probes_dir) if args.probes_dir else compat.load_probes()
         probes = {lane: case for lane, case in found.items() if lane in lanes}
-        err.print(
+        printer.say(
             f"compat grid: torch {', '.join(grid.torch)}; "
             + "; ".join(f"{lane} {', '.join(v)}" for lane, v in grid.partners.items() if lane in lanes),
             soft_wrap=True,
@@ -122,7 +120,9 @@ def run(args: argparse.Namespace) -> ExitCode:
         terminal = is_terminal()
         with (
             recording(store, command_line(), machine_name()) as run_id,
-            progress_bar("compat", err, transient=True, disable=args.format == "json" or not terminal) as progress,
+            progress_bar(
+                "compat", printer.err, transient=True, disable=args.format == "json" or not terminal
+            ) as progress,
         ):
             probing = Probing(
                 matrix,
@@ -132,12 +132,12 @@ def run(args: argparse.Namespace) -> ExitCode:
                 cores=args.jobs,
                 repeat=args.repeat,
                 redo=args.redo,
-                observers=[ProgressDisplay(progress) if terminal else LaunchLines(err)],
-                say=lambda line: err.print(line, soft_wrap=True, highlight=False, markup=False),
+                observers=[ProgressDisplay(progress) if terminal else LaunchLines(printer.err)],
+                say=lambda line: printer.say(line, soft_wrap=True, highlight=False, markup=False),
             )
             done = walk(grid, probes, probing, disk_budget=args.disk_budget)
         unknown = sum(1 for _, r in done if compat.verdict(r)[0] is compat.Kind.UNKNOWN)
-        err.print(
+        printer.say(
             f"recorded as run {run_id} in {store.path}: {len(done)} probe(s), {unknown} not established",
             soft_wrap=True,
             highlight=False,
@@ -159,12 +159,12 @@ def run(args: argparse.Namespace) -> ExitCode:
     else:
         if args.output:
             with args.output.open("w") as file:
-                _show(Console(file=file, width=LOG_WIDTH), view, table, findings)
+                _show(printer.to_file(file), view, table, findings)
         else:
-            _show(ctx.out, view, table, findings)
+            _show(printer.out, view, table, findings)
         code = ExitCode.OK
     if not table:
-        err.print(f"no compat probes in {args.record} or {args.db}", soft_wrap=True)
+        printer.say(f"no compat probes in {args.record} or {args.db}", soft_wrap=True)
     return ExitCode.FAILED if findings or unknown else code
 
 

@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> ExitCode:
 
     ctx = Context(args)
     cache = EnvCache(args.envs)
-    console = ctx.out
+    printer = ctx.printer
     if args.action == "list":
         table = Table(title=f"environments in {args.envs}")
         for column in ("key", "cell", "versions", "as of", "size"):
@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> ExitCode:
             ]
             for env in cache.list()
         ]
-        console.print(whole_columns(table, rows, {"key", "cell"}))
+        printer.show(whole_columns(table, rows, {"key", "cell"}))
         return ExitCode.OK
     matrix = ctx.matrix  # an invalid matrix or cell name: MatrixError, one line on stderr, exit 2
     cells = [matrix.cell(n) for n in args.cells] if args.cells else matrix.cells
@@ -56,15 +56,15 @@ def run(args: argparse.Namespace) -> ExitCode:
         held = [
             f.name for f in cache.root.iterdir() if f.is_dir() and not f.name.startswith(".") and f.name not in keep
         ]
-        console.print(
+        printer.show(
             f"removed {len(removed)} environment(s)"
             + (f"; kept {len(held)} in use by another bugmatrix process" if held else "")
         )
         if args.cache:
-            console.print(clean_cache() or "uv cache: nothing to clean")
+            printer.show(clean_cache() or "uv cache: nothing to clean")
         return ExitCode.OK
     failed = 0
-    with progress_bar("building", console) as progress:
+    with progress_bar("building", printer.out) as progress:
         task = progress.add_task("", total=len(cells))
         for cell in cells:
             progress.update(task, description=cell.name)

@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     from harness.workflows.probing import Probing
 
     ctx = Context(args)
-    err = ctx.err
+    printer = ctx.printer
     cases = {c.id: c for c in ctx.cases(args.cases)[0]}
     if args.cases and not cases:  # never "every boundary is adjacent" over a case it could not read
         raise UsageError(
@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     between = between_on_index(matrix, cases)
     latest = store.latest()
     if not latest:  # nothing measured is never "every boundary is adjacent"
-        err.print(f"no results in {args.record} or {args.db}: nothing to narrow", soft_wrap=True, highlight=False)
+        printer.say(f"no results in {args.record} or {args.db}: nothing to narrow", soft_wrap=True, highlight=False)
         return ExitCode.NOTHING_RAN
     chosen = selected_axes(
         latest, cases, matrix, set(args.package or ()), set(args.device or ()), set(cases) if args.cases else None
@@ -68,17 +68,17 @@ def run(args: argparse.Namespace) -> ExitCode:
         why = measured_between(target, latest, cases)
         if why:  # nothing left to launch: said, never counted as an interval
             measured += 1
-            print(f"{target.axis.label}: {target.boundary.text()} — nothing left to run, {why}")
+            printer.answer(f"{target.axis.label}: {target.boundary.text()} — nothing left to run, {why}")
         else:
             targets.append(target)
     undated = [axis for axis in chosen if axis.unplaced]
     for axis in undated:  # a boundary may hide among them: never say "every boundary is adjacent" over them
-        err.print(f"{axis.label}: {axis.unplaced_text()}", soft_wrap=True, markup=False, highlight=False)
+        printer.say(f"{axis.label}: {axis.unplaced_text()}", soft_wrap=True, markup=False, highlight=False)
     if args.dry_run or not targets:
         for t in targets:
-            print(f"{t.axis.label}: {t.boundary.text()}")
+            printer.answer(f"{t.axis.label}: {t.boundary.text()}")
         if not targets and undated:
-            err.print(
+            printer.say(
                 f"no interval boundary among the placed results; {len(undated)} axis(es) above hold commits "
                 "that cannot be placed without a local clone",
                 soft_wrap=True,
@@ -93,14 +93,14 @@ def run(args: argparse.Namespace) -> ExitCode:
                 }
             )
             if unread:  # results of cases not in --cases-dir: their boundaries were not looked at
-                err.print(
+                printer.say(
                     f"not looked at: the results of {len(unread)} case(s) not in {args.cases_dir} "
                     f"({', '.join(unread[:5])}{' …' if len(unread) > 5 else ''}; pass --cases-dir)",
                     soft_wrap=True,
                     highlight=False,
                 )
             also = f" or measured between ({measured} above)" if measured else ""
-            err.print(
+            printer.say(
                 f"no interval boundary to narrow: every boundary of the cases in {args.cases_dir} is adjacent{also}"
                 if unread
                 else f"no interval boundary to narrow: every boundary in the record and the store is adjacent{also}",
@@ -116,18 +116,17 @@ def run(args: argparse.Namespace) -> ExitCode:
             run_id,
             cores=args.jobs,
             repeat=args.repeat,
-            say=lambda line: err.print(line, soft_wrap=True, markup=False, highlight=False),
+            say=lambda line: printer.say(line, soft_wrap=True, markup=False, highlight=False),
         )
         done = narrow(targets, cases, probing, commits=args.commits)
     left = [d for d in done if not d.adjacent]
     pasted = comments(done, store.latest(), cases, between, matrix)
     if args.format == "json":
-        print(narrow_json(run_id, pasted, done))
+        printer.answer(narrow_json(run_id, pasted, done))
     else:
-        console = ctx.out
         for d in done:
-            console.print(f"bugmatrix narrow: {d.line()}", soft_wrap=True, markup=False, highlight=False)
+            printer.show(f"bugmatrix narrow: {d.line()}", soft_wrap=True, markup=False, highlight=False)
         for text in pasted:
-            console.print("\nPaste upstream:\n" + text, soft_wrap=True, markup=False, highlight=False)
-        console.print(f"{len(done) - len(left)} boundary(ies) narrowed to adjacent versions, {len(left)} not")
+            printer.show("\nPaste upstream:\n" + text, soft_wrap=True, markup=False, highlight=False)
+        printer.show(f"{len(done) - len(left)} boundary(ies) narrowed to adjacent versions, {len(left)} not")
     return ExitCode.FAILED if left else ExitCode.OK

@@ -114,20 +114,20 @@ def fold(args: argparse.Namespace) -> ExitCode:
     """Fold each source into the record and write what changed."""
     from harness.matrix.expand import load_matrix
     from harness.model.case import PROBES_DIR, discover
-    from harness.output.console import make_console
     from harness.session.basics import default_db
     from harness.session.folding import fold_payload, fold_store, refresh_versions
     from harness.session.journal import recover
     from harness.session.record import RecordError, load, write
     from harness.session.store import ResultStore
 
-    Context(args).writable("--record")
+    ctx = Context(args)
+    ctx.writable("--record")
     sources = args.sources or [default_db()]
     cases = discover(args.cases_dir)[0] + discover(PROBES_DIR)[0]
-    say = make_console(stderr=True)
+    printer = ctx.printer
     recovered = recover(args.record)  # a fold killed before: finished if it had committed, else undone
     if recovered:
-        say.print(f"{args.record}: {recovered}", soft_wrap=True, highlight=False)
+        printer.say(f"{args.record}: {recovered}", soft_wrap=True, highlight=False)
     record = load(args.record)  # a record file that does not parse stops here: nothing more is written
     pins, machine = _pairs(args.pin, "--pin"), _pairs(args.machine, "--machine")
     if "cores" in machine and machine["cores"].isdigit():
@@ -152,13 +152,13 @@ def fold(args: argparse.Namespace) -> ExitCode:
                 added, replaced = fold_store(record, ResultStore(source, readonly=True), cases, args.cell, pins)
         except RecordError as exc:
             raise UsageError(f"{source}: {exc}") from None
-        say.print(f"{source}: {added} row(s) added, {replaced} replaced", soft_wrap=True, highlight=False)
+        printer.say(f"{source}: {added} row(s) added, {replaced} replaced", soft_wrap=True, highlight=False)
     if not args.offline:
         matrix = load_matrix(args.matrix) if args.matrix.is_file() else None
         for problem in refresh_versions(record, matrix):
-            say.print(f"[yellow]version dates kept from the record:[/] {problem}", soft_wrap=True, highlight=False)
+            printer.say(f"[yellow]version dates kept from the record:[/] {problem}", soft_wrap=True, highlight=False)
     written = write(args.record, record)
-    say.print(
+    printer.say(
         f"{args.record}: {len(record.rows)} row(s); {len(written)} file(s) written"
         + (f" ({', '.join(written)})" if written else ""),
         soft_wrap=True,
@@ -169,21 +169,19 @@ def fold(args: argparse.Namespace) -> ExitCode:
 
 def import_(args: argparse.Namespace) -> ExitCode:
     """Write every row of the record into `--db`."""
-    from harness.output.console import make_console
     from harness.session.folding import import_record
     from harness.session.record import load
     from harness.session.store import ResultStore
 
     record = load(args.record)
     count = import_record(record, ResultStore(args.db))
-    make_console(stderr=True).print(f"{args.db}: {count} result(s) imported from {args.record}", highlight=False)
+    Context(args).printer.say(f"{args.db}: {count} result(s) imported from {args.record}", highlight=False)
     return ExitCode.OK
 
 
 def tables(args: argparse.Namespace) -> ExitCode:
     """Regenerate (or, with --check, compare) the record's tables wherever the pages hold them (`bugmatrix docs`
     regenerates every generated part)."""
-    from harness.output.console import make_console
     from harness.output.pages import RECORD_REGIONS, generated_tables, page_files, regions_in, stale_pages
 
     pages = args.page or page_files(Path("."))
@@ -201,19 +199,19 @@ def tables(args: argparse.Namespace) -> ExitCode:
         )
     generated = generated_tables(args.record, args.cases_dir, args.matrix)
     stale = stale_pages(pages, generated, write=not args.check)
-    err = make_console(stderr=True)
+    printer = Context(args).printer
     if not stale:
-        err.print(f"the tables are what {args.record} generates", highlight=False)
+        printer.say(f"the tables are what {args.record} generates", highlight=False)
         return ExitCode.OK
     names = ", ".join(map(str, stale))
     if args.check:
-        err.print(
+        printer.say(
             f"{names}: the tables differ from what {args.record} generates "
             "(`bugmatrix record tables` rewrites them; never edit them by hand)",
             highlight=False,
         )
         return ExitCode.FAILED
-    err.print(f"wrote {names}", highlight=False)
+    printer.say(f"wrote {names}", highlight=False)
     return ExitCode.OK
 
 
@@ -228,7 +226,6 @@ def coverage(args: argparse.Namespace) -> ExitCode:
     from harness.analysis.coverage import coverage as tally
     from harness.matrix.expand import load_matrix
     from harness.model.case import discover
-    from harness.output.console import make_console
     from harness.session.plan import Selection, plan_cells
     from harness.session.record import load
 
@@ -242,8 +239,9 @@ def coverage(args: argparse.Namespace) -> ExitCode:
     verdicts = sum(c.verdicts for c in cells)
     others = dict(sum((c.non_verdicts for c in cells), Counter()))
     missing = sum(len(c.missing) for c in cells)
+    printer = Context(args).printer
     if args.format == "json":
-        print(
+        printer.answer(
             json.dumps(
                 {
                     "device": args.device,
@@ -266,7 +264,6 @@ def coverage(args: argparse.Namespace) -> ExitCode:
             )
         )
         return ExitCode.FAILED if missing else ExitCode.OK
-    out = make_console()
     shown = [c for c in cells if c.missing or c.non_verdicts]
     if shown:
         table = Table(title=f"{args.device} jobs of `run --all-cells` without a verdict in {args.record}")
@@ -280,13 +277,13 @@ def coverage(args: argparse.Namespace) -> ExitCode:
                 ", ".join(f"{n} {o}" for o, n in sorted(c.non_verdicts.items())) or "-",
                 str(len(c.missing)),
             )
-        out.print(table)
+        printer.show(table)
     if args.missing:
         for c in cells:
             for item in c.missing:
-                out.print(f"missing: {item} cell={c.cell}", soft_wrap=True, markup=False, highlight=False)
+                printer.show(f"missing: {item} cell={c.cell}", soft_wrap=True, markup=False, highlight=False)
     said = ", ".join(f"{n} {o}" for o, n in sorted(others.items()))
-    out.print(
+    printer.show(
         f"{planned} {args.device} job(s) planned in {len(cells)} cell(s): {verdicts} with a verdict, "
         f"{planned - verdicts - missing} with a non-verdict and its reason{f' ({said})' if said else ''}, "
         f"{missing} missing (no row for the committed script)",

@@ -120,10 +120,10 @@ def execute(options: RunOptions) -> ExitCode:
 
     prefetch_gpus()  # where only nvidia-smi can count the GPUs, its 0.3-1 s overlaps the loading and listing below
     ctx = Context(options)  # type: ignore[arg-type]  # RunOptions has every attribute the context reads
-    err = ctx.err
+    printer = ctx.printer
     cases, errors = ctx.cases(options.cases)
     for error in errors:
-        err.print(f"[red]invalid case[/] {error}", soft_wrap=True)
+        printer.say(f"[red]invalid case[/] {error}", soft_wrap=True)
     selection = Selection(
         cases=tuple(options.cases),
         variants=tuple(options.variant or ()),
@@ -149,7 +149,7 @@ def execute(options: RunOptions) -> ExitCode:
             "the selection leaves no job"
             + (f" in {options.cases_dir}" if cases else f": no cases in {options.cases_dir}")
         ]
-        err.print(f"[red]nothing to run:[/] {'; '.join(why)} (nothing recorded)", soft_wrap=True)
+        printer.say(f"[red]nothing to run:[/] {'; '.join(why)} (nothing recorded)", soft_wrap=True)
         return ExitCode.NOTHING_RAN
     if python is not None and all(unrunnable(job, python) for job in jobs):
         store: Store = NullStore()  # a run that launches nothing records nothing (each job says why it skips)
@@ -164,20 +164,20 @@ def execute(options: RunOptions) -> ExitCode:
             recording(store, command_line(), machine_name()) as run_id,
             progress_bar(
                 "matrix" if selection.in_matrix else "running",
-                err,
+                printer.err,
                 transient=True,
                 disable=options.json or not terminal,
             ) as progress,
         ):
             running = ProgressDisplay(progress) if terminal else Running()
-            observers += [Recorder(store, run_id), running, *([] if terminal else [LaunchLines(err)])]
+            observers += [Recorder(store, run_id), running, *([] if terminal else [LaunchLines(printer.err)])]
             session = Session(
                 environments, resume=Resume(store, redo=options.redo), repeat=options.repeat, observers=observers
             )
             results = session.run(jobs, cores=options.jobs)
     except KeyboardInterrupt:
         resume = "bugmatrix " + shlex.join(a for a in sys.argv[1:] if a != "--redo")
-        err.print(interrupted_text(running, run_id, resume), soft_wrap=True, markup=False, highlight=False)
+        printer.say(interrupted_text(running, run_id, resume), soft_wrap=True, markup=False, highlight=False)
         raise
     missed = misses(results)
     counted = [r for r in results if counts(r)]
@@ -186,7 +186,7 @@ def execute(options: RunOptions) -> ExitCode:
         code = ExitCode.NOTHING_RAN
     cells = [job.cell_name for job in jobs]
     if options.json:
-        print(
+        printer.answer(
             run_json(
                 code == ExitCode.OK,
                 run_id,
@@ -198,21 +198,20 @@ def execute(options: RunOptions) -> ExitCode:
             )
         )
         return code
-    console = ctx.out
-    console.print(results_table(results, cells=cells if selection.in_matrix else None))
+    printer.show(results_table(results, cells=cells if selection.in_matrix else None))
     if run_id:
-        console.print(
+        printer.show(
             f"recorded as run {run_id} in {store.path}"
             + ("; `bugmatrix report` shows the matrix" if selection.in_matrix else "")
         )
     if collector.reused:
-        console.print(
+        printer.show(
             f"{len(collector.reused)} result(s) reused from earlier runs with the same script, run settings "
             "and pins (not launched again; `--redo` launches them)"
         )
     if python is not None:
-        console.print(f"environment: {python.python} (Python {python.python_version}): {versions_line(results)}")
-    console.print(
+        printer.show(f"environment: {python.python} (Python {python.python_version}): {versions_line(results)}")
+    printer.show(
         f"[{'green' if code == ExitCode.OK else 'red'}]{summary_line(results, len(errors))}[/]", soft_wrap=True
     )
     return code
