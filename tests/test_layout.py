@@ -283,7 +283,6 @@ LONG_FUNCTIONS = {
     "commands/narrow.py::run": "a command body (read, decide, render): to become a request and execute()",
     "commands/nightly.py::add_parser": "argparse declarations of seven steps: long but flat",
     "commands/record.py::add_parser": "argparse declarations of the record's actions: long but flat",
-    "commands/record.py::coverage": "a command body (read, decide, render): to become a request and execute()",
     "commands/run.py::execute": "the run's session set-up, progress and output: to split (the tables issue edits it)",
     "launch/classify.py::rank_status": "model/outcome.py's per-rank rules in their documented order",
     "launch/logscan.py::scan_log": "keyword-only buffer sizes (tests shrink them): defaults everywhere else",

@@ -20,11 +20,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.commands.context import Context, add_format
 from harness.model.errors import UsageError
 from harness.model.exitcode import ExitCode
+
+if TYPE_CHECKING:
+    from harness.output.printer import Printer
 
 
 def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
@@ -215,58 +220,83 @@ def tables(args: argparse.Namespace) -> ExitCode:
     return ExitCode.OK
 
 
+@dataclass(frozen=True)
+class CoverageRequest:
+    """What `record coverage` is asked: the device's jobs of `run --all-cells`, the cases, matrix and record they
+    come from, the format, and whether to list every missing job."""
+
+    device: str
+    cases_dir: Path
+    matrix: Path
+    record: Path
+    format: str
+    missing: bool
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> CoverageRequest:
+        """The request `args` make."""
+        return cls(args.device, args.cases_dir, args.matrix, args.record, args.format, args.missing)
+
+
 def coverage(args: argparse.Namespace) -> ExitCode:
+    """`record coverage`: `execute_coverage` of the request `args` make."""
+    return execute_coverage(CoverageRequest.from_args(args), Context(args))
+
+
+def execute_coverage(request: CoverageRequest, ctx: Context) -> ExitCode:
     """Tally every job `run --all-cells --device D` plans against the record's rows for the committed scripts:
     verdicts, non-verdicts (with their outcome) and missing, per cell; reads the record and the matrix only (no
-    index, no store, nothing written)."""
-    from collections import Counter
-
-    from rich.table import Table
-
+    index, no store, nothing written). 1 when a job is missing, else 0."""
     from harness.analysis.coverage import coverage as tally
     from harness.matrix.expand import load_matrix
     from harness.model.case import discover
     from harness.session.plan import Selection, plan_cells
     from harness.session.record import load
 
-    cases, errors = discover(args.cases_dir)
+    cases, errors = discover(request.cases_dir)
     if errors:
         raise UsageError(f"{errors[0]}")
-    matrix = load_matrix(args.matrix)  # an invalid matrix: MatrixError, one line, exit 2
-    jobs = plan_cells(cases, matrix, Selection(devices=(args.device,), all_cells=True))
-    cells = tally(jobs, load(args.record).rows)
-    planned = sum(c.planned for c in cells)
-    verdicts = sum(c.verdicts for c in cells)
-    others = dict(sum((c.non_verdicts for c in cells), Counter()))
-    missing = sum(len(c.missing) for c in cells)
-    printer = Context(args).printer
-    if args.format == "json":
-        printer.answer(
-            json.dumps(
-                {
-                    "device": args.device,
-                    "planned": planned,
-                    "verdicts": verdicts,
-                    "non_verdicts": others,
-                    "missing": missing,
-                    "cells": [
-                        {
-                            "cell": c.cell,
-                            "planned": c.planned,
-                            "verdicts": c.verdicts,
-                            "non_verdicts": dict(sorted(c.non_verdicts.items())),
-                            "missing": c.missing,
-                        }
-                        for c in cells
-                    ],
-                },
-                indent=2,
-            )
-        )
-        return ExitCode.FAILED if missing else ExitCode.OK
+    matrix = load_matrix(request.matrix)  # an invalid matrix: MatrixError, one line, exit 2
+    jobs = plan_cells(cases, matrix, Selection(devices=(request.device,), all_cells=True))
+    cells = tally(jobs, load(request.record).rows)
+    if request.format == "json":
+        ctx.printer.answer(json.dumps(_coverage_json(request.device, cells), indent=2))
+    else:
+        _coverage_table(request, ctx.printer, cells)
+    return ExitCode.FAILED if any(c.missing for c in cells) else ExitCode.OK
+
+
+def _coverage_json(device: str, cells: list) -> dict:
+    """`record coverage --json`'s document: the totals, then each cell's."""
+    from collections import Counter
+
+    return {
+        "device": device,
+        "planned": sum(c.planned for c in cells),
+        "verdicts": sum(c.verdicts for c in cells),
+        "non_verdicts": dict(sum((c.non_verdicts for c in cells), Counter())),
+        "missing": sum(len(c.missing) for c in cells),
+        "cells": [
+            {
+                "cell": c.cell,
+                "planned": c.planned,
+                "verdicts": c.verdicts,
+                "non_verdicts": dict(sorted(c.non_verdicts.items())),
+                "missing": c.missing,
+            }
+            for c in cells
+        ],
+    }
+
+
+def _coverage_table(request: CoverageRequest, printer: Printer, cells: list) -> None:
+    """`record coverage`'s table of the cells with a job missing or without a verdict, then its summary line."""
+    from rich.table import Table
+
+    totals = _coverage_json(request.device, cells)
     shown = [c for c in cells if c.missing or c.non_verdicts]
     if shown:
-        table = Table(title=f"{args.device} jobs of `run --all-cells` without a verdict in {args.record}")
+        table = Table(title=f"{request.device} jobs of `run --all-cells` without a verdict in {request.record}")
         for column in ("cell", "planned", "verdicts", "non-verdicts", "missing"):
             table.add_column(column, overflow="fold")
         for c in shown:
@@ -278,19 +308,19 @@ def coverage(args: argparse.Namespace) -> ExitCode:
                 str(len(c.missing)),
             )
         printer.show(table)
-    if args.missing:
+    if request.missing:
         for c in cells:
             for item in c.missing:
                 printer.show(f"missing: {item} cell={c.cell}", soft_wrap=True, markup=False, highlight=False)
-    said = ", ".join(f"{n} {o}" for o, n in sorted(others.items()))
+    planned, verdicts, missing = totals["planned"], totals["verdicts"], totals["missing"]
+    said = ", ".join(f"{n} {o}" for o, n in sorted(totals["non_verdicts"].items()))
     printer.show(
-        f"{planned} {args.device} job(s) planned in {len(cells)} cell(s): {verdicts} with a verdict, "
+        f"{planned} {request.device} job(s) planned in {len(cells)} cell(s): {verdicts} with a verdict, "
         f"{planned - verdicts - missing} with a non-verdict and its reason{f' ({said})' if said else ''}, "
         f"{missing} missing (no row for the committed script)",
         soft_wrap=True,
         highlight=False,
     )
-    return ExitCode.FAILED if missing else ExitCode.OK
 
 
 if __name__ == "__main__":  # pragma: no cover
