@@ -277,7 +277,6 @@ LONG_FUNCTIONS = {
     "analysis/expect.py::_derive": "a derivation's refusals in the order they are said: to split",
     "analysis/expect.py::_adjacent": "a boundary passed as its parts (9): to take the boundary",
     "analysis/osv.py::document": "the OSV document field by field, in the schema's order: to split by section",
-    "commands/bisect.py::run": "a command body (read, decide, render): to become a request and execute()",
     "commands/compat.py::run": "a command body (read, decide, render): to become a request and execute()",
     "commands/env.py::run": "three actions in one body (list, build, prune): to split by action",
     "commands/narrow.py::run": "a command body (read, decide, render): to become a request and execute()",
