@@ -279,7 +279,6 @@ LONG_FUNCTIONS = {
     "analysis/osv.py::document": "the OSV document field by field, in the schema's order: to split by section",
     "commands/compat.py::run": "a command body (read, decide, render): to become a request and execute()",
     "commands/env.py::run": "three actions in one body (list, build, prune): to split by action",
-    "commands/narrow.py::run": "a command body (read, decide, render): to become a request and execute()",
     "commands/nightly.py::add_parser": "argparse declarations of seven steps: long but flat",
     "commands/record.py::add_parser": "argparse declarations of the record's actions: long but flat",
     "commands/run.py::execute": "the run's session set-up, progress and output: to split (the tables issue edits it)",
