@@ -277,7 +277,6 @@ LONG_FUNCTIONS = {
     "analysis/expect.py::_derive": "a derivation's refusals in the order they are said: to split",
     "analysis/expect.py::_adjacent": "a boundary passed as its parts (9): to take the boundary",
     "analysis/osv.py::document": "the OSV document field by field, in the schema's order: to split by section",
-    "commands/env.py::run": "three actions in one body (list, build, prune): to split by action",
     "commands/nightly.py::add_parser": "argparse declarations of seven steps: long but flat",
     "commands/record.py::add_parser": "argparse declarations of the record's actions: long but flat",
     "commands/run.py::execute": "the run's session set-up, progress and output: to split (the tables issue edits it)",
