@@ -279,7 +279,6 @@ LONG_FUNCTIONS = {
     "analysis/osv.py::document": "the OSV document field by field, in the schema's order: to split by section",
     "commands/nightly.py::add_parser": "argparse declarations of seven steps: long but flat",
     "commands/record.py::add_parser": "argparse declarations of the record's actions: long but flat",
-    "commands/run.py::execute": "the run's session set-up, progress and output: to split (the tables issue edits it)",
     "launch/classify.py::rank_status": "model/outcome.py's per-rank rules in their documented order",
     "launch/logscan.py::scan_log": "keyword-only buffer sizes (tests shrink them): defaults everywhere else",
     "launch/torchrun.py::launch": "the launch's inputs; rewritten by the warm-launch issue (36)",
