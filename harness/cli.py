@@ -47,21 +47,18 @@ def main(argv: list[str] | None = None) -> int:
     except ModuleNotFoundError as exc:
         if (exc.name or "").partition(".")[0] not in LAUNCH_ONLY:
             raise
-        from rich.markup import escape
-
-        from harness.output.console import make_console
+        from harness.output.printer import Printer
 
         name = " ".join(["bugmatrix", *filter(None, [chosen(argv)])])
-        make_console(stderr=True).print(
-            f"[red]{name}:[/] {exc.name} is not installed; launching needs it: {escape(RUN_EXTRA)}",
-            soft_wrap=True,
-            highlight=False,
-        )
+        Printer().error(name, f"{exc.name} is not installed; launching needs it: {RUN_EXTRA}")
         return ExitCode.USAGE_ERROR
 
 
 def _main(argv: list[str]) -> int:
+    from harness.output.printer import Printer
+
     args = build_parser(chosen(argv)).parse_args(argv)
+    printer = Printer.from_args(args)  # the error handler's way out; each command's Context makes its own alike
     if "db" in vars(args):  # an explicit --db must exist for a reading command; the default may be absent
         from harness.session.basics import default_db
 
@@ -75,18 +72,10 @@ def _main(argv: list[str]) -> int:
     try:
         return int(command(args.command).run(args))
     except BugmatrixError as exc:  # a bad store, matrix, index answer or argument: one line, never a traceback
-        from rich.markup import escape
-
-        from harness.output.console import make_console
-
-        make_console(stderr=True).print(
-            f"[red]bugmatrix {args.command}:[/] {escape(str(exc))}", soft_wrap=True, highlight=False
-        )
+        printer.error(f"bugmatrix {args.command}", str(exc))
         return exc.exit_code
     except KeyboardInterrupt:
-        from harness.output.console import make_console
-
-        make_console(stderr=True).print("[yellow]interrupted: launches in flight were killed[/]")
+        printer.interrupted()
         return ExitCode.INTERRUPTED
 
 

@@ -282,15 +282,8 @@ LONG_FUNCTIONS = {
     "analysis/expect.py::_derive": "a derivation's refusals in the order they are said: to split",
     "analysis/expect.py::_adjacent": "a boundary passed as its parts (9): to take the boundary",
     "analysis/osv.py::document": "the OSV document field by field, in the schema's order: to split by section",
-    "commands/audit.py::_audit": "a command body (read, decide, render): to become a request and execute()",
-    "commands/bisect.py::run": "a command body (read, decide, render): to become a request and execute()",
-    "commands/compat.py::run": "a command body (read, decide, render): to become a request and execute()",
-    "commands/env.py::run": "three actions in one body (list, build, prune): to split by action",
-    "commands/narrow.py::run": "a command body (read, decide, render): to become a request and execute()",
     "commands/nightly.py::add_parser": "argparse declarations of seven steps: long but flat",
     "commands/record.py::add_parser": "argparse declarations of the record's actions: long but flat",
-    "commands/record.py::coverage": "a command body (read, decide, render): to become a request and execute()",
-    "commands/run.py::execute": "the run's session set-up, progress and output: to split (the tables issue edits it)",
     "launch/classify.py::rank_status": "model/outcome.py's per-rank rules in their documented order",
     "launch/logscan.py::scan_log": "keyword-only buffer sizes (tests shrink them): defaults everywhere else",
     "launch/torchrun.py::launch": "the launch's inputs; rewritten by the warm-launch issue (36)",
@@ -353,3 +346,30 @@ def test_the_size_check_sees_a_long_function_and_a_long_signature(tmp_path: Path
         "def tall():\n" + "    x = 1\n" * 60
     )
     assert long_functions(tmp_path) == {"m.py::C.wide": (2, 7), "m.py::tall": (61, 0)}
+
+
+# What writes to a stream directly: a command writes through its `Printer` (harness/output/printer.py) alone.
+DIRECT_OUTPUT = {"print", "sys.stdout.write", "sys.stderr.write", "make_console", "Console"}
+
+
+def direct_output(root: Path = HARNESS) -> list[str]:
+    """Every call in the commands and the entry point that writes to stdout/stderr (or makes a console) itself."""
+    found = []
+    for path in [*sorted((root / "commands").glob("*.py")), root / "cli.py"]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and ast.unparse(node.func) in DIRECT_OUTPUT:
+                found.append(f"{path.relative_to(root)}:{node.lineno}: {ast.unparse(node.func)}")
+    return found
+
+
+def test_commands_write_only_through_the_printer() -> None:
+    assert direct_output() == []
+
+
+def test_the_output_check_sees_a_print_and_a_stream_write(tmp_path: Path) -> None:
+    (tmp_path / "commands").mkdir()
+    (tmp_path / "commands" / "c.py").write_text(
+        "import sys\n\n\ndef run(printer):\n    printer.answer('ok')\n    print('x')\n    sys.stderr.write('y')\n"
+    )
+    (tmp_path / "cli.py").write_text("def main():\n    return 0\n")
+    assert direct_output(tmp_path) == ["commands/c.py:6: print", "commands/c.py:7: sys.stderr.write"]

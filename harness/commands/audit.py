@@ -33,7 +33,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from harness.commands.context import Context, add_format
 from harness.model.errors import UsageError
@@ -103,7 +105,7 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
     )
 
 
-def _read(args: argparse.Namespace, known: dict[str, set[str]], spec: str | None = None):  # noqa: ANN202
+def _read(args: AuditRequest, known: dict[str, set[str]], spec: str | None = None):  # noqa: ANN202
     """The target named by `spec` (--from/--to), else by -r, --python, the positional pins or this interpreter."""
     from harness.analysis.audit import target_of
     from harness.model.requirements import RequirementsError, parse_pins
@@ -140,7 +142,7 @@ def _read(args: argparse.Namespace, known: dict[str, set[str]], spec: str | None
         raise UsageError(str(exc)) from None
 
 
-def _environment(args: argparse.Namespace):  # noqa: ANN202 - (lockfiles.MarkerEnvironment, chosen)
+def _environment(args: AuditRequest):  # noqa: ANN202 - (lockfiles.MarkerEnvironment, chosen)
     """The target markers are evaluated for (this machine, or --python-platform/--python-version), and whether it
     was chosen."""
     from harness.model.lockfiles import marker_environment
@@ -182,113 +184,206 @@ def _installed(python: str | Path, known: dict[str, set[str]], label: str, chose
     return target_of_environment(inspect_interpreter(python), known, label)
 
 
+@dataclass(frozen=True)
+class AuditRequest:
+    """What `audit` is asked: the environment (pins, -r, --python, --files, or --from/--to for an upgrade), the
+    target it is read for, the device, the cases left out, the format, and where the record is."""
+
+    pins: tuple[str, ...]
+    requirement: Path | None
+    python: str | None
+    from_: str | None
+    to: str | None
+    python_platform: str | None
+    python_version: str | None
+    device: str
+    ignore: tuple[str, ...]
+    files: tuple[Path, ...]
+    format: str
+    cases_dir: Path
+    db: Path
+    db_given: bool
+    record: Path
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> AuditRequest:
+        """The request `args` make; options that cannot go together are refused in one line (exit 2)."""
+        request = cls(
+            tuple(args.pins),
+            args.requirement,
+            args.python,
+            args.from_,
+            args.to,
+            args.python_platform,
+            args.python_version,
+            args.device,
+            tuple(args.ignore),
+            tuple(args.files or ()),
+            args.format,
+            args.cases_dir,
+            args.db,
+            args.db_given,
+            args.record,
+        )
+        request.validate()
+        return request
+
+    @property
+    def upgrade(self) -> bool:
+        """Whether this is the upgrade view (--from/--to)."""
+        return self.from_ is not None or self.to is not None
+
+    def validate(self) -> None:
+        """Refuse options that cannot go together, or a missing --cases-dir, with a `UsageError`."""
+        given = [bool(self.requirement), bool(self.python), bool(self.pins), bool(self.files)]
+        if sum(given) > 1 or (self.upgrade and any(given)):
+            raise UsageError("give one of -r, --files, --python, PKG==VERSION arguments, or --from A --to B")
+        if self.upgrade and (self.from_ is None or self.to is None):
+            raise UsageError("an upgrade view needs both --from A and --to B")
+        if self.format == "sarif" and self.upgrade:
+            raise UsageError("--format sarif answers one environment, not an upgrade view (--from/--to)")
+        if self.format in ("json", "sarif") and len(self.files) > 1:
+            raise UsageError(
+                f"--format {self.format} answers one environment: give one file (-r FILE), not --files with "
+                f"{len(self.files)}"
+            )
+        if not self.cases_dir.is_dir():
+            raise UsageError(f"--cases-dir {self.cases_dir}: no such folder")
+
+
+@dataclass
+class _Record:
+    """What every answer reads: the cases, the store, its current results, the auditor, the known packages."""
+
+    cases: list
+    store: Any
+    results: list
+    auditor: Any
+    known: dict[str, set[str]]
+
+    @classmethod
+    def open(cls, request: AuditRequest) -> _Record:
+        """The record (and local store) the request names, read once."""
+        from harness.analysis import audit
+        from harness.model.case import every_case
+        from harness.session.readers import open_reader
+
+        cases = every_case(request.cases_dir)
+        store = open_reader(request.db, request.db_given, cases, request.record, judge=False)  # outcomes only
+        results = store.latest()
+        return cls(cases, store, results, audit.Auditor(results, cases), audit.known_packages(results, cases))
+
+    def answers(self, target, request: AuditRequest) -> list:  # noqa: ANN001 - analysis.audit.Target
+        """The answers for `target`."""
+        from harness.analysis import audit
+
+        return audit.audit(self.results, self.cases, target, request.device, list(request.ignore), self.auditor)
+
+    def add_unpinned(self, target, request: AuditRequest) -> None:  # noqa: ANN001 - analysis.audit.Target
+        """Add to `target`'s not-covered list the packages deciding its cases that it does not pin."""
+        from harness.analysis import audit
+
+        target.not_covered += audit.unpinned(
+            self.results, self.cases, target, request.device, list(request.ignore), self.auditor
+        )
+
+
 def run(args: argparse.Namespace) -> ExitCode:
     """Answer the audit (or the upgrade view) and print it; the exit code says whether a bug applies."""
     from harness.session.record import gc_paused
 
+    request = AuditRequest.from_args(args)
     with gc_paused():  # the record's results and the answers are acyclic: the collector would only slow it down
-        return _audit(args)
+        return execute(request, Context(args))
 
 
-def _audit(args: argparse.Namespace) -> int:
+def execute(request: AuditRequest, ctx: Context) -> ExitCode:
+    """Answer `request` through `ctx`'s printer: each environment (or the upgrade view) in turn."""
+    record = _Record.open(request)
+    if request.upgrade:
+        return _upgrade(request, ctx, record)
+    if request.files:
+        targets = [_read_file(f, record.known, *_environment(request)) for f in request.files]
+    else:
+        targets = [_read(request, record.known)]
+    codes = [_answer(request, ctx, record, target) for target in targets]
+    return AFFECTED if AFFECTED in codes else ExitCode.NOTHING_RAN if ExitCode.NOTHING_RAN in codes else NONE
+
+
+def _answer(request: AuditRequest, ctx: Context, record: _Record, target) -> ExitCode:  # noqa: ANN001
+    """Print the answer for one environment; its exit code."""
     from harness.analysis import audit
-    from harness.model.case import every_case
-    from harness.model.common import logical_name, primary_package
     from harness.output import audit as view
-    from harness.session.readers import open_reader
 
-    given = [bool(args.requirement), bool(args.python), bool(args.pins), bool(args.files)]
-    upgrade = args.from_ is not None or args.to is not None
-    if sum(given) > 1 or (upgrade and any(given)):
-        raise UsageError("give one of -r, --files, --python, PKG==VERSION arguments, or --from A --to B")
-    if upgrade and (args.from_ is None or args.to is None):
-        raise UsageError("an upgrade view needs both --from A and --to B")
-    fmt = args.format
-    if fmt == "sarif" and upgrade:
-        raise UsageError("--format sarif answers one environment, not an upgrade view (--from/--to)")
-    if fmt in ("json", "sarif") and args.files and len(args.files) > 1:
-        raise UsageError(
-            f"--format {fmt} answers one environment: give one file (-r FILE), not --files with {len(args.files)}"
-        )
-    if not args.cases_dir.is_dir():
-        raise UsageError(f"--cases-dir {args.cases_dir}: no such folder")
-    cases = every_case(args.cases_dir)
-    store = open_reader(args.db, args.db_given, cases, args.record, judge=False)  # audit reads outcomes only
-    results = store.latest()
-    known = audit.known_packages(results, cases)
-    auditor = audit.Auditor(results, cases)
-    if not upgrade:
-        targets = (
-            [_read_file(f, known, *_environment(args)) for f in args.files] if args.files else [_read(args, known)]
-        )
-        codes = []
-        for target in targets:
-            answers = audit.audit(results, cases, target, args.device, args.ignore, auditor)
-            target.not_covered += audit.unpinned(results, cases, target, args.device, args.ignore, auditor)
-            kinds = audit.by_kind(answers)
-            if fmt == "json":
-                print(view.to_json(kinds, target.not_covered))
-            elif fmt == "sarif":
-                from harness.output.sarif import to_sarif
+    answers = record.answers(target, request)
+    record.add_unpinned(target, request)
+    kinds = audit.by_kind(answers)
+    fmt, printer = request.format, ctx.printer
+    if fmt == "json":
+        printer.answer(view.to_json(kinds, target.not_covered))
+    elif fmt == "sarif":
+        from harness.model.common import logical_name, primary_package
+        from harness.output.sarif import to_sarif
 
-                primary = {c.id: logical_name(primary_package(c.spec.packages)) for c in cases}
-                print(to_sarif(kinds, target, args.device, primary))
-            else:
-                print(_checked(target, args, markdown=fmt == "markdown"))
-                if fmt == "markdown":
-                    print(view.to_markdown(kinds, target.not_covered, target.label, args.device), end="")
-                else:
-                    print(view.to_text(kinds, target.not_covered, target.label, args.device, len(answers)), end="")
-            # cannot_say never fails a gate: only a bug that applies; a workaround answered alone checks no bug
-            answered = any(kinds.values())
-            codes.append(
-                _nothing_checked([target], answered)
-                if not target.pins or not answered
-                else AFFECTED
-                if kinds["affected"]
-                else NONE
-            )
-        return AFFECTED if AFFECTED in codes else ExitCode.NOTHING_RAN if ExitCode.NOTHING_RAN in codes else NONE
+        primary = {c.id: logical_name(primary_package(c.spec.packages)) for c in record.cases}
+        printer.answer(to_sarif(kinds, target, request.device, primary))
+    else:
+        printer.answer(_checked(target, request, ctx, markdown=fmt == "markdown"))
+        if fmt == "markdown":
+            printer.answer(view.to_markdown(kinds, target.not_covered, target.label, request.device), end="")
+        else:
+            text = view.to_text(kinds, target.not_covered, target.label, request.device, len(answers))
+            printer.answer(text, end="")
+    # cannot_say never fails a gate: only a bug that applies; a workaround answered alone checks no bug
+    answered = any(kinds.values())
+    if not target.pins or not answered:
+        return _nothing_checked(ctx, [target], answered)
+    return AFFECTED if kinds["affected"] else NONE
+
+
+def _upgrade(request: AuditRequest, ctx: Context, record: _Record) -> ExitCode:
+    """The upgrade view (--from A --to B): the bugs it fixes, brings in and keeps."""
+    from harness.analysis import audit
     from harness.analysis.compat import measured
     from harness.analysis.compat import upgrade as pairings_of
+    from harness.output import audit as view
 
-    before, after = _read(args, known, args.from_), _read(args, known, args.to)
+    before, after = _read(request, record.known, request.from_), _read(request, record.known, request.to)
     if not before.pins and not after.pins:
-        return _nothing_checked([before, after])
-    answers_before = audit.audit(results, cases, before, args.device, args.ignore, auditor)
-    answers_after = audit.audit(results, cases, after, args.device, args.ignore, auditor)
+        return _nothing_checked(ctx, [before, after])
+    answers_before, answers_after = record.answers(before, request), record.answers(after, request)
     if not any(audit.by_kind(answers_before + answers_after).values()):  # no bug variant answered on either side
         for side in (before, after):
-            side.not_covered += audit.unpinned(results, cases, side, args.device, args.ignore, auditor)
-        return _nothing_checked([before, after], answered=False)
+            record.add_unpinned(side, request)
+        return _nothing_checked(ctx, [before, after], answered=False)
     changes = audit.compare(answers_before, answers_after)
-    pairings = pairings_of(measured(store), before.public(), after.public(), [])
+    pairings = pairings_of(measured(record.store), before.public(), after.public(), [])
     rows = view.upgrade_rows(changes, pairings)
-    if fmt == "json":
-        print(view.upgrade_json(changes, rows, {"from": before.not_covered, "to": after.not_covered}))
+    if request.format == "json":
+        ctx.printer.answer(view.upgrade_json(changes, rows, {"from": before.not_covered, "to": after.not_covered}))
     else:
-        print(view.upgrade_text(rows, markdown=fmt == "markdown"), end="")
+        ctx.printer.answer(view.upgrade_text(rows, markdown=request.format == "markdown"), end="")
         brought = sum(c.kind == "brings" for c in changes)
         fixed = sum(c.kind == "fixes" for c in changes)
         markers_for = before.markers_for or after.markers_for
         resolved = f" (read for {markers_for})" if markers_for else ""
-        print(
-            f"\n{before.label} -> {after.label}{resolved} on {args.device}: fixes {fixed}, brings in {brought}, "
+        ctx.printer.answer(
+            f"\n{before.label} -> {after.label}{resolved} on {request.device}: fixes {fixed}, brings in {brought}, "
             f"keeps {sum(c.kind == 'keeps' for c in changes)}"
         )
     return AFFECTED if any(c.kind == "brings" for c in changes) else NONE
 
 
-def _checked(target, args: argparse.Namespace, markdown: bool) -> str:  # noqa: ANN001 - analysis.audit.Target
+def _checked(target, request: AuditRequest, ctx: Context, markdown: bool) -> str:  # noqa: ANN001 - audit.Target
     """The first line of every answer: what was checked (the pins the record knows), against which record, on
     which device -- so that a green answer on nothing cannot pass for a clean bill."""
     pins = ", ".join(f"{name}=={pin.text}" for name, pin in sorted(target.pins.items())) or "no package it knows"
     resolved = f" in {target.label} for {target.markers_for}" if target.markers_for else ""
-    line = f"checked {pins}{resolved} against {Context(args).sources()} on {args.device}"
+    line = f"checked {pins}{resolved} against {ctx.sources()} on {request.device}"
     return f"_{line}_\n" if markdown else line + "\n"
 
 
-def _nothing_checked(targets: list, answered: bool = True) -> ExitCode:
+def _nothing_checked(ctx: Context, targets: list, answered: bool = True) -> ExitCode:
     """Exit 5 (nothing ran) with one line: the environment pins no package the record has results for, or none
     to one version (`torch>=2.5`), or its pins answer no case (`litgpt==0.5.12` alone: torch decides every litgpt
     case and is not pinned): no answer is given, and none may read as "not affected"."""
@@ -300,10 +395,9 @@ def _nothing_checked(targets: list, answered: bool = True) -> ExitCode:
         if pinned and not answered
         else "pins no package the record has results for to one version"
     )
-    print(
+    ctx.printer.note(
         f"bugmatrix audit: nothing checked: {labels} {why}"
-        + (f" (not covered: {', '.join(uncovered)})" if uncovered else ""),
-        file=sys.stderr,
+        + (f" (not covered: {', '.join(uncovered)})" if uncovered else "")
     )
     return ExitCode.NOTHING_RAN
 

@@ -7,11 +7,20 @@ that does not exist, an explicit --db that does not exist (or another bad input)
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.commands.context import Context, add_format, command_line, dates, positive
 from harness.matrix.basics import MatrixError
 from harness.model.errors import UsageError
 from harness.model.exitcode import ExitCode
+
+if TYPE_CHECKING:
+    from harness.model.case import Case
+    from harness.output.printer import Printer
+    from harness.workflows.bisect import BisectRequest
 
 
 def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
@@ -44,52 +53,93 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
     p.add_argument("--channel", help="the `indexes` entry serving the dev builds (e.g. PyTorch's nightly)")
 
 
+@dataclass(frozen=True)
+class BisectCommand:
+    """What `bisect` is asked: the case (an id or a unique part of it), its variant and world size, the package to
+    move and its range, the levels, how often to probe, the cores and the format. It becomes the workflow's
+    `BisectRequest` once the case is found."""
+
+    case: str
+    package: str
+    variant: str
+    nproc: int | None
+    device: str | None
+    old: str | None
+    new: str | None
+    pre: bool
+    repeat: int
+    git: str | None
+    old_ref: str | None
+    new_ref: str | None
+    commits: bool
+    dates: tuple[date, date] | None
+    channel: str | None
+    jobs: int
+    format: str
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> BisectCommand:
+        """The request `args` make."""
+        return cls(
+            args.case,
+            args.package,
+            args.variant,
+            args.nproc,
+            args.device,
+            args.old,
+            args.new,
+            args.pre,
+            args.repeat,
+            args.git,
+            args.old_ref,
+            args.new_ref,
+            not args.no_commits,
+            args.dates,
+            args.channel,
+            args.jobs,
+            args.format,
+        )
+
+    def workflow(self, case: Case) -> BisectRequest:
+        """The bisection workflow's request for `case` (the device defaults to cuda where present)."""
+        from harness.launch.execute import default_devices
+        from harness.workflows.bisect import BisectRequest
+
+        return BisectRequest(
+            case,
+            self.variant,
+            self.nproc or max(case.spec.nproc),
+            self.device or default_devices()[0],
+            self.package,
+            self.old,
+            self.new,
+            self.pre,
+            git=self.git,
+            old_ref=self.old_ref,
+            new_ref=self.new_ref,
+            commits=self.commits,
+            dates=self.dates,
+            channel=self.channel,
+        )
+
+
 def run(args: argparse.Namespace) -> ExitCode:
     """Release-level, then commit-level bisection; 0 when a boundary was found, 1 when refused or ambiguous."""
-    from harness.launch.execute import default_devices
+    return execute(BisectCommand.from_args(args), Context(args))
+
+
+def execute(request: BisectCommand, ctx: Context) -> ExitCode:
+    """Bisect `request` in the matrix's environments, record its probes and show its boundary."""
     from harness.launch.interpreter import machine_name
     from harness.matrix.git import GitError
-    from harness.model.case import discover, select
-    from harness.model.common import logical_name
     from harness.model.result import Result
-    from harness.output.payloads import bisect_json
     from harness.session.store import recording
-    from harness.workflows.bisect import BisectError, BisectRequest, bisect, bisect_commands, bisect_summary
+    from harness.workflows.bisect import BisectError, bisect, bisect_commands, bisect_summary
     from harness.workflows.probing import Probing
     from harness.workflows.search import BisectRefused
 
-    ctx = Context(args)
-    err = ctx.err
-    cases, _ = discover(args.cases_dir)
-    matches = [c for c in cases if c.id == args.case] or select(cases, [args.case])
-    if not matches:
-        raise UsageError(f"no case in {args.cases_dir} matches {args.case!r} (`bugmatrix list` shows them)")
-    if len(matches) > 1:
-        raise UsageError(f"case {args.case!r} matches {len(matches)} cases ({', '.join(c.id for c in matches)})")
-    case = matches[0]
-    if args.variant not in case.spec.variants:
-        raise UsageError(f"{case.id} has no variant {args.variant!r} ({', '.join(case.spec.variants)})")
-    if logical_name(args.package) not in {logical_name(p) for p in case.spec.packages}:
-        # moving a package the case does not install cannot change its outcome: refused before a run is begun
-        raise UsageError(
-            f"--package {args.package}: {case.id} installs {', '.join(case.spec.packages)}; bisect one of those"
-        )
-    request = BisectRequest(
-        case,
-        args.variant,
-        args.nproc or max(case.spec.nproc),
-        args.device or default_devices()[0],
-        args.package,
-        args.old,
-        args.new,
-        args.pre,
-        git=args.git,
-        old_ref=args.old_ref,
-        new_ref=args.new_ref,
-        commits=not args.no_commits,
-        dates=args.dates,
-        channel=args.channel,
-    )
+    printer = ctx.printer
+    case = _case(request, ctx.args.cases_dir)
     store = ctx.reader(writable=True)
     probed: dict[str, Result] = {}  # each candidate's result, reused probes included
     with recording(store, command_line(), machine_name()) as run_id:
@@ -100,27 +150,59 @@ def run(args: argparse.Namespace) -> ExitCode:
                 ctx.environments(matrix),
                 store,
                 run_id,
-                cores=args.jobs,
-                repeat=args.repeat,
-                say=lambda line: err.print(line, soft_wrap=True),
+                cores=request.jobs,
+                repeat=request.repeat,
+                say=lambda line: printer.say(line, soft_wrap=True),
             )
-            levels = bisect(probing, request, probed)
+            levels = bisect(probing, request.workflow(case), probed)
         except (BisectError, BisectRefused, MatrixError, GitError) as exc:  # a refusal is a complete, recorded run
-            err.print(f"[red]bisect refused:[/] {exc}", soft_wrap=True)
+            printer.say(f"[red]bisect refused:[/] {exc}", soft_wrap=True)
             return ExitCode.FAILED
-    summary = bisect_summary(case.id, args.variant, args.package, levels, probed, case.spec.packages)
-    if args.format == "json":
-        print(bisect_json(run_id, summary, levels))
-    else:
-        console = ctx.out
-        for level, r in levels:
-            console.print(
-                f"{level} level: {len(r.probes)} probes: " + ", ".join(f"{c}={o.value}" for c, o in r.probes),
-                soft_wrap=True,
-            )
-        console.print(summary, soft_wrap=True, markup=False, highlight=False)
-        if levels:
-            console.print("\nTo reproduce each side anywhere:", highlight=False)
-            for command in bisect_commands(case, levels[-1][1], store.results(run_id), matrix, probed):
-                console.print(command, soft_wrap=True, markup=False, highlight=False)
+    summary = bisect_summary(case.id, request.variant, request.package, levels, probed, case.spec.packages)
+    text = levels and request.format != "json"  # the commands reproducing each side are said in text only
+    commands = bisect_commands(case, levels[-1][1], store.results(run_id), matrix, probed) if text else []
+    _show(request, printer, summary, levels, commands, run_id)
     return ExitCode.FAILED if any(r.ambiguous for _, r in levels) else ExitCode.OK
+
+
+def _case(request: BisectCommand, cases_dir: Path) -> Case:
+    """The one case `request` names, with its variant and the package it moves; anything else is refused."""
+    from harness.model.case import discover, select
+    from harness.model.common import logical_name
+
+    cases, _ = discover(cases_dir)
+    matches = [c for c in cases if c.id == request.case] or select(cases, [request.case])
+    if not matches:
+        raise UsageError(f"no case in {cases_dir} matches {request.case!r} (`bugmatrix list` shows them)")
+    if len(matches) > 1:
+        raise UsageError(f"case {request.case!r} matches {len(matches)} cases ({', '.join(c.id for c in matches)})")
+    case = matches[0]
+    if request.variant not in case.spec.variants:
+        raise UsageError(f"{case.id} has no variant {request.variant!r} ({', '.join(case.spec.variants)})")
+    if logical_name(request.package) not in {logical_name(p) for p in case.spec.packages}:
+        # moving a package the case does not install cannot change its outcome: refused before a run is begun
+        raise UsageError(
+            f"--package {request.package}: {case.id} installs {', '.join(case.spec.packages)}; bisect one of those"
+        )
+    return case
+
+
+def _show(
+    request: BisectCommand, printer: Printer, summary: str, levels: list, commands: list[str], run_id: str
+) -> None:
+    """The bisection's answer: its JSON, or each level's probes, the summary and the commands reproducing each side."""
+    from harness.output.payloads import bisect_json
+
+    if request.format == "json":
+        printer.answer(bisect_json(run_id, summary, levels))
+        return
+    for level, r in levels:
+        printer.show(
+            f"{level} level: {len(r.probes)} probes: " + ", ".join(f"{c}={o.value}" for c, o in r.probes),
+            soft_wrap=True,
+        )
+    printer.show(summary, soft_wrap=True, markup=False, highlight=False)
+    if levels:
+        printer.show("\nTo reproduce each side anywhere:", highlight=False)
+        for command in commands:
+            printer.show(command, soft_wrap=True, markup=False, highlight=False)

@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 from harness.analysis.caselint import case_problems, current_results
+from harness.commands.context import Context
 from harness.model.errors import UsageError
 from harness.model.exitcode import ExitCode
 
@@ -65,8 +66,9 @@ def cmd_check_case(args: argparse.Namespace) -> int:
             raise UsageError(f"{pattern}: no case folder in {root} matches, and it is not a case folder's path")
     if args.patterns:
         folders = sorted({*paths, *(f for f in folders if any(p in f.name for p in names))})
+    printer = Context(args).printer
     if not folders:
-        print(f"no cases in {root}", file=sys.stderr)
+        printer.note(f"no cases in {root}")
         return NOTHING
     latest = current_results(root, args.record)
     bad = 0
@@ -74,8 +76,8 @@ def cmd_check_case(args: argparse.Namespace) -> int:
         problems = case_problems(folder, latest)
         bad += bool(problems)
         for problem in problems:
-            print(problem)
-    print(f"{len(folders)} case(s) checked, {bad} with problems", file=sys.stderr)
+            printer.answer(problem)
+    printer.note(f"{len(folders)} case(s) checked, {bad} with problems")
     return PROBLEMS if bad else CLEAN
 
 

@@ -8,7 +8,6 @@ explicit --db that does not exist).
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from harness.commands.context import Context, add_format
@@ -45,11 +44,11 @@ def run(args: argparse.Namespace) -> ExitCode:
     from harness.session.store import ResultStore
 
     ctx = Context(args)
-    err = ctx.err
+    printer = ctx.printer
     store = ctx.reader()
     if args.against:
         if not args.against.is_file():
-            err.print(f"[yellow]no previous results at {args.against}: nothing to compare[/]")
+            printer.say(f"[yellow]no previous results at {args.against}: nothing to compare[/]")
             return ExitCode.OK
         old, new = ResultStore(args.against, readonly=True).latest(), store.latest()
         names = (str(args.against), str(args.db))
@@ -62,12 +61,11 @@ def run(args: argparse.Namespace) -> ExitCode:
     changes = compare(old, new)
     unexpected = [c for c in changes if c.unexpected]
     if args.format == "json":
-        print(to_json(comparison(changes, names[0], names[1])))
+        printer.answer(to_json(comparison(changes, names[0], names[1])))
     elif args.format == "markdown":
-        sys.stdout.write(matrix_report.to_markdown_changes(changes, names))
+        printer.answer(matrix_report.to_markdown_changes(changes, names), end="")
     else:
-        console = ctx.out
-        console.print(f"comparing {names[0]} -> {names[1]}: {len(changes)} change(s)")
+        printer.show(f"comparing {names[0]} -> {names[1]}: {len(changes)} change(s)")
         marks = {
             "regressed": "[bold red]+[/]",
             "fixed": "[green]-[/]",
@@ -76,7 +74,7 @@ def run(args: argparse.Namespace) -> ExitCode:
         }
         for c in changes:
             note = " [bold red](unexpected)[/]" if c.unexpected else f" ({c.tally})" if c.tally else ""
-            console.print(
+            printer.show(
                 f"{marks[c.kind]} {c.kind:9} {c.item}: {shown(c.before)} -> {shown(c.after)}{note}", soft_wrap=True
             )
     return ExitCode.FAILED if unexpected else ExitCode.OK

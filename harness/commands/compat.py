@@ -9,11 +9,18 @@ resumed).
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.commands.context import Context, add_format, command_line, positive, size
 from harness.model.exitcode import ExitCode
 from harness.session.basics import NIGHTLY_DB
+
+if TYPE_CHECKING:
+    from harness.matrix.expand import Matrix
+    from harness.output.printer import Printer
+    from harness.session.contract import Store
 
 
 def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
@@ -78,93 +85,158 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
     p.add_argument("-o", "--output", type=Path, help="write the table to this file instead of stdout")
 
 
+@dataclass(frozen=True)
+class CompatRequest:
+    """What `compat` is asked: the lanes and the release ranges to probe (or not: --no-probe, --check, --rows,
+    --upgrade), the stores to resume from, how to probe (repeat, redo, cores, disk budget, probe scripts), and how to
+    answer (format, --check, --rows, --upgrade)."""
+
+    lanes: tuple[str, ...]
+    ranges: dict[str, str]
+    disk_budget: int | None
+    repeat: int
+    redo: bool
+    resume_from: tuple[Path, ...]
+    no_probe: bool
+    check: bool
+    rows: bool
+    upgrade: tuple[str, str] | None
+    probes_dir: Path | None
+    jobs: int
+    format: str
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> CompatRequest:
+        """The request `args` make (no --lane: every lane)."""
+        from harness.analysis.compat import LANES
+
+        return cls(
+            tuple(args.lane or LANES),
+            {"torch": args.torch, "fbgemm": args.fbgemm, "lightning": args.lightning, "litgpt": args.litgpt},
+            args.disk_budget,
+            args.repeat,
+            args.redo,
+            tuple(args.resume_from or ()),
+            args.no_probe,
+            args.check,
+            args.rows,
+            tuple(args.upgrade) if args.upgrade else None,
+            args.probes_dir,
+            args.jobs,
+            args.format,
+        )
+
+    @property
+    def probing(self) -> bool:
+        """Whether this run probes (anything but showing, checking or comparing the table)."""
+        return not (self.no_probe or self.check or self.rows or self.upgrade)
+
+
 def run(args: argparse.Namespace) -> ExitCode:
     """Probe the compatibility grid (unless told to probe nothing), then show, check or compare the measured table:
     0, or 1 when --check finds a disagreement (or a probe of this run could not be established)."""
-    from rich.console import Console
+    return execute(CompatRequest.from_args(args), Context(args))
 
+
+def execute(request: CompatRequest, ctx: Context) -> ExitCode:
+    """Resume, probe and answer `request`; see `run` for the exit codes."""
+    matrix = ctx.matrix
+    fills = request.probing or bool(request.resume_from)
+    store = ctx.reader(writable=fills, creates=fills)  # the nightly's compat job names a fresh --db to fill
+    _resume(request, ctx.printer, store)
+    unknown = _probe(request, ctx, matrix, store) if request.probing else 0
+    return _answer(request, ctx, matrix, store, unknown)
+
+
+def _resume(request: CompatRequest, printer: Printer, store: Store) -> None:
+    """Copy the compat results of each --resume-from store into `store`, saying how many."""
+    from harness.model.cell import COMPAT_CELLS
+
+    for source in request.resume_from:
+        path = source / NIGHTLY_DB if source.is_dir() else source
+        if path.is_file():
+            added = store.merge([path], COMPAT_CELLS)
+            printer.say(f"resumed from {path}: {added} compat result(s) copied", soft_wrap=True, highlight=False)
+        else:
+            printer.say(f"no store at {path}: nothing to resume from", soft_wrap=True, highlight=False)
+
+
+def _probe(request: CompatRequest, ctx: Context, matrix: Matrix, store: Store) -> int:
+    """Walk the grid the request's ranges make, recording every probe; how many could not be established."""
     from harness.analysis import compat
     from harness.launch.interpreter import machine_name
-    from harness.model.cell import COMPAT_CELLS
-    from harness.output import compat as view
-    from harness.output.console import LOG_WIDTH, is_terminal
+    from harness.output.console import is_terminal
     from harness.output.progress import LaunchLines, ProgressDisplay, progress_bar
     from harness.session.store import recording
     from harness.workflows.compat import walk
     from harness.workflows.probing import Probing
 
-    ctx = Context(args)
-    err = ctx.err
-    matrix = ctx.matrix
-    probing = not (args.no_probe or args.check or args.rows or args.upgrade)
-    fills = probing or bool(args.resume_from)
-    store = ctx.reader(writable=fills, creates=fills)  # the nightly's compat job names a fresh --db to fill
-    unknown = 0
-    for source in args.resume_from or ():
-        path = source / NIGHTLY_DB if source.is_dir() else source
-        if path.is_file():
-            added = store.merge([path], COMPAT_CELLS)
-            err.print(f"resumed from {path}: {added} compat result(s) copied", soft_wrap=True, highlight=False)
-        else:
-            err.print(f"no store at {path}: nothing to resume from", soft_wrap=True, highlight=False)
-    if probing:
-        lanes = args.lane or list(compat.LANES)
-        ranges = {"torch": args.torch, "fbgemm": args.fbgemm, "lightning": args.lightning, "litgpt": args.litgpt}
-        grid = compat.Grid.from_index(matrix, ranges, lanes)
-        found = compat.load_probes(args.probes_dir) if args.probes_dir else compat.load_probes()
-        probes = {lane: case for lane, case in found.items() if lane in lanes}
-        err.print(
-            f"compat grid: torch {', '.join(grid.torch)}; "
-            + "; ".join(f"{lane} {', '.join(v)}" for lane, v in grid.partners.items() if lane in lanes),
-            soft_wrap=True,
-            highlight=False,
+    printer, lanes = ctx.printer, list(request.lanes)
+    grid = compat.Grid.from_index(matrix, request.ranges, lanes)
+    found = compat.load_probes(request.probes_dir) if request.probes_dir else compat.load_probes()
+    probes = {lane: case for lane, case in found.items() if lane in lanes}
+    printer.say(
+        f"compat grid: torch {', '.join(grid.torch)}; "
+        + "; ".join(f"{lane} {', '.join(v)}" for lane, v in grid.partners.items() if lane in lanes),
+        soft_wrap=True,
+        highlight=False,
+    )
+    terminal = is_terminal()
+    hidden = request.format == "json" or not terminal
+    with (
+        recording(store, command_line(), machine_name()) as run_id,
+        progress_bar("compat", printer.err, transient=True, disable=hidden) as progress,
+    ):
+        probing = Probing(
+            matrix,
+            ctx.environments(matrix),
+            store,
+            run_id,
+            cores=request.jobs,
+            repeat=request.repeat,
+            redo=request.redo,
+            observers=[ProgressDisplay(progress) if terminal else LaunchLines(printer.err)],
+            say=lambda line: printer.say(line, soft_wrap=True, highlight=False, markup=False),
         )
-        terminal = is_terminal()
-        with (
-            recording(store, command_line(), machine_name()) as run_id,
-            progress_bar("compat", err, transient=True, disable=args.format == "json" or not terminal) as progress,
-        ):
-            probing = Probing(
-                matrix,
-                ctx.environments(matrix),
-                store,
-                run_id,
-                cores=args.jobs,
-                repeat=args.repeat,
-                redo=args.redo,
-                observers=[ProgressDisplay(progress) if terminal else LaunchLines(err)],
-                say=lambda line: err.print(line, soft_wrap=True, highlight=False, markup=False),
-            )
-            done = walk(grid, probes, probing, disk_budget=args.disk_budget)
-        unknown = sum(1 for _, r in done if compat.verdict(r)[0] is compat.Kind.UNKNOWN)
-        err.print(
-            f"recorded as run {run_id} in {store.path}: {len(done)} probe(s), {unknown} not established",
-            soft_wrap=True,
-            highlight=False,
-        )
+        done = walk(grid, probes, probing, disk_budget=request.disk_budget)
+    unknown = sum(1 for _, r in done if compat.verdict(r)[0] is compat.Kind.UNKNOWN)
+    printer.say(
+        f"recorded as run {run_id} in {store.path}: {len(done)} probe(s), {unknown} not established",
+        soft_wrap=True,
+        highlight=False,
+    )
+    return unknown
+
+
+def _answer(request: CompatRequest, ctx: Context, matrix: Matrix, store: Store, unknown: int) -> ExitCode:
+    """Show, check or compare the measured table; 1 when --check disagrees or a probe was not established."""
+    from harness.analysis import compat
+    from harness.output import compat as view
+
     table = compat.measured(store)
-    if args.upgrade:
-        before, after = (compat.pinned_set(text, matrix) for text in args.upgrade)
+    if request.upgrade:
+        before, after = (compat.pinned_set(text, matrix) for text in request.upgrade)
         up = compat.upgrade(table, before, after, store.latest())
-        return ctx.write(view.upgrade_text(up, markdown=args.format == "markdown"))
-    findings = compat.check(table, matrix) if args.check else None
-    if args.rows:
+        return ctx.write(view.upgrade_text(up, markdown=request.format == "markdown"))
+    findings = compat.check(table, matrix) if request.check else None
+    if request.rows:
         return ctx.write(view.rows_yaml(compat.generated_rows(table, matrix)))
-    if args.format == "json":
+    if request.format == "json":
         code = ctx.write(view.to_json(table, findings))
-    elif args.format == "markdown":
+    elif request.format == "markdown":
         code = ctx.write(view.to_markdown(table, findings))
-    elif args.format == "html":
+    elif request.format == "html":
         code = ctx.write(view.to_html(table))
     else:
-        if args.output:
-            with args.output.open("w") as file:
-                _show(Console(file=file, width=LOG_WIDTH), view, table, findings)
+        output = ctx.args.output
+        if output:
+            with output.open("w") as file:
+                _show(ctx.printer.to_file(file), view, table, findings)
         else:
-            _show(ctx.out, view, table, findings)
+            _show(ctx.printer.out, view, table, findings)
         code = ExitCode.OK
     if not table:
-        err.print(f"no compat probes in {args.record} or {args.db}", soft_wrap=True)
+        ctx.printer.say(f"no compat probes in {ctx.args.record} or {ctx.args.db}", soft_wrap=True)
     return ExitCode.FAILED if findings or unknown else code
 
 

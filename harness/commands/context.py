@@ -22,13 +22,12 @@ from harness.model.exitcode import ExitCode
 from harness.session.basics import DB_FALLBACK, RECORD_FALLBACK, default_record
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from harness.matrix.cellenvs import CellEnvironments
     from harness.matrix.chronology import Chronology
     from harness.matrix.expand import Matrix
     from harness.model.case import Case
     from harness.model.case_schema import CaseError
+    from harness.output.printer import Printer
     from harness.session.contract import Store
 
 
@@ -127,9 +126,10 @@ class ShowVersion(argparse.Action):
         values: object,
         option_string: str | None = None,
     ) -> None:
+        from harness.output.printer import Printer
         from harness.session.version import version_text
 
-        print(version_text())
+        Printer().answer(version_text())
         parser.exit()
 
 
@@ -176,18 +176,11 @@ class Context:
         self.chronology: Chronology | None = None  # the reader's, once `reader` opened one: what `matrix` dates with
 
     @cached_property
-    def err(self) -> Console:
-        """The console for progress, notes and errors (stderr)."""
-        from harness.output.console import make_console
+    def printer(self) -> Printer:
+        """The command's one way out (tables, JSON, progress, notes, errors): harness/output/printer.py."""
+        from harness.output.printer import Printer
 
-        return make_console(stderr=True)
-
-    @cached_property
-    def out(self) -> Console:
-        """The console for what the command answers (stdout)."""
-        from harness.output.console import make_console
-
-        return make_console()
+        return Printer.from_args(self.args)
 
     @cached_property
     def matrix(self) -> Matrix:
@@ -277,9 +270,9 @@ class Context:
         output = getattr(self.args, "output", None)
         if output:
             output.write_text(text)
-            self.err.print(f"wrote {output}", soft_wrap=True, highlight=False)
+            self.printer.wrote(output)
         else:
-            sys.stdout.write(text)
+            self.printer.answer(text, end="")
         return ExitCode.OK
 
 

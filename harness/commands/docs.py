@@ -17,7 +17,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.commands.context import build_parser
+from harness.commands.context import Context, build_parser
 from harness.model.errors import UsageError
 from harness.model.exitcode import ExitCode
 
@@ -49,7 +49,6 @@ def all_tables(parser: argparse.ArgumentParser, record: Path, cases_dir: Path, m
 
 def run(args: argparse.Namespace) -> ExitCode:
     """Regenerate (or, with --check, compare) every generated region of README.md and docs/."""
-    from harness.output.console import make_console
     from harness.output.pages import page_files, regions_in, stale_pages
 
     pages = page_files(args.root)
@@ -67,20 +66,20 @@ def run(args: argparse.Namespace) -> ExitCode:
                 f"(known: {', '.join(sorted(tables))})"
             )
     stale = stale_pages(pages, tables, write=not args.check)
-    err = make_console(stderr=True)
+    printer = Context(args).printer
     if not stale:
-        err.print(f"{len(pages)} page(s): every generated part is what its sources give", highlight=False)
+        printer.say(f"{len(pages)} page(s): every generated part is what its sources give", highlight=False)
         return ExitCode.OK
     names = ", ".join(str(p) for p in stale)
     if args.check:
-        err.print(
+        printer.say(
             f"differs from what its sources generate: {names} (`bugmatrix docs` rewrites them; never edit "
             "a generated part by hand)",
             soft_wrap=True,
             highlight=False,
         )
         return ExitCode.FAILED
-    err.print(f"wrote {names}", soft_wrap=True, highlight=False)
+    printer.say(f"wrote {names}", soft_wrap=True, highlight=False)
     return ExitCode.OK
 
 

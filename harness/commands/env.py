@@ -6,10 +6,18 @@ Exit codes: 0 done, 1 a cell's environment could not be built, 2 an invalid matr
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from harness.commands.context import Context
 from harness.matrix.basics import MatrixError
 from harness.model.exitcode import ExitCode
+
+if TYPE_CHECKING:
+    from harness.matrix.envcache import EnvCache
+    from harness.matrix.expand import Matrix
+    from harness.model.cell import Cell
+    from harness.output.printer import Printer
 
 
 def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
@@ -20,51 +28,88 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
     p.add_argument("--cache", action="store_true", help="prune: also clean torch stacks from uv's cache")
 
 
+@dataclass(frozen=True)
+class EnvRequest:
+    """What `env` is asked: the action (list, build, prune), the cells it builds or prune keeps (none: all for a
+    build, none kept for a prune), and whether a prune also cleans uv's cache."""
+
+    action: str
+    cells: tuple[str, ...]
+    cache: bool
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> EnvRequest:
+        """The request `args` make."""
+        return cls(args.action, tuple(args.cells), args.cache)
+
+
 def run(args: argparse.Namespace) -> ExitCode:
     """`env list|build|prune`: show, build (with progress) or delete the cells' environments."""
+    return execute(EnvRequest.from_args(args), Context(args))
+
+
+def execute(request: EnvRequest, ctx: Context) -> ExitCode:
+    """Carry out the request's action on the environments under --envs."""
+    from harness.matrix.envcache import EnvCache
+
+    cache = EnvCache(ctx.args.envs)
+    if request.action == "list":
+        return _list(ctx, cache)
+    matrix = ctx.matrix  # an invalid matrix or cell name: MatrixError, one line on stderr, exit 2
+    cells = [matrix.cell(n) for n in request.cells] if request.cells else matrix.cells
+    if request.action == "prune":
+        return _prune(request, ctx.printer, cache, matrix, cells)
+    return _build(ctx.printer, cache, matrix, cells)
+
+
+def _list(ctx: Context, cache: EnvCache) -> ExitCode:
+    """The table of the environments in the cache: key, cell, versions, date, size."""
     from rich.table import Table
 
-    from harness.matrix.envcache import EnvCache, clean_cache, disk_usage
-    from harness.matrix.resolve import resolve_cell
-    from harness.output.progress import progress_bar
+    from harness.matrix.envcache import disk_usage
     from harness.output.tables import whole_columns
 
-    ctx = Context(args)
-    cache = EnvCache(args.envs)
-    console = ctx.out
-    if args.action == "list":
-        table = Table(title=f"environments in {args.envs}")
-        for column in ("key", "cell", "versions", "as of", "size"):
-            table.add_column(column, overflow="fold")
-        rows = [
-            [
-                str(env["key"]),
-                str(env["cell"]),
-                " ".join(f"{k}=={v}" for k, v in sorted(env["versions"].items())),  # type: ignore[union-attr]
-                str(env["as_of"] or "-"),
-                f"{disk_usage(cache.path(str(env['key']))) / (1 << 30):.2f} GiB",
-            ]
-            for env in cache.list()
+    table = Table(title=f"environments in {ctx.args.envs}")
+    for column in ("key", "cell", "versions", "as of", "size"):
+        table.add_column(column, overflow="fold")
+    rows = [
+        [
+            str(env["key"]),
+            str(env["cell"]),
+            " ".join(f"{k}=={v}" for k, v in sorted(env["versions"].items())),  # type: ignore[union-attr]
+            str(env["as_of"] or "-"),
+            f"{disk_usage(cache.path(str(env['key']))) / (1 << 30):.2f} GiB",
         ]
-        console.print(whole_columns(table, rows, {"key", "cell"}))
-        return ExitCode.OK
-    matrix = ctx.matrix  # an invalid matrix or cell name: MatrixError, one line on stderr, exit 2
-    cells = [matrix.cell(n) for n in args.cells] if args.cells else matrix.cells
-    if args.action == "prune":
-        keep = {resolve_cell(matrix, c).key for c in cells} if args.cells else set()
-        removed = cache.prune(keep)
-        held = [
-            f.name for f in cache.root.iterdir() if f.is_dir() and not f.name.startswith(".") and f.name not in keep
-        ]
-        console.print(
-            f"removed {len(removed)} environment(s)"
-            + (f"; kept {len(held)} in use by another bugmatrix process" if held else "")
-        )
-        if args.cache:
-            console.print(clean_cache() or "uv cache: nothing to clean")
-        return ExitCode.OK
+        for env in cache.list()
+    ]
+    ctx.printer.show(whole_columns(table, rows, {"key", "cell"}))
+    return ExitCode.OK
+
+
+def _prune(request: EnvRequest, printer: Printer, cache: EnvCache, matrix: Matrix, cells: list[Cell]) -> ExitCode:
+    """Delete every environment but those of the cells named (those another process holds are kept and counted)."""
+    from harness.matrix.envcache import clean_cache
+    from harness.matrix.resolve import resolve_cell
+
+    keep = {resolve_cell(matrix, c).key for c in cells} if request.cells else set()
+    removed = cache.prune(keep)
+    held = [f.name for f in cache.root.iterdir() if f.is_dir() and not f.name.startswith(".") and f.name not in keep]
+    printer.show(
+        f"removed {len(removed)} environment(s)"
+        + (f"; kept {len(held)} in use by another bugmatrix process" if held else "")
+    )
+    if request.cache:
+        printer.show(clean_cache() or "uv cache: nothing to clean")
+    return ExitCode.OK
+
+
+def _build(printer: Printer, cache: EnvCache, matrix: Matrix, cells: list[Cell]) -> ExitCode:
+    """Build (or reuse) each cell's environment, with progress; 1 when one could not be built."""
+    from harness.matrix.resolve import resolve_cell
+    from harness.output.progress import progress_bar
+
     failed = 0
-    with progress_bar("building", console) as progress:
+    with progress_bar("building", printer.out) as progress:
         task = progress.add_task("", total=len(cells))
         for cell in cells:
             progress.update(task, description=cell.name)

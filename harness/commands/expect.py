@@ -39,7 +39,6 @@ def run(args: argparse.Namespace) -> ExitCode:
     against case.yaml, or write it; 0 when every variant with results was derived, 1 when one was refused (each
     says why) or, with --check, a file would change; 5 when the store holds no result for the cases."""
     import datetime
-    import sys
 
     from harness.analysis.expect import derive_all, measurements, rewrite, write_case
     from harness.analysis.precision import between_on_index
@@ -49,13 +48,13 @@ def run(args: argparse.Namespace) -> ExitCode:
     if args.write:  # the case files and the record's rules.jsonl
         for option in ("--cases-dir", "--record"):
             ctx.writable(option)
-    err = ctx.err
+    printer = ctx.printer
     cases = ctx.cases(args.cases)[0]
     store = ctx.reader()  # before the matrix: its chronology dates the matrix's versions
     between = between_on_index(ctx.matrix, {c.id: c for c in cases}) if ctx.optional_matrix() is not None else None
     derivations = derive_all(cases, measurements(store, args.run), between, args.variant or ())
     if not derivations:
-        err.print(f"no results in {args.record} or {args.db} for the selected cases and variants", soft_wrap=True)
+        printer.say(f"no results in {args.record} or {args.db} for the selected cases and variants", soft_wrap=True)
         return ExitCode.NOTHING_RAN
     today = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
     edits, written = [], []
@@ -76,18 +75,18 @@ def run(args: argparse.Namespace) -> ExitCode:
         written += [str(args.record / name) for name in write(args.record, record)]
     refused = [d for d in derivations if d.new is None]
     if args.format == "json":
-        print(expect_json(derivations, {str(e.path): e.diff for e in edits}, written))
+        printer.answer(expect_json(derivations, {str(e.path): e.diff for e in edits}, written))
     else:
         for d in derivations:
-            print(d.summary())
+            printer.answer(d.summary())
             for note in d.notes:
-                print(f"  note: {note}")
+                printer.answer(f"  note: {note}")
         for edit in edits:
-            sys.stdout.write(edit.diff)
+            printer.answer(edit.diff, end="")
         for path in written:
-            err.print(f"wrote {path}", soft_wrap=True, highlight=False, markup=False)
+            printer.say(f"wrote {path}", soft_wrap=True, highlight=False, markup=False)
         if edits and not args.write:
-            err.print(
+            printer.say(
                 f"{len(edits)} case file(s) would change: `bugmatrix expect --write` rewrites them",
                 soft_wrap=True,
                 highlight=False,

@@ -26,12 +26,12 @@ def run(args: argparse.Namespace) -> ExitCode:
     ctx = Context(args)
     cases, errors = ctx.cases()
     if args.format == "json":
-        print(to_json({"cases": [case_row(c) for c in cases], "errors": [str(e) for e in errors]}))
+        ctx.printer.answer(to_json({"cases": [case_row(c) for c in cases], "errors": [str(e) for e in errors]}))
     else:
-        ctx.out.print(cases_table(cases, long=args.long))
+        ctx.printer.show(cases_table(cases, long=args.long))
         for error in errors:
-            ctx.out.print(f"[red]invalid case[/] {error}", soft_wrap=True)
+            ctx.printer.show(f"[red]invalid case[/] {error}", soft_wrap=True)
     if not cases and not errors:
-        ctx.err.print(f"[red]no cases in {args.cases_dir}[/]", soft_wrap=True)
+        ctx.printer.say(f"[red]no cases in {args.cases_dir}[/]", soft_wrap=True)
         return ExitCode.NOTHING_RAN
     return ExitCode.FAILED if errors else ExitCode.OK

@@ -48,16 +48,16 @@ def run(args: argparse.Namespace) -> ExitCode:
     matrix = ctx.matrix  # an invalid matrix: MatrixError, one line, exit 2
     if args.github:
         try:
-            print(json.dumps(job_matrix(matrix, cells=args.cells, cases=args.cases)))
+            ctx.printer.answer(json.dumps(job_matrix(matrix, cells=args.cells, cases=args.cases)))
         except ValueError as exc:
             raise UsageError(f"cannot plan the GitHub job matrix: {exc}") from exc
         return ExitCode.OK
     rows = matrix_rows(matrix)
     if args.format == "json":
-        print(to_json(rows))
+        ctx.printer.answer(to_json(rows))
         return ExitCode.OK
     table = matrix_table(rows, f"{len(rows)} cells in {args.matrix}")
     for name, problem in matrix.problems.items():
-        ctx.err.print(f"[yellow]infra[/] {name}: {escape(problem)}", soft_wrap=True)
-    ctx.out.print(table)
+        ctx.printer.say(f"[yellow]infra[/] {name}: {escape(problem)}", soft_wrap=True)
+    ctx.printer.show(table)
     return ExitCode.OK

@@ -28,5 +28,5 @@ def run(args: argparse.Namespace) -> ExitCode:
 
     ctx = Context(args)
     added = ResultStore(args.db).merge(args.sources)  # a source that is not a store: StoreError, one line, exit 2
-    ctx.out.print(f"merged {len(args.sources)} store(s) into {args.db}: {added} new result(s)")
+    ctx.printer.show(f"merged {len(args.sources)} store(s) into {args.db}: {added} new result(s)")
     return ExitCode.OK

@@ -12,10 +12,19 @@ nothing measured at all.
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from harness.commands.context import Context, add_format, command_line, positive
 from harness.model.errors import UsageError
 from harness.model.exitcode import ExitCode
+
+if TYPE_CHECKING:
+    from harness.analysis.transitions import Between
+    from harness.matrix.expand import Matrix
+    from harness.model.case import Case
+    from harness.output.printer import Printer
+    from harness.session.contract import Store
 
 
 def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
@@ -34,100 +43,175 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
     p.add_argument("--dry-run", action="store_true", help="list the intervals, launch nothing")
 
 
+@dataclass(frozen=True)
+class NarrowRequest:
+    """What `narrow` is asked: the cases (parts of ids; none: every case with an interval), the packages and devices
+    whose boundaries to look at (none: all), whether to go on to commits, how often to probe, the cores, whether
+    only to list, and the format."""
+
+    cases: tuple[str, ...]
+    packages: frozenset[str]
+    devices: frozenset[str]
+    commits: bool
+    repeat: int
+    dry_run: bool
+    jobs: int
+    format: str
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> NarrowRequest:
+        """The request `args` make."""
+        return cls(
+            tuple(args.cases),
+            frozenset(args.package or ()),
+            frozenset(args.device or ()),
+            args.commits,
+            args.repeat,
+            args.dry_run,
+            args.jobs,
+            args.format,
+        )
+
+
+@dataclass
+class _Read:
+    """What the narrowing reads once: the cases, the matrix, the store, its current results and what lies between
+    two versions on the index."""
+
+    cases: dict[str, Case]
+    matrix: Matrix
+    store: Store
+    latest: list
+    between: Between
+
+
 def run(args: argparse.Namespace) -> ExitCode:
     """Narrow every interval boundary of the record's and the store's results (see harness/workflows/narrow.py); 0
     when every boundary it looked at is adjacent afterwards, 1 when some could not be narrowed (each says why) or,
     with --dry-run, while any interval is listed; 5 when there is no result at all."""
-    from harness.analysis.precision import between_on_index
+    return execute(NarrowRequest.from_args(args), Context(args))
+
+
+def execute(request: NarrowRequest, ctx: Context) -> ExitCode:
+    """Narrow the boundaries `request` selects, recording every probe; see `run` for the exit codes."""
     from harness.launch.interpreter import machine_name
-    from harness.output.payloads import narrow_json
     from harness.session.store import recording
-    from harness.workflows.narrow import comments, interval_targets, measured_between, narrow, selected_axes
+    from harness.workflows.narrow import comments, narrow, selected_axes
     from harness.workflows.probing import Probing
 
-    ctx = Context(args)
-    err = ctx.err
-    cases = {c.id: c for c in ctx.cases(args.cases)[0]}
-    if args.cases and not cases:  # never "every boundary is adjacent" over a case it could not read
-        raise UsageError(
-            f"no case matching {' '.join(args.cases)} in {args.cases_dir} (a case kept elsewhere: "
-            "bugmatrix --cases-dir DIR narrow ...)"
+    printer = ctx.printer
+    read = _read(request, ctx)
+    if not read.latest:  # nothing measured is never "every boundary is adjacent"
+        printer.say(
+            f"no results in {ctx.args.record} or {ctx.args.db}: nothing to narrow", soft_wrap=True, highlight=False
         )
-    store = ctx.reader(writable=not args.dry_run)  # before the matrix: a dry run's matrix dates with the record
-    matrix = ctx.matrix
-    between = between_on_index(matrix, cases)
-    latest = store.latest()
-    if not latest:  # nothing measured is never "every boundary is adjacent"
-        err.print(f"no results in {args.record} or {args.db}: nothing to narrow", soft_wrap=True, highlight=False)
         return ExitCode.NOTHING_RAN
+    cases_only = set(read.cases) if request.cases else None
     chosen = selected_axes(
-        latest, cases, matrix, set(args.package or ()), set(args.device or ()), set(cases) if args.cases else None
+        read.latest, read.cases, read.matrix, set(request.packages), set(request.devices), cases_only
     )
-    targets, measured = [], 0
-    for target in interval_targets(chosen, between, matrix):
-        why = measured_between(target, latest, cases)
-        if why:  # nothing left to launch: said, never counted as an interval
-            measured += 1
-            print(f"{target.axis.label}: {target.boundary.text()} — nothing left to run, {why}")
-        else:
-            targets.append(target)
+    targets, measured = _targets(printer, chosen, read)
     undated = [axis for axis in chosen if axis.unplaced]
     for axis in undated:  # a boundary may hide among them: never say "every boundary is adjacent" over them
-        err.print(f"{axis.label}: {axis.unplaced_text()}", soft_wrap=True, markup=False, highlight=False)
-    if args.dry_run or not targets:
-        for t in targets:
-            print(f"{t.axis.label}: {t.boundary.text()}")
-        if not targets and undated:
-            err.print(
-                f"no interval boundary among the placed results; {len(undated)} axis(es) above hold commits "
-                "that cannot be placed without a local clone",
-                soft_wrap=True,
-            )
-            return ExitCode.FAILED
-        if not targets:
-            unread = sorted(
-                {
-                    r.case
-                    for _, r in latest
-                    if r.case not in cases and (not args.cases or any(p in r.case for p in args.cases))
-                }
-            )
-            if unread:  # results of cases not in --cases-dir: their boundaries were not looked at
-                err.print(
-                    f"not looked at: the results of {len(unread)} case(s) not in {args.cases_dir} "
-                    f"({', '.join(unread[:5])}{' …' if len(unread) > 5 else ''}; pass --cases-dir)",
-                    soft_wrap=True,
-                    highlight=False,
-                )
-            also = f" or measured between ({measured} above)" if measured else ""
-            err.print(
-                f"no interval boundary to narrow: every boundary of the cases in {args.cases_dir} is adjacent{also}"
-                if unread
-                else f"no interval boundary to narrow: every boundary in the record and the store is adjacent{also}",
-                soft_wrap=True,
-                highlight=False,
-            )
-        return ExitCode.FAILED if targets else ExitCode.OK  # --dry-run: 1 while an interval is left (`expect --check`)
-    with recording(store, command_line(), machine_name()) as run_id:
+        printer.say(f"{axis.label}: {axis.unplaced_text()}", soft_wrap=True, markup=False, highlight=False)
+    if request.dry_run or not targets:
+        return _listed(request, ctx, read, targets, len(undated), measured)
+    with recording(read.store, command_line(), machine_name()) as run_id:
         probing = Probing(
-            matrix,
-            ctx.environments(matrix),
-            store,
+            read.matrix,
+            ctx.environments(read.matrix),
+            read.store,
             run_id,
-            cores=args.jobs,
-            repeat=args.repeat,
-            say=lambda line: err.print(line, soft_wrap=True, markup=False, highlight=False),
+            cores=request.jobs,
+            repeat=request.repeat,
+            say=lambda line: printer.say(line, soft_wrap=True, markup=False, highlight=False),
         )
-        done = narrow(targets, cases, probing, commits=args.commits)
+        done = narrow(targets, read.cases, probing, commits=request.commits)
+    pasted = comments(done, read.store.latest(), read.cases, read.between, read.matrix)
+    return _show(request, printer, done, pasted, run_id)
+
+
+def _read(request: NarrowRequest, ctx: Context) -> _Read:
+    """The cases `request` names (none matching is refused in one line), the matrix, the store and its results."""
+    from harness.analysis.precision import between_on_index
+
+    cases = {c.id: c for c in ctx.cases(list(request.cases))[0]}
+    if request.cases and not cases:  # never "every boundary is adjacent" over a case it could not read
+        raise UsageError(
+            f"no case matching {' '.join(request.cases)} in {ctx.args.cases_dir} (a case kept elsewhere: "
+            "bugmatrix --cases-dir DIR narrow ...)"
+        )
+    store = ctx.reader(writable=not request.dry_run)  # before the matrix: a dry run's matrix dates with the record
+    matrix = ctx.matrix
+    between = between_on_index(matrix, cases)
+    return _Read(cases, matrix, store, store.latest(), between)
+
+
+def _targets(printer: Printer, chosen: list, read: _Read) -> tuple[list, int]:
+    """The boundaries on `chosen` with something left to launch between their sides, and how many have nothing
+    left (each said, never counted as an interval)."""
+    from harness.workflows.narrow import interval_targets, measured_between
+
+    targets, measured = [], 0
+    for target in interval_targets(chosen, read.between, read.matrix):
+        why = measured_between(target, read.latest, read.cases)
+        if why:  # nothing left to launch: said, never counted as an interval
+            measured += 1
+            printer.answer(f"{target.axis.label}: {target.boundary.text()} — nothing left to run, {why}")
+        else:
+            targets.append(target)
+    return targets, measured
+
+
+def _listed(request: NarrowRequest, ctx: Context, read: _Read, targets: list, undated: int, measured: int) -> ExitCode:
+    """--dry-run, or nothing to narrow: list the intervals, or say why there are none; 1 while an interval is left
+    (what `expect --check` reads) or a boundary may hide among unplaced commits, else 0."""
+    printer, cases_dir = ctx.printer, ctx.args.cases_dir
+    for t in targets:
+        printer.answer(f"{t.axis.label}: {t.boundary.text()}")
+    if targets:
+        return ExitCode.FAILED
+    if undated:
+        printer.say(
+            f"no interval boundary among the placed results; {undated} axis(es) above hold commits "
+            "that cannot be placed without a local clone",
+            soft_wrap=True,
+        )
+        return ExitCode.FAILED
+    asked = request.cases
+    unread = sorted(
+        {r.case for _, r in read.latest if r.case not in read.cases and (not asked or any(p in r.case for p in asked))}
+    )
+    if unread:  # results of cases not in --cases-dir: their boundaries were not looked at
+        printer.say(
+            f"not looked at: the results of {len(unread)} case(s) not in {cases_dir} "
+            f"({', '.join(unread[:5])}{' …' if len(unread) > 5 else ''}; pass --cases-dir)",
+            soft_wrap=True,
+            highlight=False,
+        )
+    also = f" or measured between ({measured} above)" if measured else ""
+    printer.say(
+        f"no interval boundary to narrow: every boundary of the cases in {cases_dir} is adjacent{also}"
+        if unread
+        else f"no interval boundary to narrow: every boundary in the record and the store is adjacent{also}",
+        soft_wrap=True,
+        highlight=False,
+    )
+    return ExitCode.OK
+
+
+def _show(request: NarrowRequest, printer: Printer, done: list, pasted: list[str], run_id: str) -> ExitCode:
+    """The narrowing's answer (its JSON, or each boundary, the comments to paste and the count); 1 when a boundary
+    could not be narrowed to adjacent versions, else 0."""
+    from harness.output.payloads import narrow_json
+
     left = [d for d in done if not d.adjacent]
-    pasted = comments(done, store.latest(), cases, between, matrix)
-    if args.format == "json":
-        print(narrow_json(run_id, pasted, done))
+    if request.format == "json":
+        printer.answer(narrow_json(run_id, pasted, done))
     else:
-        console = ctx.out
         for d in done:
-            console.print(f"bugmatrix narrow: {d.line()}", soft_wrap=True, markup=False, highlight=False)
+            printer.show(f"bugmatrix narrow: {d.line()}", soft_wrap=True, markup=False, highlight=False)
         for text in pasted:
-            console.print("\nPaste upstream:\n" + text, soft_wrap=True, markup=False, highlight=False)
-        console.print(f"{len(done) - len(left)} boundary(ies) narrowed to adjacent versions, {len(left)} not")
+            printer.show("\nPaste upstream:\n" + text, soft_wrap=True, markup=False, highlight=False)
+        printer.show(f"{len(done) - len(left)} boundary(ies) narrowed to adjacent versions, {len(left)} not")
     return ExitCode.FAILED if left else ExitCode.OK

@@ -56,18 +56,18 @@ def run(args: argparse.Namespace) -> ExitCode:
     folder.mkdir()
     (folder / "case.yaml").write_text(scaffold.render_case_yaml(upstream, args.slug, packages))
     (folder / "repro.py").write_text(scaffold.render_repro(upstream, packages))
-    console = Context(args).out
-    console.print(
+    printer = Context(args).printer
+    printer.show(
         escape(f"wrote {folder}/case.yaml and {folder}/repro.py (packages: {', '.join(packages)})"),
         soft_wrap=True,
         highlight=False,
     )
     if taken:
-        console.print(
+        printer.show(
             f"[yellow]note:[/] {upstream.ref} already has a case: {', '.join(taken)}", soft_wrap=True, highlight=False
         )
     run = f"bugmatrix {cases_dir_option(args.cases_dir)}run {case_id}"
-    console.print(
+    printer.show(
         escape(
             f'until both files are written, `{run}` can only skip ("{scaffold.NOT_WRITTEN}"); see '
             'cases/README.md, "Starting a case"'

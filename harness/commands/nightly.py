@@ -176,14 +176,14 @@ def plan(args: argparse.Namespace) -> int:
 def cell(args: argparse.Namespace) -> int:
     """`nightly cell`: `bugmatrix run` in one cell (its session driven directly), its exit code kept for the
     aggregate job."""
+    from dataclasses import replace
+
     from harness.commands.run import RunOptions, execute
     from harness.workflows import nightly
 
     def runner(cell: str, db: Path, cases: list[str], matrix: Path | None) -> int:
         options = RunOptions(cases_dir=args.cases_dir, cases=cases, cell=[cell], db=db, redo=True)
-        if matrix is not None:
-            options.matrix = matrix
-        return execute(options)
+        return execute(options if matrix is None else replace(options, matrix=matrix))
 
     return nightly.run_cell(
         args.cell,

@@ -91,14 +91,13 @@ def export(args: argparse.Namespace) -> ExitCode:
         if folder is not None and folder.exists() and not folder.is_dir():
             raise UsageError(f"{folder}: not a folder")
     docs = advisories(args)
+    ctx = Context(args)
     if args.folder is not None:
         paths = write_documents(docs, args.folder)
-        print(f"{args.folder}: {len(paths)} advisory file(s) from {Context(args).sources()}", file=sys.stderr)
+        ctx.printer.note(f"{args.folder}: {len(paths)} advisory file(s) from {ctx.sources()}")
     if args.zip is not None:
         zipped, *_ = write_feed(docs, args.zip)
-        print(
-            f"{zipped}: {len(docs)} advisories, with modified_id.csv, from {Context(args).sources()}", file=sys.stderr
-        )
+        ctx.printer.note(f"{zipped}: {len(docs)} advisories, with modified_id.csv, from {ctx.sources()}")
     return ExitCode.OK
 
 
@@ -118,14 +117,13 @@ def serve(args: argparse.Namespace) -> ExitCode:
     except OSError as exc:
         raise UsageError(f"{args.host}:{args.port}: cannot listen ({exc.strerror})") from None
     host, port = server.server_address[:2]
+    printer = Context(args).printer
     if not ipaddress.ip_address(host).is_loopback:
-        print(
+        printer.note(
             f"warning: --host {args.host} is not a loopback address: any machine that can reach this one on port "
-            f"{port} can query it (no authentication, no TLS)",
-            file=sys.stderr,
-            flush=True,
+            f"{port} can query it (no authentication, no TLS)"
         )
-    print(f"serving {len(index.docs)} advisories on http://{host}:{port}/v1/query", file=sys.stderr, flush=True)
+    printer.note(f"serving {len(index.docs)} advisories on http://{host}:{port}/v1/query")
     try:
         server.serve_forever()
     finally:

@@ -20,11 +20,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.commands.context import Context, add_format
 from harness.model.errors import UsageError
 from harness.model.exitcode import ExitCode
+
+if TYPE_CHECKING:
+    from harness.output.printer import Printer
 
 
 def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
@@ -114,20 +119,20 @@ def fold(args: argparse.Namespace) -> ExitCode:
     """Fold each source into the record and write what changed."""
     from harness.matrix.expand import load_matrix
     from harness.model.case import PROBES_DIR, discover
-    from harness.output.console import make_console
     from harness.session.basics import default_db
     from harness.session.folding import fold_payload, fold_store, refresh_versions
     from harness.session.journal import recover
     from harness.session.record import RecordError, load, write
     from harness.session.store import ResultStore
 
-    Context(args).writable("--record")
+    ctx = Context(args)
+    ctx.writable("--record")
     sources = args.sources or [default_db()]
     cases = discover(args.cases_dir)[0] + discover(PROBES_DIR)[0]
-    say = make_console(stderr=True)
+    printer = ctx.printer
     recovered = recover(args.record)  # a fold killed before: finished if it had committed, else undone
     if recovered:
-        say.print(f"{args.record}: {recovered}", soft_wrap=True, highlight=False)
+        printer.say(f"{args.record}: {recovered}", soft_wrap=True, highlight=False)
     record = load(args.record)  # a record file that does not parse stops here: nothing more is written
     pins, machine = _pairs(args.pin, "--pin"), _pairs(args.machine, "--machine")
     if "cores" in machine and machine["cores"].isdigit():
@@ -152,13 +157,13 @@ def fold(args: argparse.Namespace) -> ExitCode:
                 added, replaced = fold_store(record, ResultStore(source, readonly=True), cases, args.cell, pins)
         except RecordError as exc:
             raise UsageError(f"{source}: {exc}") from None
-        say.print(f"{source}: {added} row(s) added, {replaced} replaced", soft_wrap=True, highlight=False)
+        printer.say(f"{source}: {added} row(s) added, {replaced} replaced", soft_wrap=True, highlight=False)
     if not args.offline:
         matrix = load_matrix(args.matrix) if args.matrix.is_file() else None
         for problem in refresh_versions(record, matrix):
-            say.print(f"[yellow]version dates kept from the record:[/] {problem}", soft_wrap=True, highlight=False)
+            printer.say(f"[yellow]version dates kept from the record:[/] {problem}", soft_wrap=True, highlight=False)
     written = write(args.record, record)
-    say.print(
+    printer.say(
         f"{args.record}: {len(record.rows)} row(s); {len(written)} file(s) written"
         + (f" ({', '.join(written)})" if written else ""),
         soft_wrap=True,
@@ -169,21 +174,19 @@ def fold(args: argparse.Namespace) -> ExitCode:
 
 def import_(args: argparse.Namespace) -> ExitCode:
     """Write every row of the record into `--db`."""
-    from harness.output.console import make_console
     from harness.session.folding import import_record
     from harness.session.record import load
     from harness.session.store import ResultStore
 
     record = load(args.record)
     count = import_record(record, ResultStore(args.db))
-    make_console(stderr=True).print(f"{args.db}: {count} result(s) imported from {args.record}", highlight=False)
+    Context(args).printer.say(f"{args.db}: {count} result(s) imported from {args.record}", highlight=False)
     return ExitCode.OK
 
 
 def tables(args: argparse.Namespace) -> ExitCode:
     """Regenerate (or, with --check, compare) the record's tables wherever the pages hold them (`bugmatrix docs`
     regenerates every generated part)."""
-    from harness.output.console import make_console
     from harness.output.pages import RECORD_REGIONS, generated_tables, page_files, regions_in, stale_pages
 
     pages = args.page or page_files(Path("."))
@@ -201,75 +204,99 @@ def tables(args: argparse.Namespace) -> ExitCode:
         )
     generated = generated_tables(args.record, args.cases_dir, args.matrix)
     stale = stale_pages(pages, generated, write=not args.check)
-    err = make_console(stderr=True)
+    printer = Context(args).printer
     if not stale:
-        err.print(f"the tables are what {args.record} generates", highlight=False)
+        printer.say(f"the tables are what {args.record} generates", highlight=False)
         return ExitCode.OK
     names = ", ".join(map(str, stale))
     if args.check:
-        err.print(
+        printer.say(
             f"{names}: the tables differ from what {args.record} generates "
             "(`bugmatrix record tables` rewrites them; never edit them by hand)",
             highlight=False,
         )
         return ExitCode.FAILED
-    err.print(f"wrote {names}", highlight=False)
+    printer.say(f"wrote {names}", highlight=False)
     return ExitCode.OK
 
 
+@dataclass(frozen=True)
+class CoverageRequest:
+    """What `record coverage` is asked: the device's jobs of `run --all-cells`, the cases, matrix and record they
+    come from, the format, and whether to list every missing job."""
+
+    device: str
+    cases_dir: Path
+    matrix: Path
+    record: Path
+    format: str
+    missing: bool
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> CoverageRequest:
+        """The request `args` make."""
+        return cls(args.device, args.cases_dir, args.matrix, args.record, args.format, args.missing)
+
+
 def coverage(args: argparse.Namespace) -> ExitCode:
+    """`record coverage`: `execute_coverage` of the request `args` make."""
+    return execute_coverage(CoverageRequest.from_args(args), Context(args))
+
+
+def execute_coverage(request: CoverageRequest, ctx: Context) -> ExitCode:
     """Tally every job `run --all-cells --device D` plans against the record's rows for the committed scripts:
     verdicts, non-verdicts (with their outcome) and missing, per cell; reads the record and the matrix only (no
-    index, no store, nothing written)."""
-    from collections import Counter
-
-    from rich.table import Table
-
+    index, no store, nothing written). 1 when a job is missing, else 0."""
     from harness.analysis.coverage import coverage as tally
     from harness.matrix.expand import load_matrix
     from harness.model.case import discover
-    from harness.output.console import make_console
     from harness.session.plan import Selection, plan_cells
     from harness.session.record import load
 
-    cases, errors = discover(args.cases_dir)
+    cases, errors = discover(request.cases_dir)
     if errors:
         raise UsageError(f"{errors[0]}")
-    matrix = load_matrix(args.matrix)  # an invalid matrix: MatrixError, one line, exit 2
-    jobs = plan_cells(cases, matrix, Selection(devices=(args.device,), all_cells=True))
-    cells = tally(jobs, load(args.record).rows)
-    planned = sum(c.planned for c in cells)
-    verdicts = sum(c.verdicts for c in cells)
-    others = dict(sum((c.non_verdicts for c in cells), Counter()))
-    missing = sum(len(c.missing) for c in cells)
-    if args.format == "json":
-        print(
-            json.dumps(
-                {
-                    "device": args.device,
-                    "planned": planned,
-                    "verdicts": verdicts,
-                    "non_verdicts": others,
-                    "missing": missing,
-                    "cells": [
-                        {
-                            "cell": c.cell,
-                            "planned": c.planned,
-                            "verdicts": c.verdicts,
-                            "non_verdicts": dict(sorted(c.non_verdicts.items())),
-                            "missing": c.missing,
-                        }
-                        for c in cells
-                    ],
-                },
-                indent=2,
-            )
-        )
-        return ExitCode.FAILED if missing else ExitCode.OK
-    out = make_console()
+    matrix = load_matrix(request.matrix)  # an invalid matrix: MatrixError, one line, exit 2
+    jobs = plan_cells(cases, matrix, Selection(devices=(request.device,), all_cells=True))
+    cells = tally(jobs, load(request.record).rows)
+    if request.format == "json":
+        ctx.printer.answer(json.dumps(_coverage_json(request.device, cells), indent=2))
+    else:
+        _coverage_table(request, ctx.printer, cells)
+    return ExitCode.FAILED if any(c.missing for c in cells) else ExitCode.OK
+
+
+def _coverage_json(device: str, cells: list) -> dict:
+    """`record coverage --json`'s document: the totals, then each cell's."""
+    from collections import Counter
+
+    return {
+        "device": device,
+        "planned": sum(c.planned for c in cells),
+        "verdicts": sum(c.verdicts for c in cells),
+        "non_verdicts": dict(sum((c.non_verdicts for c in cells), Counter())),
+        "missing": sum(len(c.missing) for c in cells),
+        "cells": [
+            {
+                "cell": c.cell,
+                "planned": c.planned,
+                "verdicts": c.verdicts,
+                "non_verdicts": dict(sorted(c.non_verdicts.items())),
+                "missing": c.missing,
+            }
+            for c in cells
+        ],
+    }
+
+
+def _coverage_table(request: CoverageRequest, printer: Printer, cells: list) -> None:
+    """`record coverage`'s table of the cells with a job missing or without a verdict, then its summary line."""
+    from rich.table import Table
+
+    totals = _coverage_json(request.device, cells)
     shown = [c for c in cells if c.missing or c.non_verdicts]
     if shown:
-        table = Table(title=f"{args.device} jobs of `run --all-cells` without a verdict in {args.record}")
+        table = Table(title=f"{request.device} jobs of `run --all-cells` without a verdict in {request.record}")
         for column in ("cell", "planned", "verdicts", "non-verdicts", "missing"):
             table.add_column(column, overflow="fold")
         for c in shown:
@@ -280,20 +307,20 @@ def coverage(args: argparse.Namespace) -> ExitCode:
                 ", ".join(f"{n} {o}" for o, n in sorted(c.non_verdicts.items())) or "-",
                 str(len(c.missing)),
             )
-        out.print(table)
-    if args.missing:
+        printer.show(table)
+    if request.missing:
         for c in cells:
             for item in c.missing:
-                out.print(f"missing: {item} cell={c.cell}", soft_wrap=True, markup=False, highlight=False)
-    said = ", ".join(f"{n} {o}" for o, n in sorted(others.items()))
-    out.print(
-        f"{planned} {args.device} job(s) planned in {len(cells)} cell(s): {verdicts} with a verdict, "
+                printer.show(f"missing: {item} cell={c.cell}", soft_wrap=True, markup=False, highlight=False)
+    planned, verdicts, missing = totals["planned"], totals["verdicts"], totals["missing"]
+    said = ", ".join(f"{n} {o}" for o, n in sorted(totals["non_verdicts"].items()))
+    printer.show(
+        f"{planned} {request.device} job(s) planned in {len(cells)} cell(s): {verdicts} with a verdict, "
         f"{planned - verdicts - missing} with a non-verdict and its reason{f' ({said})' if said else ''}, "
         f"{missing} missing (no row for the committed script)",
         soft_wrap=True,
         highlight=False,
     )
-    return ExitCode.FAILED if missing else ExitCode.OK
 
 
 if __name__ == "__main__":  # pragma: no cover

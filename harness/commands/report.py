@@ -7,7 +7,6 @@ Exit codes: 0 shown, 2 an explicit --db that does not exist, 5 no results for th
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from harness.commands.context import Context, add_format
@@ -34,11 +33,8 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
 
 def run(args: argparse.Namespace) -> ExitCode:
     """Render the matrix report from the store (newest result per case x cell, or one run)."""
-    from rich.console import Console
-
     from harness.model.case import discover
     from harness.output import reports as matrix_report
-    from harness.output.console import LOG_WIDTH
 
     ctx = Context(args)
     results = ctx.reader().latest(args.run)
@@ -46,15 +42,15 @@ def run(args: argparse.Namespace) -> ExitCode:
         results = [(cell, r) for cell, r in results if any(part in r.case for part in args.cases)]
     cases, invalid = discover(args.cases_dir)
     for error in invalid:  # a report is read while a case is written: said, not refused (audit refuses)
-        ctx.err.print(f"[yellow]invalid case, left out of the report:[/] {error}", soft_wrap=True, highlight=False)
+        ctx.printer.say(f"[yellow]invalid case, left out of the report:[/] {error}", soft_wrap=True, highlight=False)
     asked_unmeasured = args.cases and any(
         part in case.id for case in cases for part in args.cases
     )  # shown as not measured below
     if not results and not asked_unmeasured:
         which = f" for run {args.run}" if args.run else ""
-        ctx.err.print(f"[yellow]no results in {args.record} or {args.db}{which}[/]")
+        ctx.printer.say(f"[yellow]no results in {args.record} or {args.db}{which}[/]")
         return ExitCode.NOTHING_RAN
-    ctx.err.print(f"report of {ctx.sources()}", soft_wrap=True, highlight=False)
+    ctx.printer.say(f"report of {ctx.sources()}", soft_wrap=True, highlight=False)
     matrix = ctx.optional_matrix(invalid_is_none=True)
     report = matrix_report.report_for(
         results,
@@ -68,9 +64,9 @@ def run(args: argparse.Namespace) -> ExitCode:
     if args.format == "table":
         if args.output:
             with args.output.open("w") as file:
-                Console(file=file, width=LOG_WIDTH).print(matrix_report.to_table(report))
+                ctx.printer.to_file(file).print(matrix_report.to_table(report))
         else:
-            ctx.out.print(matrix_report.to_table(report))
+            ctx.printer.show(matrix_report.to_table(report))
         return ExitCode.OK
     text = {
         "markdown": matrix_report.to_markdown,
@@ -80,7 +76,7 @@ def run(args: argparse.Namespace) -> ExitCode:
     }[args.format](report)
     if args.output:
         args.output.write_text(text)
-        ctx.err.print(f"wrote {args.output}")
+        ctx.printer.say(f"wrote {args.output}")
     else:
-        sys.stdout.write(text)
+        ctx.printer.answer(text, end="")
     return ExitCode.OK
