@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> ExitCode:
             printer.say(f"[yellow]no previous results at {args.against}: nothing to compare[/]")
             return ExitCode.OK
         old, new = ResultStore(args.against, readonly=True).latest(), store.latest()
-        names = (str(args.against), str(args.db))
+        names: tuple[str, ...] = (str(args.against), str(args.db))
     else:
         runs = [r.run_id for r in store.runs(with_results=True)]  # an empty run is never compared
         names = tuple(args.runs) if len(args.runs) == 2 else tuple(runs[-2:])

@@ -76,7 +76,7 @@ def _list(ctx: Context, cache: EnvCache) -> ExitCode:
         [
             str(env["key"]),
             str(env["cell"]),
-            " ".join(f"{k}=={v}" for k, v in sorted(env["versions"].items())),  # type: ignore[union-attr]
+            " ".join(f"{k}=={v}" for k, v in sorted(env["versions"].items())),
             str(env["as_of"] or "-"),
             f"{disk_usage(cache.path(str(env['key']))) / (1 << 30):.2f} GiB",
         ]

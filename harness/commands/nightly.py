@@ -205,7 +205,7 @@ def baseline(args: argparse.Namespace) -> int:
 
 def aggregate(args: argparse.Namespace) -> int:
     """`nightly aggregate`: merge, report, compare, decide."""
-    from harness.session.store import StoreError
+    from harness.session.contract import StoreError
     from harness.workflows import nightly
 
     actions = nightly.Actions.from_env()

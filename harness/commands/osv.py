@@ -116,7 +116,7 @@ def serve(args: argparse.Namespace) -> ExitCode:
         server = make_server(index, args.host, args.port, timeout)
     except OSError as exc:
         raise UsageError(f"{args.host}:{args.port}: cannot listen ({exc.strerror})") from None
-    host, port = server.server_address[:2]
+    host, port = str(server.server_address[0]), server.server_address[1]
     printer = Context(args).printer
     if not ipaddress.ip_address(host).is_loopback:
         printer.note(

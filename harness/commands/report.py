@@ -7,10 +7,15 @@ Exit codes: 0 shown, 2 an explicit --db that does not exist, 5 no results for th
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.commands.context import Context, add_format
 from harness.model.exitcode import ExitCode
+
+if TYPE_CHECKING:
+    from harness.output.reports import MatrixReport
 
 
 def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
@@ -68,12 +73,13 @@ def run(args: argparse.Namespace) -> ExitCode:
         else:
             ctx.printer.show(matrix_report.to_table(report))
         return ExitCode.OK
-    text = {
+    renderers: dict[str, Callable[[MatrixReport], str]] = {
         "markdown": matrix_report.to_markdown,
         "html": matrix_report.to_html,
         "json": matrix_report.to_json,
         "cases": matrix_report.to_cases_markdown,
-    }[args.format](report)
+    }
+    text = renderers[args.format](report)
     if args.output:
         args.output.write_text(text)
         ctx.printer.say(f"wrote {args.output}")

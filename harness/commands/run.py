@@ -195,7 +195,8 @@ def _launch(options: RunOptions, ctx: Context, planned: _Planned, store: Store) 
     from harness.launch.interpreter import machine_name
     from harness.output.console import is_terminal
     from harness.output.progress import LaunchLines, ProgressDisplay, Running, interrupted_text, progress_bar
-    from harness.session.pipeline import Collector, Observer, Recorder, Resume, Session
+    from harness.session.observer import Observer
+    from harness.session.pipeline import Collector, Recorder, Resume, Session
     from harness.session.store import recording
 
     printer, collector, terminal = ctx.printer, Collector(), is_terminal()

@@ -40,7 +40,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from harness.launch.interpreter import Environment, InterpreterError, inspect_interpreter
 from harness.launch.torchrun import run_abortable
@@ -246,7 +246,7 @@ class EnvCache:
         """What the environment `key` has installed; raises `InterpreterError` if it cannot be started."""
         return inspect_interpreter(self.python(key))
 
-    def list(self) -> list[dict[str, object]]:
+    def list(self) -> list[dict[str, Any]]:
         """Every built environment's record (key, cell, versions, as_of, built_at)."""
         out = []
         for marker in sorted(self.root.glob(f"*/{MARKER}")):

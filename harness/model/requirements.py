@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
@@ -366,7 +366,7 @@ def constrained(pins: list[Pin], loose: list[Loose], constraints: list[Constrain
 
 
 def parse_pins(
-    items: list[str], where: str = "argument", environment: Mapping[str, str] | None = None
+    items: Iterable[str], where: str = "argument", environment: Mapping[str, str] | None = None
 ) -> tuple[list[Pin], list[Loose]]:
     """`pkg==version` arguments (one or several per item, separated by commas) as pins (markers evaluated for
     `environment`, None: this interpreter)."""
