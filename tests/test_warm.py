@@ -198,21 +198,21 @@ def fake_module(folder: Path, body: str) -> dict[str, str]:
 
 def test_a_parent_is_replaced_when_it_died_or_an_imported_file_changed(tmp_path: Path) -> None:
     env = fake_module(tmp_path / "mods", "X = 1\n")
-    first = warm.parent_for(sys.executable, ("bmx_fake_import",), env)
-    assert warm.parent_for(sys.executable, ("bmx_fake_import",), env) is first  # one parent per key
-    other = warm.parent_for(sys.executable, ("json",), env)  # another import set: another parent
+    first = warm.parent_for(warm.ParentSpec(sys.executable, ("bmx_fake_import",), env))
+    assert warm.parent_for(warm.ParentSpec(sys.executable, ("bmx_fake_import",), env)) is first  # one parent per key
+    other = warm.parent_for(warm.ParentSpec(sys.executable, ("json",), env))  # another import set: another parent
     assert other is not first
     time.sleep(0.01)
     (tmp_path / "mods" / "bmx_fake_import.py").write_text("X = 2\n")  # the environment was rebuilt
     assert first.stale() is not None
-    second = warm.parent_for(sys.executable, ("bmx_fake_import",), env)
+    second = warm.parent_for(warm.ParentSpec(sys.executable, ("bmx_fake_import",), env))
     assert second is not first and first.proc.poll() is not None  # the stale one was ended, not left running
     os.kill(second.proc.pid, signal.SIGKILL)
     second.proc.wait()
-    third = warm.parent_for(sys.executable, ("bmx_fake_import",), env)
+    third = warm.parent_for(warm.ParentSpec(sys.executable, ("bmx_fake_import",), env))
     assert third is not second and third.proc.poll() is None
     (tmp_path / "mods" / "bmx_fake_import.py").unlink()  # its environment evicted: ended at the next launch, any
-    assert other in warm.parents() and warm.parent_for(sys.executable, ("json",), env) is other
+    assert other in warm.parents() and warm.parent_for(warm.ParentSpec(sys.executable, ("json",), env)) is other
     assert third not in warm.parents() and third.proc.poll() is not None
     warm.retire(sys.executable)
     assert third.proc.poll() is not None and other.proc.poll() is not None
@@ -228,7 +228,7 @@ def test_a_parent_is_replaced_when_it_died_or_an_imported_file_changed(tmp_path:
 def test_a_parent_whose_imports_start_a_thread_or_fail_is_refused(tmp_path: Path, body: str, said: str) -> None:
     env = fake_module(tmp_path / "mods", body)
     with pytest.raises(warm.WarmUnavailable, match=said.replace("(", r"\(").replace(")", r"\)")):
-        warm.parent_for(sys.executable, ("bmx_fake_import",), env)
+        warm.parent_for(warm.ParentSpec(sys.executable, ("bmx_fake_import",), env))
 
 
 def test_a_launch_no_warm_parent_can_serve_runs_cold_and_says_so(
