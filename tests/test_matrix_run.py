@@ -131,7 +131,12 @@ def test_matrix_run_report_and_compare(project: Path) -> None:
     markdown = to_markdown(report)
     assert "| fakelib-1-bug · bug (cpu) | R | R | R | F | F | R | I |" in markdown
     page = to_html(report)
-    assert page.count('<tr><th class="row">') == 1 and "fakelib-1.6" in page and "<script" not in page
+    # One grid, fakelib's, with one row (the case's one variant on cpu) and a column per cell it ran in, 1.6 too;
+    # self-contained: its one script inline, nothing fetched from elsewhere.
+    assert page.count('<section class="pkg"') == 1 and '<section class="pkg" data-package="fakelib">' in page
+    assert page.count('<th class="row">') == 1 and '<tr data-case="fakelib-1-bug"' in page
+    assert page.count('<th class="cell">') == 7 and "<div>fakelib-1.6</div>" in page
+    assert page.count("<script") == 1 and "<script>" in page and "src=" not in page and "<link" not in page
 
     # The 1.5 regression is one the expectations (fixed from 1.3 on) do not allow: compare says so.
     old = [(c, r) for c, r in results if c == "fakelib-1.4"]
@@ -177,7 +182,8 @@ def test_cli_all_cells_store_report_compare(project: Path, capsys: pytest.Captur
     row = [line for line in capsys.readouterr().out.splitlines() if "fakelib-1-bug" in line]
     assert main([*common, "report", "--db", str(db), "no-such-case"]) == 5  # a filter that matches nothing
     assert row == [
-        "| `fakelib-1-bug` — fakelib bug | [https://example.invalid/1](https://example.invalid/1) "
+        '| `fakelib-1-bug` — fakelib bug<a id="fakelib-1-bug"></a> '
+        "| [https://example.invalid/1](https://example.invalid/1) "
         "| fakelib: 1.0 … 1.6 (7 versions) | 1.0 … 1.5 (4 versions) | **1.3** (1.2 reproduced) "
         "| **1.5** (1.4 fixed) | — |"
     ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import textwrap
 import threading
@@ -21,7 +22,8 @@ import pytest
 from harness.launch import warm
 from harness.launch.classify import classify
 from harness.launch.interpreter import Environment
-from harness.launch.torchrun import WARM_IMPORTS, LaunchResult, launch
+from harness.launch.processes import kill_tree
+from harness.launch.torchrun import WARM_IMPORTS, LaunchResult, become_subreaper, launch
 from harness.model.outcome import Outcome, RankState
 
 from .conftest import MakeCase
@@ -171,10 +173,12 @@ def test_a_warm_parent_killed_mid_launch_leaves_ranks_that_say_so_and_is_replace
     runner = threading.Thread(target=lambda: out.update(r=launch(sys.executable, path, ["3600"], 2, 120, mode="warm")))
     runner.start()
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:  # both ranks started: the agent and two children
-        agents = psutil.Process(parent.proc.pid).children()
-        if agents and len(agents[0].children()) == 2:
-            break
+    while time.monotonic() < deadline:  # both ranks started: an agent with two children
+        try:
+            if any(len(agent.children()) == 2 for agent in psutil.Process(parent.proc.pid).children()):
+                break
+        except psutil.NoSuchProcess:  # the first launch's agent, reaped by the parent while it was listed
+            pass
         time.sleep(0.1)
     time.sleep(1.0)
     os.kill(parent.proc.pid, signal.SIGKILL)
@@ -189,6 +193,38 @@ def test_a_warm_parent_killed_mid_launch_leaves_ranks_that_say_so_and_is_replace
     assert again.ranks[0].exit_code == 0 and parent not in warm.parents()
 
 
+LEADER_DIES_FIRST = """
+import os, sys, time
+pid = os.fork()
+if pid == 0:
+    time.sleep(3600)
+    os._exit(0)
+with open(sys.argv[1], "w") as fh:
+    fh.write(str(pid))
+"""
+
+
+def test_the_tree_kill_reaps_a_session_whose_leader_died_first(tmp_path: Path) -> None:
+    """A warm agent killed with its parent leaves its ranks to this process (a subreaper), no longer anyone's
+    descendants but still in its session: the tree kill kills and reaps them, none left running or a zombie here
+    (it reaped only the leader's descendants: a killed parent's ranks were still exiting when the launch returned)."""
+    assert become_subreaper()
+    pid_file = tmp_path / "member.pid"
+    leader = subprocess.Popen([sys.executable, "-c", LEADER_DIES_FIRST, str(pid_file)], start_new_session=True)
+    deadline = time.monotonic() + 60
+    member = None
+    while time.monotonic() < deadline and member is None:  # the leader has exited: its child is this process's
+        try:
+            pid = int(pid_file.read_text())
+            member = pid if psutil.Process(pid).ppid() == os.getpid() else None
+        except (OSError, ValueError, psutil.NoSuchProcess):
+            pass
+        time.sleep(0.05)
+    assert member is not None and psutil.Process(member).status() != psutil.STATUS_ZOMBIE
+    kill_tree(leader)
+    assert not psutil.pid_exists(member)
+
+
 def fake_module(folder: Path, body: str) -> dict[str, str]:
     """A module `bmx_fake_import` in `folder`, and the environment that imports it."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -198,21 +234,21 @@ def fake_module(folder: Path, body: str) -> dict[str, str]:
 
 def test_a_parent_is_replaced_when_it_died_or_an_imported_file_changed(tmp_path: Path) -> None:
     env = fake_module(tmp_path / "mods", "X = 1\n")
-    first = warm.parent_for(sys.executable, ("bmx_fake_import",), env)
-    assert warm.parent_for(sys.executable, ("bmx_fake_import",), env) is first  # one parent per key
-    other = warm.parent_for(sys.executable, ("json",), env)  # another import set: another parent
+    first = warm.parent_for(warm.ParentSpec(sys.executable, ("bmx_fake_import",), env))
+    assert warm.parent_for(warm.ParentSpec(sys.executable, ("bmx_fake_import",), env)) is first  # one parent per key
+    other = warm.parent_for(warm.ParentSpec(sys.executable, ("json",), env))  # another import set: another parent
     assert other is not first
     time.sleep(0.01)
     (tmp_path / "mods" / "bmx_fake_import.py").write_text("X = 2\n")  # the environment was rebuilt
     assert first.stale() is not None
-    second = warm.parent_for(sys.executable, ("bmx_fake_import",), env)
+    second = warm.parent_for(warm.ParentSpec(sys.executable, ("bmx_fake_import",), env))
     assert second is not first and first.proc.poll() is not None  # the stale one was ended, not left running
     os.kill(second.proc.pid, signal.SIGKILL)
     second.proc.wait()
-    third = warm.parent_for(sys.executable, ("bmx_fake_import",), env)
+    third = warm.parent_for(warm.ParentSpec(sys.executable, ("bmx_fake_import",), env))
     assert third is not second and third.proc.poll() is None
     (tmp_path / "mods" / "bmx_fake_import.py").unlink()  # its environment evicted: ended at the next launch, any
-    assert other in warm.parents() and warm.parent_for(sys.executable, ("json",), env) is other
+    assert other in warm.parents() and warm.parent_for(warm.ParentSpec(sys.executable, ("json",), env)) is other
     assert third not in warm.parents() and third.proc.poll() is not None
     warm.retire(sys.executable)
     assert third.proc.poll() is not None and other.proc.poll() is not None
@@ -228,7 +264,7 @@ def test_a_parent_is_replaced_when_it_died_or_an_imported_file_changed(tmp_path:
 def test_a_parent_whose_imports_start_a_thread_or_fail_is_refused(tmp_path: Path, body: str, said: str) -> None:
     env = fake_module(tmp_path / "mods", body)
     with pytest.raises(warm.WarmUnavailable, match=said.replace("(", r"\(").replace(")", r"\)")):
-        warm.parent_for(sys.executable, ("bmx_fake_import",), env)
+        warm.parent_for(warm.ParentSpec(sys.executable, ("bmx_fake_import",), env))
 
 
 def test_a_launch_no_warm_parent_can_serve_runs_cold_and_says_so(

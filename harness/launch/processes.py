@@ -43,19 +43,22 @@ def communicate(proc: subprocess.Popen[Any], timeout: float) -> tuple[Any, Any]:
 
 
 def kill_tree(proc: subprocess.Popen[Any]) -> None:
-    """SIGKILL `proc`, its process group and every descendant (even those in another session); reap them."""
+    """SIGKILL `proc`, its session and every descendant (even those in another session); reap them all: none is
+    left running, or a zombie of this process, when it returns."""
     import psutil
 
     try:
         descendants = psutil.Process(proc.pid).children(recursive=True)
     except psutil.NoSuchProcess:
         descendants = []
-    # Workers orphaned by an exited torchrun are no longer its children, but stay in its process group.
+    # Workers orphaned by an exited torchrun (or warm agent: killed with its parent) are no longer its children, but
+    # stay in its session and process group; re-parented to this process (a subreaper), they are reaped here too.
+    members = descendants + [p for p in _session(proc.pid) if p.pid != proc.pid and p not in descendants]
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-    for child in descendants:
+    for child in members:
         try:
             child.kill()
         except psutil.NoSuchProcess:
@@ -65,7 +68,21 @@ def kill_tree(proc: subprocess.Popen[Any]) -> None:
     except subprocess.TimeoutExpired:  # unkillable (D state): nothing more can be done from user space
         pass
     # Once torchrun is gone its children are re-parented: to this process when it is a subreaper, then reaped here.
-    reap({child.pid for child in descendants} - {proc.pid}, timeout=10)
+    reap({child.pid for child in members} - {proc.pid}, timeout=10)
+
+
+def _session(sid: int) -> list[Any]:
+    """The live processes of session `sid` (psutil.Process; zombies included: they are reaped, not killed)."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if os.getsid(proc.pid) == sid:
+                found.append(proc)
+        except OSError:
+            continue
+    return found
 
 
 def reap(pids: set[int], timeout: float) -> None:

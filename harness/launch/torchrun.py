@@ -307,7 +307,7 @@ def _launch_once(
         if mode == "warm":
             forked = [python, str(warm.PARENT), *WARM_IMPORTS, "->", str(WRAPPER), str(script), *args]
             try:
-                proc: Any = _start_warm(python, script, args, nproc, child_env, rank_dir, marker)
+                proc: Any = _start_warm(python, script, args, nproc, child_env)
                 command = forked
             except warm.WarmStartTimeout as exc:  # its start-up, bounded as torchrun's: no rank started
                 refuse_if_interrupted()
@@ -393,15 +393,15 @@ def _launch_once(
         )
 
 
-def _start_warm(
-    python: str, script: Path, args: list[str], nproc: int, child_env: dict[str, str], rank_dir: Path, marker: str
-) -> warm.WarmAgent:
-    """A warm launch's agent: `child_env` less this launch's own variables is its parent's environment."""
-    base = {k: v for k, v in child_env.items() if k not in _PER_LAUNCH}
+def _start_warm(python: str, script: Path, args: list[str], nproc: int, child_env: dict[str, str]) -> warm.WarmAgent:
+    """A warm launch's agent: `child_env` less this launch's own variables (its folder, its marker, its TMPDIR) is
+    its parent's environment; those go with the fork, whose folder and run id they name."""
     own = {k: child_env[k] for k in _PER_LAUNCH if k in child_env}
-    return warm.start(
-        python, WARM_IMPORTS, base, own, rank_dir, script, args, nproc, marker, ready_s=STARTUP_S, stop=_stopping
+    spec = warm.ParentSpec(
+        python, WARM_IMPORTS, {k: v for k, v in child_env.items() if k not in own}, ready_s=STARTUP_S, stop=_stopping
     )
+    fork = warm.Fork(Path(own["BUGMATRIX_RANK_DIR"]), script, list(args), nproc, own[MARKER_ENV], own)
+    return warm.start(spec, fork)
 
 
 class _Closing:

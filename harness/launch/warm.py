@@ -1,6 +1,6 @@
 """Warm launches: one parent interpreter per environment and import set forks each launch's ranks (warm_parent.py).
 
-    agent = start(python, imports, env, request)     # a launch's agent, forked by the warm parent for this key
+    agent = start(ParentSpec(python, imports, env), Fork(folder, script, args, nproc, run_id, launch_env))
     agent.wait(timeout); agent.returncode             # as a Popen of torchrun, for torchrun.py's launch loop
     shutdown()                                         # every parent ends (the harness's exit does it too)
 
@@ -58,6 +58,49 @@ def default_mode() -> str:
     if mode not in MODES:
         raise ValueError(f"${MODE_ENV}: {mode!r} is not one of {', '.join(MODES)}")
     return mode
+
+
+@dataclass(frozen=True)
+class ParentSpec:
+    """What a warm parent is started with: the cell's interpreter, the modules it imports, its environment (a cold
+    launch's, less a launch's own variables); where its errors go (`log`, else nowhere), how long its imports may
+    take (`ready_s`: WarmStartTimeout past it) and the event that, set, ends its start (the run is interrupted)."""
+
+    python: str
+    imports: tuple[str, ...]
+    env: dict[str, str]
+    log: Path | None = None
+    ready_s: float = READY_S
+    stop: threading.Event | None = None
+
+    @property
+    def key(self) -> tuple[str, tuple[str, ...]]:
+        """One parent per interpreter and import set."""
+        return (self.python, tuple(self.imports))
+
+
+@dataclass(frozen=True)
+class Fork:
+    """One launch a parent forks: `nproc` ranks of `script args`, its agent writing into `folder`, torchrun's run id
+    `run_id`, and `env` (this launch's own variables) on top of its parent's environment."""
+
+    folder: Path
+    script: Path
+    args: list[str]
+    nproc: int
+    run_id: str
+    env: dict[str, str]
+
+    def message(self) -> dict[str, Any]:
+        """The request line's `launch` object (warm_parent.py's protocol)."""
+        return {
+            "dir": str(self.folder),
+            "script": str(self.script),
+            "args": list(self.args),
+            "nproc": self.nproc,
+            "env": dict(self.env),
+            "run_id": self.run_id,
+        }
 
 
 @dataclass
@@ -146,19 +189,12 @@ def _read_line(
     raise WarmUnavailable(f"the warm parent (pid {proc.pid}) did not answer (exit {proc.poll()})")
 
 
-def parent_for(
-    python: str,
-    imports: tuple[str, ...],
-    env: dict[str, str],
-    log: Path | None = None,
-    ready_s: float = READY_S,
-    stop: threading.Event | None = None,
-) -> WarmParent:
-    """The live parent for this interpreter and import set, started with `env`: the running one when it is not
-    stale and has that environment, else a new one (the other one ended first). Every other stale parent is ended
-    on the way: one whose environment was evicted or pruned holds its deleted files (disk the budget counts as
-    free) only until the next launch, of any environment."""
-    key = (python, tuple(imports))
+def parent_for(spec: ParentSpec) -> WarmParent:
+    """The live parent for `spec`'s interpreter and import set, started with its environment: the running one when
+    it is not stale and has that environment, else a new one (the other one ended first). Every other stale parent
+    is ended on the way: one whose environment was evicted or pruned holds its deleted files (disk the budget counts
+    as free) only until the next launch, of any environment."""
+    key = spec.key
     with _parents_lock:
         stale = [_parents.pop(k) for k, p in list(_parents.items()) if k != key and p.stale() is not None]
         starting = _starting.setdefault(key, threading.Lock())
@@ -167,69 +203,84 @@ def parent_for(
     with starting:  # another environment's parent importing torch meanwhile does not hold this one up
         with _parents_lock:
             running = _parents.get(key)
-        if running is not None and (running.env != env or running.stale() is not None):
+        if running is not None and (running.env != spec.env or running.stale() is not None):
             with _parents_lock:
                 _parents.pop(key, None)
             running.close()
             running = None
         if running is None:
-            running = _start(key, python, imports, env, log, ready_s, stop)
+            running = _start(spec)
             with _parents_lock:
                 _parents[key] = running
         return running
 
 
-def _start(
-    key: tuple[Any, ...],
-    python: str,
-    imports: tuple[str, ...],
-    env: dict[str, str],
-    log: Path | None,
-    ready_s: float,
-    stop: threading.Event | None,
-) -> WarmParent:
-    errors = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 - handed to the child, closed below
+def _start(spec: ParentSpec) -> WarmParent:
+    """A new parent for `spec`, once it said it is ready and fit to fork (else it is killed: WarmUnavailable)."""
+    proc = _spawn(spec)
+    ready = _ready(spec, proc)
+    problem = _unfit(spec, ready)
+    if problem:
+        _end(proc)
+        raise WarmUnavailable(f"{spec.python}: {problem}")
+    files = dict(ready.get("files") or {})
+    return WarmParent(
+        key=spec.key, env=dict(spec.env), proc=proc, files=files, stamps={n: _stamp(f) for n, f in files.items()}
+    )
+
+
+def _spawn(spec: ParentSpec) -> subprocess.Popen[bytes]:
+    """The parent's process: `python warm_parent.py IMPORTS...` in a session of its own, its errors to `spec.log`."""
+    errors = open(spec.log, "ab") if spec.log else subprocess.DEVNULL  # noqa: SIM115 - handed to the child, closed below
     try:
-        proc = subprocess.Popen(
-            [python, str(PARENT), *imports],
+        return subprocess.Popen(
+            [spec.python, str(PARENT), *spec.imports],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=errors,
-            env=env,
+            env=spec.env,
             cwd="/",
             start_new_session=True,
         )
     finally:
-        if log:
+        if spec.log:
             errors.close()  # type: ignore[union-attr]
+
+
+def _ready(spec: ParentSpec, proc: subprocess.Popen[bytes]) -> dict[str, Any]:
+    """The parent's ready line; it is killed when it says nothing within `spec.ready_s` (WarmStartTimeout), dies,
+    says something else or `spec.stop` is set (WarmUnavailable)."""
     assert proc.stdout is not None
     try:
-        ready = json.loads(_read_line(proc.stdout, proc, ready_s, stop))
+        ready = json.loads(_read_line(proc.stdout, proc, spec.ready_s, spec.stop))
+        if isinstance(ready, dict):
+            return ready
     except WarmStartTimeout:
-        proc.kill()
-        proc.wait()
+        _end(proc)
         raise WarmStartTimeout(
-            f"{python}: the warm parent did not import {', '.join(imports)} within {ready_s:g} s"
+            f"{spec.python}: the warm parent did not import {', '.join(spec.imports)} within {spec.ready_s:g} s"
         ) from None
     except (WarmUnavailable, ValueError):
-        proc.kill()
-        proc.wait()
-        raise WarmUnavailable(f"{python}: the warm parent did not start (exit {proc.returncode})") from None
-    problem = None
+        pass
+    _end(proc)
+    raise WarmUnavailable(f"{spec.python}: the warm parent did not start (exit {proc.returncode})")
+
+
+def _unfit(spec: ParentSpec, ready: dict[str, Any]) -> str | None:
+    """Why a ready parent cannot fork launches (an import failed, a thread or CUDA was started), or None."""
+    imports = ", ".join(spec.imports)
     if ready.get("failed"):
-        problem = "could not import " + "; ".join(f"{k} ({v})" for k, v in ready["failed"].items())
-    elif ready.get("threads", 1) != 1:
-        problem = f"importing {', '.join(imports)} started {ready['threads'] - 1} thread(s): forking is unsafe"
-    elif ready.get("cuda"):
-        problem = f"importing {', '.join(imports)} initialised CUDA: forked ranks could not use it"
-    if problem:
-        proc.kill()
-        proc.wait()
-        raise WarmUnavailable(f"{python}: {problem}")
-    files = dict(ready.get("files") or {})
-    return WarmParent(
-        key=key, env=dict(env), proc=proc, files=files, stamps={name: _stamp(path) for name, path in files.items()}
-    )
+        return "could not import " + "; ".join(f"{k} ({v})" for k, v in ready["failed"].items())
+    if ready.get("threads", 1) != 1:
+        return f"importing {imports} started {ready['threads'] - 1} thread(s): forking is unsafe"
+    if ready.get("cuda"):
+        return f"importing {imports} initialised CUDA: forked ranks could not use it"
+    return None
+
+
+def _end(proc: subprocess.Popen[bytes]) -> None:
+    proc.kill()
+    proc.wait()
 
 
 class WarmAgent:
@@ -305,37 +356,16 @@ class WarmAgent:
             return []
 
 
-def start(
-    python: str,
-    imports: tuple[str, ...],
-    env: dict[str, str],
-    launch_env: dict[str, str],
-    folder: Path,
-    script: Path,
-    args: list[str],
-    nproc: int,
-    run_id: str,
-    ready_s: float = READY_S,
-    stop: threading.Event | None = None,
-) -> WarmAgent:
-    """Fork one launch from the parent for (`python`, `imports`, `env`): `nproc` ranks of `script args`, with
-    `launch_env` (this launch's own variables) on top of `env`. Its agent writes into `folder`. A parent that must
-    be started gets `ready_s` for its imports (WarmStartTimeout past it); `stop` set ends a parent's start."""
-    parent = parent_for(python, imports, env, ready_s=ready_s, stop=stop)
-    request = {
-        "dir": str(folder),
-        "script": str(script),
-        "args": list(args),
-        "nproc": nproc,
-        "env": launch_env,
-        "run_id": run_id,
-    }
+def start(spec: ParentSpec, fork: Fork) -> WarmAgent:
+    """Fork one launch from `spec`'s parent (started when none is running or it is stale): `fork.nproc` ranks of
+    its script, `fork.env` on top of the parent's environment; its agent writes into `fork.folder`."""
+    parent = parent_for(spec)
     try:
-        answer = parent.request({"launch": request})
+        answer = parent.request({"launch": fork.message()})
     except (OSError, WarmUnavailable):  # it died between the check and the request: one new parent, once
-        parent = parent_for(python, imports, env, ready_s=ready_s, stop=stop)
-        answer = parent.request({"launch": request})
-    return WarmAgent(int(answer["pid"]), folder)
+        parent = parent_for(spec)
+        answer = parent.request({"launch": fork.message()})
+    return WarmAgent(int(answer["pid"]), fork.folder)
 
 
 def parents() -> list[WarmParent]:

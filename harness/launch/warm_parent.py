@@ -43,6 +43,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 _ANSWERS = [None]  # the file answers go to (the harness's pipe; fd 1 itself is sent to the log, see `main`)
+_STORE = [None]  # in an agent: its ranks' store, held until the agent exits
 
 
 def _prctl(option, value):
@@ -199,11 +200,31 @@ def _rank(request, rank, reader, wrapper):
 
 def _agent(request, wrapper):
     """In a forked agent: fork the ranks, host their store, act as torchrun does on a failure, clean up, exit."""
+    folder = request["dir"]
+    _detach(folder)
+    ranks, pipes = _fork_ranks(request, wrapper)
+    _STORE[0] = _open_store(pipes)
+    codes, first_failure = _wait_ranks(ranks)
+    strays = _kill_children()
+    failed = sorted(rank for rank, code in codes.items() if code != 0)
+    if failed:
+        _failure_summary(request["script"], ranks, codes, [first_failure] + [r for r in failed if r != first_failure])
+    sys.stdout.flush()
+    record = {"returncode": 1 if failed else 0, "strays": strays, "codes": codes}
+    tmp = os.path.join(folder, "agent.json.tmp")
+    with open(tmp, "w") as fh:
+        json.dump(record, fh)
+    os.replace(tmp, os.path.join(folder, "agent.json"))
+    os._exit(record["returncode"])
+
+
+def _detach(folder):
+    """The agent's own session, subreaper and death with its parent; its output to `agent.log` in `folder`, its
+    stdin from /dev/null, the harness's pipe closed (it stays the parent's alone)."""
     os.setsid()
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    folder = request["dir"]
     log = os.open(os.path.join(folder, "agent.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
@@ -211,11 +232,14 @@ def _agent(request, wrapper):
     os.dup2(log, 2)
     os.close(null)
     os.close(log)
-    _ANSWERS[0].close()  # the harness's pipe stays the parent's alone
-    nproc = int(request["nproc"])
+    _ANSWERS[0].close()
+
+
+def _fork_ranks(request, wrapper):
+    """Fork the ranks, each waiting on a pipe for its store's port: {pid: rank} and {rank: the pipe's write end}."""
     pipes = {}
     ranks = {}
-    for rank in range(nproc):
+    for rank in range(int(request["nproc"])):
         reader, writer = os.pipe()
         pid = os.fork()
         if pid == 0:
@@ -226,6 +250,11 @@ def _agent(request, wrapper):
         os.close(reader)
         pipes[rank] = writer
         ranks[pid] = rank
+    return ranks, pipes
+
+
+def _open_store(pipes):
+    """Host the ranks' store and send each rank its port (empty: none); the store, to be held while they run."""
     try:
         store = _agent_store()
         port = str(store.port) if store is not None else ""
@@ -238,10 +267,16 @@ def _agent(request, wrapper):
         except OSError:
             pass
         os.close(writer)
+    return store
+
+
+def _wait_ranks(ranks):
+    """Reap the ranks (and adopted orphans on the way); after the first failure the others get SIGTERM, as torchrun
+    sends it, said in the log. {rank: exit code} and the first rank that failed (None: none did)."""
     codes = {}
     first_failure = None
     closing = False
-    while len(codes) < nproc:
+    while len(codes) < len(ranks):
         try:
             pid, status = os.waitpid(-1, 0)
         except ChildProcessError:
@@ -261,22 +296,16 @@ def _agent(request, wrapper):
                         os.kill(other_pid, signal.SIGTERM)
                     except OSError:
                         pass
-    strays = _kill_children()
-    failed = sorted(rank for rank, code in codes.items() if code != 0)
-    if failed:
-        print("%s FAILED\nFailures:" % request["script"])
-        order = [first_failure] + [r for r in failed if r != first_failure]
-        pid_of = {rank: pid for pid, rank in ranks.items()}
-        for rank in order:
-            print("  rank      : %d (local_rank: %d)" % (rank, rank))
-            print("  exitcode  : %d (pid: %d)" % (codes[rank], pid_of[rank]))
-    sys.stdout.flush()
-    record = {"returncode": 1 if failed else 0, "strays": strays, "codes": codes}
-    tmp = os.path.join(folder, "agent.json.tmp")
-    with open(tmp, "w") as fh:
-        json.dump(record, fh)
-    os.replace(tmp, os.path.join(folder, "agent.json"))
-    os._exit(record["returncode"])
+    return codes, first_failure
+
+
+def _failure_summary(script, ranks, codes, order):
+    """torchrun's failure summary, the failed ranks in `order` (the first failure first)."""
+    print("%s FAILED\nFailures:" % script)
+    pid_of = {rank: pid for pid, rank in ranks.items()}
+    for rank in order:
+        print("  rank      : %d (local_rank: %d)" % (rank, rank))
+        print("  exitcode  : %d (pid: %d)" % (codes[rank], pid_of[rank]))
 
 
 def _answer(message):
@@ -293,47 +322,20 @@ def main(argv=None):
     _ANSWERS[0] = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # what an import prints goes to the log (stderr), never into the answers
     wrapper = _wrapper()
-    failed = {}
-    files = {}
-    for name in argv[1:]:
-        try:
-            module = importlib.import_module(name)
-            files[name] = getattr(module, "__file__", None)
-        except BaseException as exc:  # noqa: BLE001, B036 - said to the harness, which launches that cell cold
-            failed[name] = "%s: %s" % (type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
+    files, failed = _import_all(argv[1:])
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
     # What the imports made is never collected again: a rank's collections (and its shutdown's) skip it, instead
     # of writing to every page of it, which copies each page from this parent (seconds per rank on a loaded machine).
     gc.collect()
     gc.freeze()
+    state = {"pid": os.getpid(), "threads": _threads(), "cuda": _cuda_initialized()}
+    _answer(dict(state, ready=True, files=files, failed=failed))
     agents = {}
-    _answer(
-        {
-            "ready": True,
-            "pid": os.getpid(),
-            "threads": _threads(),
-            "cuda": _cuda_initialized(),
-            "files": files,
-            "failed": failed,
-        }
-    )
     stdin = sys.stdin.fileno()
     pending = b""
     while True:
         ready, _, _ = select.select([stdin], [], [], 0.2)
-        for pid in _children():
-            if pid not in agents:  # an orphan of an agent killed from outside: a stray of a finished launch
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-        for pid in list(agents):
-            done, status = _reap(pid)
-            if done:
-                folder = agents.pop(pid)
-                if not os.path.exists(os.path.join(folder, "agent.json")) and os.path.isdir(folder):
-                    with open(os.path.join(folder, "agent.status"), "w") as fh:
-                        fh.write("%d\n" % _status_code(status))
+        _tend(agents)
         if not ready:
             continue
         chunk = os.read(stdin, 1 << 16)
@@ -342,19 +344,54 @@ def main(argv=None):
         pending += chunk
         while b"\n" in pending:
             line, pending = pending.split(b"\n", 1)
-            request = json.loads(line)
-            if "launch" in request:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                pid = os.fork()
-                if pid == 0:
-                    _agent(request["launch"], wrapper)  # never returns: a rank exits by SystemExit from here
-                agents[pid] = request["launch"]["dir"]
-                _answer({"pid": pid})
-            else:
-                _answer({"pid": os.getpid(), "threads": _threads(), "cuda": _cuda_initialized()})
+            _serve(json.loads(line), agents, wrapper)
     _kill_children()
     return 0
+
+
+def _import_all(names):
+    """Import each module: {name: its file} and {name: why it failed}."""
+    failed = {}
+    files = {}
+    for name in names:
+        try:
+            module = importlib.import_module(name)
+            files[name] = getattr(module, "__file__", None)
+        except BaseException as exc:  # noqa: BLE001, B036 - said to the harness, which launches that cell cold
+            failed[name] = "%s: %s" % (type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
+    return files, failed
+
+
+def _tend(agents):
+    """Kill the orphans of agents killed from outside (strays of a finished launch); reap the agents that ended,
+    writing the status of one that left no `agent.json` to `agent.status` in its folder."""
+    for pid in _children():
+        if pid not in agents:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+    for pid in list(agents):
+        done, status = _reap(pid)
+        if done:
+            folder = agents.pop(pid)
+            if not os.path.exists(os.path.join(folder, "agent.json")) and os.path.isdir(folder):
+                with open(os.path.join(folder, "agent.status"), "w") as fh:
+                    fh.write("%d\n" % _status_code(status))
+
+
+def _serve(request, agents, wrapper):
+    """Answer one request: a launch forks its agent (recorded in `agents`: pid -> folder), anything else is a ping."""
+    if "launch" not in request:
+        _answer({"pid": os.getpid(), "threads": _threads(), "cuda": _cuda_initialized()})
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        _agent(request["launch"], wrapper)  # never returns: a rank exits by SystemExit from here
+    agents[pid] = request["launch"]["dir"]
+    _answer({"pid": pid})
 
 
 if __name__ == "__main__":
