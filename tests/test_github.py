@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 import harness.matrix.axes
+import harness.matrix.chronology
 import harness.matrix.index
 import harness.matrix.resolve
 from harness.cli import main  # imported before any test patches what it imports
@@ -46,8 +47,7 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("job_matrix must not resolve pins or touch the network")
 
-    monkeypatch.setattr(harness.matrix.resolve, "matching", refuse)
-    monkeypatch.setattr(harness.matrix.index, "matching", refuse)
+    monkeypatch.setattr(harness.matrix.chronology.Chronology, "matching", refuse)
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket, "create_connection", refuse)
 
