@@ -328,3 +328,37 @@ def test_check_case_asks_a_script_using_torchrun_itself_for_cold(make_case: Make
     assert line.startswith("cold: the script imports torch.distributed.elastic.multiprocessing, torch.distributed.run")
     said = make_case(source, case_id="fake-2-said", cold="restarts workers through the elastic agent")
     assert cold_unsaid(said.spec, source) == []
+
+
+def test_run_says_how_each_job_was_launched_and_cold_or_warm_share_a_fingerprint(
+    make_case: MakeCase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from harness.cli import main
+    from harness.session.store import ResultStore
+
+    monkeypatch.delenv(warm.MODE_ENV, raising=False)
+    make_case("print('ok')\n", variants={"bug": {"expect": [{"outcome": "fixed"}]}})
+    cases, db = str(tmp_path / "cases"), str(tmp_path / "r.db")
+    base = ["--cases-dir", cases, "run", "--json", "--device", "cpu", "--db", db, "--redo"]
+    seen = {}
+    for flag in ("--warm", "--cold"):
+        assert main([*base, flag]) == 0
+        [item] = json.loads(capsys.readouterr().out)["results"]
+        seen[flag] = item
+    assert seen["--warm"]["launch"] == "warm" and seen["--cold"]["launch"] == "cold"
+    assert seen["--warm"]["fingerprint"] == seen["--cold"]["fingerprint"]  # how it launched is not what it measured
+    stored = ResultStore(Path(db)).results()
+    assert sorted(entry[-1].extra["launch"] for entry in stored) == ["cold", "warm"]
+    record = tmp_path / "record"
+    assert main(["--cases-dir", cases, "record", "fold", "--record", str(record), "--offline", db]) == 0
+    rows = [json.loads(line) for line in (record / "results" / "fake-1-case.jsonl").read_text().splitlines()]
+    assert [row["launch"] for row in rows] == ["warm"]  # the cold run confirmed it: a row keeps its first measurement
+    capsys.readouterr()
+    monkeypatch.setenv(warm.MODE_ENV, "tepid")
+    assert main(base) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "$BUGMATRIX_LAUNCH_MODE" in err and "tepid" in err
+    assert main([*base, "--cold"]) == 0  # the command line decides before the variable is read
+    with pytest.raises(SystemExit) as both:
+        main([*base, "--cold", "--warm"])
+    assert both.value.code == 2

@@ -12,7 +12,7 @@ from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.commands.context import Context, add_format, command_line, dates, positive
+from harness.commands.context import Context, add_format, command_line, dates, launch_mode, positive
 from harness.matrix.basics import MatrixError
 from harness.model.errors import UsageError
 from harness.model.exitcode import ExitCode
@@ -28,7 +28,7 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
     p = sub.add_parser(
         "bisect",
         help="find the release (and commit) where a case's outcome changes",
-        parents=[parents[f] for f in ("--db", "--matrix", "--envs", "--jobs", "--record")],
+        parents=[parents[f] for f in ("--db", "--matrix", "--envs", "--jobs", "--record", "--launch")],
     )
     add_format(p, ("text", "json"))
     p.add_argument("case", help="case id (or a unique part of it)")
@@ -76,6 +76,7 @@ class BisectCommand:
     channel: str | None
     jobs: int
     format: str
+    launch_mode: str | None = None  # cold | warm (--cold, --warm); None: $BUGMATRIX_LAUNCH_MODE, else the default
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> BisectCommand:
@@ -98,6 +99,7 @@ class BisectCommand:
             args.channel,
             args.jobs,
             args.format,
+            launch_mode(args.launch_mode),
         )
 
     def workflow(self, case: Case) -> BisectRequest:
@@ -152,6 +154,7 @@ def execute(request: BisectCommand, ctx: Context) -> ExitCode:
                 run_id,
                 cores=request.jobs,
                 repeat=request.repeat,
+                launch_mode=request.launch_mode,
                 say=lambda line: printer.say(line, soft_wrap=True),
             )
             levels = bisect(probing, request.workflow(case), probed)

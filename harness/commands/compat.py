@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.commands.context import Context, add_format, command_line, positive, size
+from harness.commands.context import Context, add_format, command_line, launch_mode, positive, size
 from harness.model.exitcode import ExitCode
 from harness.session.basics import NIGHTLY_DB
 
@@ -29,7 +29,7 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
         "compat",
         help="probe which torch works with which fbgemm-gpu, torchrec, lightning "
         "and litgpt, and show the measured table (see harness/analysis/compat.py)",
-        parents=[parents[f] for f in ("--db", "--matrix", "--envs", "--jobs", "--record")],
+        parents=[parents[f] for f in ("--db", "--matrix", "--envs", "--jobs", "--record", "--launch")],
     )
     p.add_argument(
         "--lane",
@@ -104,6 +104,7 @@ class CompatRequest:
     probes_dir: Path | None
     jobs: int
     format: str
+    launch_mode: str | None = None  # cold | warm (--cold, --warm); None: $BUGMATRIX_LAUNCH_MODE, else the default
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> CompatRequest:
@@ -124,6 +125,7 @@ class CompatRequest:
             args.probes_dir,
             args.jobs,
             args.format,
+            launch_mode(args.launch_mode),
         )
 
     @property
@@ -194,6 +196,7 @@ def _probe(request: CompatRequest, ctx: Context, matrix: Matrix, store: Store) -
             run_id,
             cores=request.jobs,
             repeat=request.repeat,
+            launch_mode=request.launch_mode,
             redo=request.redo,
             observers=[ProgressDisplay(progress) if terminal else LaunchLines(printer.err)],
             say=lambda line: printer.say(line, soft_wrap=True, highlight=False, markup=False),

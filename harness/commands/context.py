@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 def options() -> dict[str, argparse.ArgumentParser]:
     """The options several commands share, each a parent parser declared once, by flag."""
     found = {}
-    for flag in ("--db", "--record", "--matrix", "--envs", "--jobs"):
+    for flag in ("--db", "--record", "--matrix", "--envs", "--jobs", "--launch"):
         parent = argparse.ArgumentParser(add_help=False)
         if flag == "--db":
             parent.add_argument(
@@ -67,8 +67,37 @@ def options() -> dict[str, argparse.ArgumentParser]:
             parent.add_argument(
                 "-j", "--jobs", type=int, default=os.cpu_count() or 1, help="cores to use (a 2-rank case takes 2)"
             )
+        elif flag == "--launch":
+            how = parent.add_mutually_exclusive_group()
+            how.add_argument(
+                "--cold",
+                dest="launch_mode",
+                action="store_const",
+                const="cold",
+                help="launch every job under torchrun, each rank a fresh interpreter (default: $BUGMATRIX_LAUNCH_MODE, "
+                "else warm)",
+            )
+            how.add_argument(
+                "--warm",
+                dest="launch_mode",
+                action="store_const",
+                const="warm",
+                help="fork each job's ranks from a warm interpreter of its environment (a case that says `cold:` "
+                "still launches cold)",
+            )
         found[flag] = parent
     return found
+
+
+def launch_mode(asked: str | None) -> str:
+    """How jobs launch: `asked` (--cold, --warm), else $BUGMATRIX_LAUNCH_MODE, else the default
+    (harness/launch/warm.py `DEFAULT_MODE`); a bad value of the variable is refused in one line (exit 2)."""
+    from harness.launch.warm import default_mode
+
+    try:
+        return asked or default_mode()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def add_format(parser: argparse.ArgumentParser, formats: tuple[str, ...], help: str | None = None) -> None:

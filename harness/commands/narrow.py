@@ -15,7 +15,7 @@ import argparse
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from harness.commands.context import Context, add_format, command_line, positive
+from harness.commands.context import Context, add_format, command_line, launch_mode, positive
 from harness.model.errors import UsageError
 from harness.model.exitcode import ExitCode
 
@@ -32,7 +32,7 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
     p = sub.add_parser(
         "narrow",
         help="bisect every interval boundary in the store until it is adjacent",
-        parents=[parents[f] for f in ("--db", "--matrix", "--envs", "--jobs", "--record")],
+        parents=[parents[f] for f in ("--db", "--matrix", "--envs", "--jobs", "--record", "--launch")],
     )
     add_format(p, ("text", "json"))
     p.add_argument("cases", nargs="*", help="case ids (substrings); default: every case with an interval")
@@ -57,6 +57,7 @@ class NarrowRequest:
     dry_run: bool
     jobs: int
     format: str
+    launch_mode: str | None = None  # cold | warm (--cold, --warm); None: $BUGMATRIX_LAUNCH_MODE, else the default
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> NarrowRequest:
@@ -70,6 +71,7 @@ class NarrowRequest:
             args.dry_run,
             args.jobs,
             args.format,
+            launch_mode(args.launch_mode),
         )
 
 
@@ -124,6 +126,7 @@ def execute(request: NarrowRequest, ctx: Context) -> ExitCode:
             run_id,
             cores=request.jobs,
             repeat=request.repeat,
+            launch_mode=request.launch_mode,
             say=lambda line: printer.say(line, soft_wrap=True, markup=False, highlight=False),
         )
         done = narrow(targets, read.cases, probing, commits=request.commits)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.commands.context import Context, add_format, command_line, positive, size
+from harness.commands.context import Context, add_format, command_line, launch_mode, positive, size
 from harness.matrix.basics import DEFAULT_MATRIX, default_envs
 from harness.model.exitcode import ExitCode
 from harness.session.basics import default_db
@@ -37,7 +37,7 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
     p = sub.add_parser(
         "run",
         help="run cases x variants x world sizes (here, or in matrix cells)",
-        parents=[parents[f] for f in ("--db", "--matrix", "--envs", "--jobs")],
+        parents=[parents[f] for f in ("--db", "--matrix", "--envs", "--jobs", "--launch")],
     )
     add_format(p, ("table", "json"))
     p.add_argument("cases", nargs="*", help="case ids (substrings); default: all")
@@ -85,6 +85,7 @@ class RunOptions:
     no_store: bool = False
     repeat: int = 1
     redo: bool = False
+    launch_mode: str | None = None  # cold | warm (--cold, --warm); None: $BUGMATRIX_LAUNCH_MODE, else the default
     format: str = "table"  # or "json"
     db: Path = field(default_factory=default_db)
     matrix: Path = DEFAULT_MATRIX
@@ -218,6 +219,7 @@ def _launch(options: RunOptions, ctx: Context, planned: _Planned, store: Store) 
                 planned.environments,
                 resume=Resume(store, redo=options.redo),
                 repeat=options.repeat,
+                launch_mode=launch_mode(options.launch_mode),
                 observers=observers,
             )
             results = session.run(planned.jobs, cores=options.jobs)

@@ -64,8 +64,10 @@ def device_missing(device: str, nproc: int = 1) -> str | None:
     return None
 
 
-def execute(job: Job, env: Environment) -> Result:
-    """Launch `job` under torchrun in `env` and return its classified, expectation-checked result."""
+def execute(job: Job, env: Environment, mode: str | None = None) -> Result:
+    """Launch `job` in `env` and return its classified, expectation-checked result. `mode` is how (cold: under
+    torchrun; warm: forked from a warm parent; None: $BUGMATRIX_LAUNCH_MODE, else the default); a case or variant
+    that says `cold:` always launches cold. The result says how it was launched (`launch`)."""
     spec, variant = job.case.spec, job.case.spec.variants[job.variant]
     expected = expected_outcome(variant, env, job.nproc, job.device)
     base: dict[str, Any] = dict(
@@ -91,7 +93,7 @@ def execute(job: Job, env: Environment) -> Result:
             job.nproc,
             spec.timeout,
             signature=signature,
-            mode="cold" if spec.cold_of(job.variant) else None,
+            mode="cold" if spec.cold_of(job.variant) else mode,
         )
     except OSError as exc:  # the environment vanished under the run (pruned, deleted): this job cannot say
         return Result(outcome=Outcome.INFRA, reason=f"could not start {env.python}: {exc}", launched=False, **base)
@@ -112,6 +114,7 @@ def execute(job: Job, env: Environment) -> Result:
         log_excerpt=excerpt(logs),
         stacks=stacks,
         launched=True,
+        extra={"launch": launched.mode},
         **base,
     )
 
@@ -129,17 +132,18 @@ def _rank_excerpt(rank: int, record: RankRecord) -> str:
     )
 
 
-def execute_repeated(job: Job, env: Environment, repeat: int = 1) -> Result:
-    """`execute` `repeat` times: the common outcome when all agree, else `flaky` with the tally in its reason.
+def execute_repeated(job: Job, env: Environment, repeat: int = 1, mode: str | None = None) -> Result:
+    """`execute` `repeat` times (each launched as `mode` says): the common outcome when all agree, else `flaky` with
+    the tally in its reason.
 
     The evidence (logs, stacks, ranks) is the last launch's, or for a flaky job the last launch that disagreed
     with the first. A job that cannot run here is not repeated; a repeat the machine failed (`infra`) ends the
     repeats and is the result: the set measured nothing.
     """
-    first = execute(job, env)
+    first = execute(job, env, mode)
     results = [first]
     while first.launched and len(results) < repeat and results[-1].outcome is not Outcome.INFRA:
-        results.append(execute(job, env))
+        results.append(execute(job, env, mode))
     if repeat <= 1 or not first.launched:
         return first
     if results[-1].outcome is Outcome.INFRA:  # the machine failed a repeat: the set measured nothing (never flaky)

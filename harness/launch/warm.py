@@ -42,6 +42,7 @@ ANSWER_S = 30.0  # how long a parent gets to answer a fork request
 RECORD_S = 1.0  # how long the parent gets to write a dead agent's status
 MODE_ENV = "BUGMATRIX_LAUNCH_MODE"  # warm | cold: how launches start when the caller does not say
 MODES = ("cold", "warm")
+DEFAULT_MODE = "cold"  # how launches start when neither the caller nor $BUGMATRIX_LAUNCH_MODE says
 
 
 class WarmUnavailable(RuntimeError):
@@ -53,8 +54,9 @@ class WarmStartTimeout(WarmUnavailable):
 
 
 def default_mode() -> str:
-    """The launch mode when none is asked for: $BUGMATRIX_LAUNCH_MODE (warm | cold), else cold."""
-    mode = os.environ.get(MODE_ENV, "cold").strip().lower() or "cold"
+    """The launch mode when none is asked for: $BUGMATRIX_LAUNCH_MODE (warm | cold), else `DEFAULT_MODE`; a value
+    that is neither raises ValueError naming the variable."""
+    mode = os.environ.get(MODE_ENV, DEFAULT_MODE).strip().lower() or DEFAULT_MODE
     if mode not in MODES:
         raise ValueError(f"${MODE_ENV}: {mode!r} is not one of {', '.join(MODES)}")
     return mode

@@ -16,7 +16,11 @@ LOG_EXCERPT_CHARS = 4000
 # `--json` payload and fingerprint (`job.fingerprint` takes the set ones; `run_digest` measures the case, not a
 # result). A set one is held in `Result.extra`, written at the top level of a record row and a payload item, in the
 # store's `extra` column, and read back from each; a record row's is checked against its type.
-OPTIONAL_FIELDS: dict[str, type] = {}
+OPTIONAL_FIELDS: dict[str, type] = {
+    # how the job was launched: "cold" (under torchrun) or "warm" (forked from a warm parent, harness/launch/warm.py);
+    # unset on results recorded before launches said so (all of them cold) and on results that launched nothing
+    "launch": str,
+}
 
 
 class Result(BaseModel):

@@ -213,8 +213,10 @@ class Session:
         resume: Resume = NO_RESUME,
         observers: Sequence[Observer] = (),
         repeat: int = 1,
+        launch_mode: str | None = None,
     ) -> None:
         self.environments, self.resume, self.observers, self.repeat = environments, resume, list(observers), repeat
+        self.launch_mode = launch_mode  # cold | warm; None: $BUGMATRIX_LAUNCH_MODE, else the default
         self._lock = threading.Lock()
 
     def run(self, jobs: list[Job], cores: int = 1) -> list[Result]:
@@ -261,5 +263,8 @@ class Session:
         if earlier is not None:  # what it observed still stands; what is expected of it is today's rules' call
             return expected_for(job.case.spec.variants[job.variant], earlier), True
         env, problem, versions = self.environments.get(job)
-        result = infra_result(job, problem, versions) if env is None else execute_repeated(job, env, self.repeat)
+        if env is None:
+            result = infra_result(job, problem, versions)
+        else:
+            result = execute_repeated(job, env, self.repeat, self.launch_mode)
         return result.model_copy(update={"fingerprint": fprint, "digest": run_digest(job.case, job.variant)}), False

@@ -150,6 +150,7 @@ class CaseProber:
         self.session = Session(
             MatrixEnvironments(p.envs),
             repeat=p.repeat,
+            launch_mode=p.launch_mode,
             resume=self.resume,
             observers=[Recorder(p.store, p.run_id), _ProbeLog(self), *p.observers],
         )

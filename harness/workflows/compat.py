@@ -79,6 +79,7 @@ def walk(
             MatrixEnvironments(probing.envs),
             resume=resume,
             repeat=probing.repeat,
+            launch_mode=probing.launch_mode,
             observers=[Recorder(probing.store, probing.run_id), *probing.observers],
         )
         results = session.run(jobs, cores=probing.cores)

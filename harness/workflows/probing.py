@@ -24,7 +24,7 @@ def _silent(line: str) -> None:
 class Probing:
     """Where probes launch (`matrix`, `envs`), where they are recorded (`store` under `run_id`), and how: `cores` to
     use, each probe launched `repeat` times (disagreement is `flaky`), `redo` to launch again what the store holds,
-    extra `observers` of each result, and `say` for progress lines."""
+    `launch_mode` (cold or warm), extra `observers` of each result, and `say` for progress lines."""
 
     matrix: Matrix
     envs: CellEnvironments
@@ -33,5 +33,6 @@ class Probing:
     cores: int = 1
     repeat: int = 1
     redo: bool = False
+    launch_mode: str | None = None  # cold | warm; None: $BUGMATRIX_LAUNCH_MODE, else the default
     observers: Sequence[Observer] = ()
     say: Callable[[str], None] = field(default=_silent)
