@@ -362,3 +362,26 @@ def test_run_says_how_each_job_was_launched_and_cold_or_warm_share_a_fingerprint
     with pytest.raises(SystemExit) as both:
         main([*base, "--cold", "--warm"])
     assert both.value.code == 2
+
+
+def test_warm_ranks_draw_fresh_random_numbers_as_cold_ones_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """numpy's and `random`'s global generators are seeded at import from the OS; a rank forked from a parent that
+    imported them must not draw its parent's numbers (every rank and every launch the same)."""
+    from harness.launch import torchrun
+
+    monkeypatch.setattr(torchrun, "WARM_IMPORTS", ("torch", "numpy.random", "random"))
+    path = script(
+        tmp_path,
+        """
+        import json, os, random, sys
+        import numpy
+        out = os.path.join(os.path.dirname(__file__), "%s-%s.json" % (sys.argv[1], os.environ["RANK"]))
+        with open(out, "w") as fh:
+            json.dump([random.random(), float(numpy.random.rand())], fh)
+        """,
+    )
+    for tag in ("a", "b"):
+        result = launch(sys.executable, path, [tag], 2, 60, mode="warm")
+        assert result.mode == "warm" and result.returncode == 0, result.agent_log
+    drawn = [tuple(json.loads((path.parent / f"{t}-{r}.json").read_text())) for t in "ab" for r in (0, 1)]
+    assert len({d[0] for d in drawn}) == 4 and len({d[1] for d in drawn}) == 4, drawn

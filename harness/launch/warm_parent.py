@@ -192,6 +192,9 @@ def _rank(request, rank, reader, wrapper):
     import tempfile
 
     tempfile.tempdir = None  # read $TMPDIR again: this launch's folder
+    generator = sys.modules.get("numpy.random")  # imported in the parent: its global generator was seeded there
+    if generator is not None:  # a cold rank seeds it from the OS at import; so does this one (`random` does at fork)
+        generator.seed()
     script = request["script"]
     os.chdir(os.path.dirname(script))
     wrapper.main([wrapper.__file__, script] + list(request["args"]))  # exits through SystemExit
