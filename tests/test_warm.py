@@ -385,3 +385,22 @@ def test_warm_ranks_draw_fresh_random_numbers_as_cold_ones_do(tmp_path: Path, mo
         assert result.mode == "warm" and result.returncode == 0, result.agent_log
     drawn = [tuple(json.loads((path.parent / f"{t}-{r}.json").read_text())) for t in "ab" for r in (0, 1)]
     assert len({d[0] for d in drawn}) == 4 and len({d[1] for d in drawn}) == 4, drawn
+
+
+def test_deleting_an_environment_ends_its_warm_parents_first(tmp_path: Path) -> None:
+    """A parent holding a deleted environment's files would keep them on disk (and miscount its size): eviction,
+    `--disk-budget` and `env prune` delete through `EnvCache.remove`, which ends that environment's parents first."""
+    from harness.matrix.envcache import EnvCache
+
+    cache = EnvCache(tmp_path / "envs")
+    folder = cache.path("abc123")
+    (folder / "bin").mkdir(parents=True)
+    python = folder / "bin" / "python"
+    python.symlink_to(sys.executable)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    mine = warm.parent_for(warm.ParentSpec(str(python), ("json",), env))
+    other = warm.parent_for(warm.ParentSpec(sys.executable, ("json",), env))
+    assert cache.remove("abc123") and not folder.exists()
+    assert mine.proc.poll() is not None and mine not in warm.parents()
+    assert other.proc.poll() is None and other in warm.parents()  # another environment's parent lives on
+    warm.retire(sys.executable)

@@ -376,11 +376,18 @@ def parents() -> list[WarmParent]:
         return list(_parents.values())
 
 
-def retire(python: str | None = None) -> None:
-    """End the parents of `python` (every parent when None): its environment is about to be deleted."""
+def retire(python: str | None = None, under: Path | None = None) -> None:
+    """End the parents of `python`, or of every interpreter inside the folder `under` (every parent when neither):
+    their environment is about to be deleted, and a parent holding its files would keep them on disk."""
     with _parents_lock:
-        for key in [k for k in _parents if python is None or k[0] == python]:
+        for key in [k for k in _parents if _serves(k[0], python, under)]:
             _parents.pop(key).close()
+
+
+def _serves(interpreter: str, python: str | None, under: Path | None) -> bool:
+    if python is not None:
+        return interpreter == python
+    return under is None or Path(interpreter).is_relative_to(under)
 
 
 def shutdown() -> None:

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from harness.launch import warm
 from harness.launch.interpreter import Environment, InterpreterError, inspect_interpreter
 from harness.launch.torchrun import run_abortable
 from harness.matrix.basics import default_envs
@@ -280,6 +281,7 @@ class EnvCache:
                 fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 return False
+            warm.retire(under=self.path(key))  # a warm parent of this environment would keep its files on disk
             shutil.rmtree(self.path(key), ignore_errors=True)
             return True
 
