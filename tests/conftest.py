@@ -89,6 +89,15 @@ def make_case(tmp_path: Path) -> MakeCase:
     return make
 
 
+@pytest.fixture(params=["cold", "warm"])
+def launch_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test that uses it runs twice: its launches cold (under torchrun) and warm (forked from a warm parent),
+    through $BUGMATRIX_LAUNCH_MODE, which the harness reads in this process and in every `bugmatrix` it starts.
+    The four launch test files take it for every test (their guarantees hold in both modes, issue 36)."""
+    monkeypatch.setenv("BUGMATRIX_LAUNCH_MODE", request.param)
+    return str(request.param)
+
+
 @pytest.fixture(scope="session")
 def env() -> Environment:
     """The environment the tests run in (it has torch, so torchrun works)."""

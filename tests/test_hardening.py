@@ -27,6 +27,8 @@ from tests.helpers import leftovers, run_one
 
 from .conftest import MakeCase
 
+pytestmark = pytest.mark.usefixtures("launch_mode")  # every test cold and warm (tests/conftest.py)
+
 pytest_plugins = ["pytester"]
 
 HANGS = """

@@ -21,6 +21,8 @@ from tests.helpers import leftovers
 
 from .fakeindex import FakeRelease, build_index, fake_torch
 
+pytestmark = pytest.mark.usefixtures("launch_mode")  # every test cold and warm (tests/conftest.py)
+
 VERSIONS = ["1.0", "1.1", "1.2", "1.3"]
 SCRIPT = """
 import os, sys, time

@@ -20,6 +20,8 @@ from harness.model.outcome import Outcome, RankState
 from harness.session.plan import Selection, plan_local
 from tests.helpers import MakeCase, leftovers, run_one
 
+pytestmark = pytest.mark.usefixtures("launch_mode")  # every test cold and warm (tests/conftest.py)
+
 BARRIER = """
 import os, sys, torch.distributed as dist
 dist.init_process_group("gloo")

@@ -29,6 +29,8 @@ from tests.helpers import leftovers, run_one
 
 from .conftest import MakeCase
 
+pytestmark = pytest.mark.usefixtures("launch_mode")  # every test cold and warm (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # ---------------------------------------------------------------------------------------------------------- A
