@@ -69,10 +69,11 @@ class ParentMemory:
     def _run(self) -> None:
         while not self._stop.wait(1.0):
             rss_sum = pss_sum = 0
-            for proc in psutil.process_iter(["pid", "cmdline"]):
-                cmd = proc.info["cmdline"] or []
-                if len(cmd) < 2 or not cmd[1].endswith(PARENT):
+            found = {p.pid: p for p in psutil.process_iter(["pid", "ppid", "cmdline"]) if _parent_line(p)}
+            for proc in found.values():
+                if proc.info["ppid"] in found:  # a launch's agent or rank: a fork, carrying its parent's command line
                     continue
+                cmd = proc.info["cmdline"]
                 try:
                     full = proc.memory_full_info()
                 except (psutil.Error, OSError):
@@ -83,6 +84,11 @@ class ParentMemory:
                 imports = " ".join(cmd[2 : cmd.index("->")] if "->" in cmd else cmd[2:3])
                 self.peaks[proc.pid] = (max(was[0], rss), max(was[1], pss), f"{cmd[0]} [{imports}]")
             self.total = (max(self.total[0], rss_sum), max(self.total[1], pss_sum))
+
+
+def _parent_line(proc: psutil.Process) -> bool:
+    cmd = proc.info["cmdline"] or []
+    return len(cmd) >= 2 and cmd[1].endswith(PARENT)
 
 
 def bugmatrix(args: list[str], mode: str, db: Path) -> tuple[float, subprocess.CompletedProcess[str]]:
