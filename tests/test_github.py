@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import re
@@ -22,7 +23,7 @@ import harness.matrix.resolve
 from harness.cli import main  # imported before any test patches what it imports
 from harness.matrix.basics import MatrixError
 from harness.matrix.expand import load_matrix
-from harness.output.github import MAX_JOBS, job_matrix, split_list
+from harness.output.github import MAX_JOBS, cold_cell, job_matrix, split_list
 
 from .fakeindex import FakeRelease, build_index
 
@@ -82,6 +83,7 @@ def entry(cell: str, device: str = "cpu", **more: object) -> dict[str, object]:
         "device": device,
         "runs-on": GPU if device == "cuda" else "ubuntu-latest",
         "slug": cell,
+        "launch": "",
         **more,
     }
 
@@ -159,8 +161,42 @@ def test_a_cell_name_unfit_for_an_artifact_gets_a_slug(tmp_path: Path, index: st
     groups = [{"name": "rec{fakerec}", "axes": {"fakerec": ["==1.0.*"]}}]
     matrix = load_matrix(write_matrix(tmp_path, index, groups=groups))
     assert job_matrix(matrix, cells="rec*")["include"] == [
-        {"cell": "rec==1.0.*", "device": "cpu", "runs-on": "ubuntu-latest", "slug": "rec__1.0._"}
+        {"cell": "rec==1.0.*", "device": "cpu", "runs-on": "ubuntu-latest", "slug": "rec__1.0._", "launch": ""}
     ]
+
+
+def test_the_night_s_cold_cell_gets_a_second_entry_after_its_own(tmp_path: Path, index: str) -> None:
+    """With `cold_day`, one selected CPU cell (in turn by the day's ordinal, sorted by name) is planned twice: its
+    own entry, then a cold one with its own slug (issue 36); never a CUDA cell, and the job limit counts it."""
+    matrix = load_matrix(write_matrix(tmp_path, index))
+    cpu = ["default", "fakerec-1.0.0-cpu", "fakerec-1.1.0-cpu"]
+    day = datetime.date(2026, 11, 28)
+    cold = cpu[day.toordinal() % 3]
+    assert cold_cell(reversed(cpu), day) == cold and cold_cell([], day) is None
+    include = job_matrix(matrix, cold_day=day)["include"]
+    at = [e["cell"] for e in include].index(cold)
+    assert include[at : at + 2] == [entry(cold), entry(cold, slug=f"{cold}--cold", launch="cold")]
+    assert len(include) == 6 and [e["launch"] for e in include].count("cold") == 1
+    # the next day, the next cell; a selection of CUDA cells only has none to run cold
+    following = job_matrix(matrix, cold_day=day + datetime.timedelta(days=1))["include"]
+    assert [e["cell"] for e in following if e["launch"] == "cold"] == [cpu[(cpu.index(cold) + 1) % 3]]
+    assert all(e["launch"] == "" for e in job_matrix(matrix, cells="*-cuda", cold_day=day)["include"])
+    assert job_matrix(matrix, cells="default", cold_day=day)["include"][1]["slug"] == "default--cold"
+    cells = [{"name": f"c{i}", "pins": {"fakerec": "1.0.0"}} for i in range(MAX_JOBS)]
+    (tmp_path / "full").mkdir()
+    full = load_matrix(write_matrix(tmp_path / "full", index, cells=cells, groups=[]))
+    assert len(job_matrix(full)["include"]) == MAX_JOBS
+    with pytest.raises(MatrixError, match="257 jobs, but GitHub Actions runs at most 256"):
+        job_matrix(full, cold_day=day)
+
+
+def test_a_cold_slug_may_not_take_another_cells_name(tmp_path: Path, index: str) -> None:
+    cells = [{"name": "a", "pins": {"fakerec": "1.0.0"}}, {"name": "a--cold", "pins": {"fakerec": "1.0.0"}}]
+    matrix = load_matrix(write_matrix(tmp_path, index, cells=cells, groups=[]))
+    day = datetime.date(2026, 1, 1)
+    day += datetime.timedelta(days=day.toordinal() % 2)  # an even ordinal: the turn of "a"
+    with pytest.raises(MatrixError, match="cells 'a' and 'a--cold' both give the artifact name 'a--cold'"):
+        job_matrix(matrix, cold_day=day)
 
 
 def test_split_list() -> None:
@@ -449,7 +485,11 @@ def test_nightly_plans_runs_every_cell_and_aggregates() -> None:
     assert cell["runs-on"] == "${{ matrix.runs-on }}"
     cell_script = "\n".join(s.get("run", "") for s in cell["steps"])
     assert 'bugmatrix env build "$CELL"' in cell_script
-    assert 'bugmatrix nightly cell --cell "$CELL" --slug "$SLUG" --cases "$CASES" --results results' in cell_script
+    assert (
+        'bugmatrix nightly cell --cell "$CELL" --slug "$SLUG" --cases "$CASES" --launch "$LAUNCH" --results results'
+        in cell_script
+    )
+    assert cell["env"]["LAUNCH"] == "${{ matrix.launch }}"  # cold for tonight's cold entry
     uploads = [s for s in cell["steps"] if s.get("uses", "").startswith("actions/upload-artifact@")]
     assert uploads[0]["with"]["name"] == "results-${{ matrix.slug }}"
     # a failing cell (its step exits with `bugmatrix run`'s code) still uploads its results

@@ -18,6 +18,7 @@ cells are tested in tests/test_matrix_run.py).
 
 from __future__ import annotations
 
+import datetime
 import io
 import json
 import shutil
@@ -44,6 +45,9 @@ from harness.workflows.nightly import Actions
 CASE = "fakelib-1-bug"
 GPU = ["self-hosted", "linux", "x64", "gpu"]
 R, F = Outcome.REPRODUCED, Outcome.FIXED
+# the CPU cells sorted by name are fakelib-latest, fakelib-lts: an even day's ordinal runs the first cold, an odd one
+# the second
+LATEST_COLD, LTS_COLD = datetime.date(2026, 11, 28), datetime.date(2026, 11, 29)
 
 
 def result(
@@ -177,10 +181,12 @@ def test_truthy_compares_like_a_github_expression(value: str | None, expected: b
 
 def test_plan_leaves_the_cuda_cells_out_without_gpu_runners(tmp_path: Path, step: Step) -> None:
     matrix = load_matrix(write_matrix(tmp_path))
-    assert nightly.run_plan(matrix, "", "", False, step.actions) == 0
+    assert nightly.run_plan(matrix, "", "", False, step.actions, LATEST_COLD) == 0
+    latest = {"cell": "fakelib-latest", "device": "cpu", "runs-on": "ubuntu-latest", "slug": "fakelib-latest"}
     include = [
-        {"cell": "fakelib-lts", "device": "cpu", "runs-on": "ubuntu-latest", "slug": "fakelib-lts"},
-        {"cell": "fakelib-latest", "device": "cpu", "runs-on": "ubuntu-latest", "slug": "fakelib-latest"},
+        {"cell": "fakelib-lts", "device": "cpu", "runs-on": "ubuntu-latest", "slug": "fakelib-lts", "launch": ""},
+        latest | {"launch": ""},
+        latest | {"slug": "fakelib-latest--cold", "launch": "cold"},  # tonight's turn to run cold as well
     ]
     assert json.loads(step.outputs["matrix"]) == {"include": include}
     assert step.log.splitlines() == [
@@ -191,26 +197,34 @@ def test_plan_leaves_the_cuda_cells_out_without_gpu_runners(tmp_path: Path, step
     assert step.summary.splitlines() == [
         "## Planned cells",
         "",
-        "| cell | device | runs on | cases |",
-        "|---|---|---|---|",
-        "| fakelib-lts | cpu | ubuntu-latest | all |",
-        "| fakelib-latest | cpu | ubuntu-latest | all |",
+        "| cell | device | launch | runs on | cases |",
+        "|---|---|---|---|---|",
+        "| fakelib-lts | cpu | default | ubuntu-latest | all |",
+        "| fakelib-latest | cpu | default | ubuntu-latest | all |",
+        "| fakelib-latest | cpu | cold | ubuntu-latest | all |",
+        "",
+        "Runs cold tonight (one CPU cell a night, in turn): **fakelib-latest**. The aggregate step compares its "
+        "cold results with its default ones and fails the night on any difference.",
     ]
 
 
 def test_plan_keeps_the_cuda_cells_with_gpu_runners(tmp_path: Path, step: Step) -> None:
     matrix = load_matrix(write_matrix(tmp_path))
     assert nightly.run_plan(matrix, "*-cuda", "lightning,torchrec", True, step.actions) == 0
-    [entry] = json.loads(step.outputs["matrix"])["include"]
+    [entry] = json.loads(step.outputs["matrix"])["include"]  # no CPU cell: none runs cold
     assert entry == {
         "cell": "fakelib-latest-cuda",
         "device": "cuda",
         "runs-on": GPU,
         "slug": "fakelib-latest-cuda",
+        "launch": "",
         "cases": "lightning torchrec",
     }
     assert "::notice" not in step.log
-    assert "| fakelib-latest-cuda | cuda | self-hosted, linux, x64, gpu | lightning torchrec |" in step.summary
+    assert "| fakelib-latest-cuda | cuda | default | self-hosted, linux, x64, gpu | lightning torchrec |" in (
+        step.summary
+    )
+    assert "none runs cold tonight" in step.summary
 
 
 def test_a_plan_with_only_cuda_cells_and_no_gpu_runner_is_an_error(tmp_path: Path, step: Step) -> None:
@@ -247,7 +261,7 @@ def test_bugmatrix_nightly_plan(
     assert main(["nightly", "plan", "--matrix", str(path), "--cells", "fakelib-l*", "--cuda-runners", "true"]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[-1] == (tmp_path / "output").read_text().strip().removeprefix("matrix=")
-    assert len(json.loads(out.splitlines()[-1])["include"]) == 3
+    assert len(json.loads(out.splitlines()[-1])["include"]) == 4  # 3 cells, one CPU cell twice (cold)
     (tmp_path / "broken.yaml").write_text("cells: [")
     assert main(["nightly", "plan", "--matrix", str(tmp_path / "broken.yaml")]) == 2
     said = capsys.readouterr()
@@ -255,6 +269,40 @@ def test_bugmatrix_nightly_plan(
     assert said.err.startswith("bugmatrix nightly: ") and said.err.count("\n") == 1, said.err
     assert main(["nightly", "plan", "--matrix", str(path), "--cells", "torchrec-9.*"]) == 2
     assert "::error title=Cannot plan the cells::" in capsys.readouterr().out
+
+
+def test_one_cpu_cell_a_night_runs_cold_as_well_in_turn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`nightly plan --date` (issue 36; 93b7231 had no cold entry and no --date): the CPU cells in turn by the
+    day's ordinal, sorted by name, each night one of them planned a second time, cold, with its own slug; every
+    other entry runs in the default mode (`launch: ""`); the summary names tonight's cold cell; a CUDA cell never
+    runs cold; a bad date is one line, exit 2."""
+    monkeypatch.delenv("GITHUB_OUTPUT", raising=False)
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "summary.md"))
+    path = write_matrix(tmp_path)
+
+    def plan(day: datetime.date) -> list[dict[str, Any]]:
+        argv = ["nightly", "plan", "--matrix", str(path), "--cuda-runners", "true", "--date", day.isoformat()]
+        assert main(argv) == 0
+        return list(json.loads(capsys.readouterr().out.splitlines()[-1])["include"])
+
+    cold = {}
+    for day in (LATEST_COLD, LTS_COLD, LTS_COLD + datetime.timedelta(days=1)):
+        include = plan(day)
+        [entry] = [e for e in include if e["launch"] == "cold"]
+        assert [e["launch"] for e in include].count("") == 3  # the three cells, each in the default mode
+        own = next(e for e in include if e["cell"] == entry["cell"] and e["launch"] == "")
+        assert entry == own | {"slug": own["slug"] + "--cold", "launch": "cold"}
+        assert include.index(entry) == include.index(own) + 1 and entry["device"] == "cpu"
+        cold[day] = entry["cell"]
+    assert list(cold.values()) == ["fakelib-latest", "fakelib-lts", "fakelib-latest"]
+    assert f"Runs cold tonight (one CPU cell a night, in turn): **{cold[LTS_COLD]}**." in (
+        (tmp_path / "summary.md").read_text()
+    )
+    assert main(["nightly", "plan", "--matrix", str(path), "--date", "2026-13-01"]) == 2
+    said = capsys.readouterr()
+    assert said.err.strip().endswith("--date '2026-13-01': not a date (YYYY-MM-DD)") and said.err.count("\n") == 1
 
 
 # --- cell ------------------------------------------------------------------------------------------------------
@@ -323,6 +371,24 @@ def test_bugmatrix_nightly_cell_runs_bugmatrix_run(tmp_path: Path, monkeypatch: 
         tmp_path / "cases",
     )
     assert (tmp_path / "results" / "fakelib-lts.exit-code").read_text() == "1\n"
+
+
+@pytest.mark.parametrize(("launch", "mode"), [("cold", "cold"), ("warm", "warm"), ("", None)])
+def test_bugmatrix_nightly_cell_launches_as_the_plan_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, launch: str, mode: str | None
+) -> None:
+    """`nightly cell --launch` (issue 36; 93b7231 had no such option): cold or warm reaches the run as
+    `RunOptions.launch_mode`; '' leaves it to the default mode (None); the cold run is named so in the summary."""
+    seen: list[RunOptions] = []
+    monkeypatch.setattr(harness.commands.run, "execute", lambda options: seen.append(options) or 0)
+    monkeypatch.delenv("GITHUB_OUTPUT", raising=False)
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "summary.md"))
+    argv = ["nightly", "cell", "--cell", "fakelib-lts", "--slug", "fakelib-lts--cold", "--launch", launch]
+    assert main([*argv, "--results", str(tmp_path / "results")]) == 0
+    [options] = seen
+    assert options.launch_mode == mode and options.db == tmp_path / "results" / "fakelib-lts--cold.db"
+    name = f"fakelib-lts ({launch})" if launch else "fakelib-lts"
+    assert (tmp_path / "summary.md").read_text().startswith(f"**{name}**: `bugmatrix run` exited 0")
 
 
 # --- the stand-in for GitHub: runs, artifacts, issues ---------------------------------------------------------
@@ -529,6 +595,94 @@ def test_empty_shards_fail_the_night(tmp_path: Path, step: Step) -> None:
     assert decided == nightly.Verdict(1) and "::error title=No results::the cells' stores hold no result" in step.log
 
 
+COLD_PLAN = [
+    {"cell": "fakelib-lts", "slug": "fakelib-lts", "launch": ""},
+    {"cell": "fakelib-latest", "slug": "fakelib-latest", "launch": ""},
+    {"cell": "fakelib-latest", "slug": "fakelib-latest--cold", "launch": "cold"},
+]
+
+
+def launched(r: Result, how: str) -> Result:
+    return r.model_copy(update={"extra": {"launch": how}})
+
+
+def cold_night(shards: Path, cold_latest: Result | None) -> None:
+    """Tonight's shards: both cells warm (fakelib-latest also under another case), fakelib-latest cold as well
+    (`cold_latest`; None: its shard is missing). The same cells' results, measured later, in the cold shard."""
+    other = result(F, F, "1.4", case="other-case")
+    store(shards / "fakelib-lts.db", ("fakelib-lts", launched(result(R, R), "warm")))
+    store(
+        shards / "fakelib-latest.db",
+        ("fakelib-latest", launched(result(F, F, "1.4"), "warm")),
+        ("fakelib-latest", launched(other, "warm")),
+    )
+    (shards / "fakelib-lts.exit-code").write_text("0\n")
+    (shards / "fakelib-latest.exit-code").write_text("0\n")
+    if cold_latest is not None:
+        later = other.model_copy(update={"started_at": 500.0})
+        store(
+            shards / "fakelib-latest--cold.db",
+            ("fakelib-latest", launched(cold_latest, "cold")),
+            ("fakelib-latest", launched(later, "cold")),
+        )
+        (shards / "fakelib-latest--cold.exit-code").write_text("0\n")
+
+
+def test_a_cold_shard_equal_to_the_warm_one_passes_and_is_not_merged(tmp_path: Path, step: Step) -> None:
+    """The night's cold run of one cell (issue 36; 93b7231 merged it like any shard, where its newer results
+    shadowed the cell's own): compared with that cell's shard by `launch_parity`, never merged; equal: a table
+    in the summary, and the night passes."""
+    shards = tmp_path / "shards"
+    cold_night(shards, result(F, F, "1.4", started_at=500.0))
+    decided = nightly.aggregate(shards, tmp_path / "results", COLD_PLAN, None, tmp_path, step.actions)
+    merged = ResultStore(tmp_path / "results" / "nightly.db")
+    assert len(merged.runs()) == 2  # the two warm shards, not the cold one
+    assert sorted(r.extra["launch"] for _, r in merged.latest()) == ["warm"] * 3
+    assert decided.exit_code == 0 and decided == nightly.Verdict(0, True, None, 0)
+    assert "| fakelib-latest (cold) | 0 |" in step.summary
+    assert "## Warm/cold parity" in step.summary and "`fakelib-latest` ran twice tonight" in step.summary
+    assert "| cell | jobs | launches (warm) | launches (cold) | equal | differ | unmatched |" in step.summary
+    assert "| fakelib-latest | 2 | warm 2 | cold 2 | 2 | 0 | 0 |" in step.summary
+    assert "No difference: 2 of 2 matched job(s) equal." in step.summary
+    assert "::error" not in step.log
+
+
+def test_a_warm_cold_difference_fails_the_night(tmp_path: Path, step: Step) -> None:
+    """One job whose cold outcome differs from its warm one: the difference (both outcomes and reasons) in the
+    summary, an error annotation "Warm/cold difference", exit 1, though nothing regressed."""
+    shards = tmp_path / "shards"
+    cold = result(R, F, "1.4", started_at=500.0).model_copy(update={"reason": "REPRODUCED cold"})
+    cold_night(shards, cold)
+    decided = nightly.aggregate(shards, tmp_path / "results", COLD_PLAN, None, tmp_path, step.actions)
+    assert decided.exit_code == 1 and decided == nightly.Verdict(1, True, None, 1)
+    assert "| fakelib-latest | 2 | warm 2 | cold 2 | 1 | 1 | 0 |" in step.summary
+    assert "**1 difference(s)** (cold → warm):" in step.summary
+    assert f"| fakelib-latest | {CASE}::bug[cpu-1] | reproduced | fixed | REPRODUCED cold | fake |" in step.summary
+    assert (
+        f"::error title=Warm/cold difference::fakelib-latest: 1 job(s) whose outcome differs between the cold and "
+        f"the warm launch: {CASE}::bug[cpu-1]; see the summary"
+    ) in step.log
+    # the merged store is tonight's warm results alone: the cold `reproduced` shadows nothing
+    assert {r.outcome for _, r in ResultStore(tmp_path / "results" / "nightly.db").latest()} == {R, F}
+    assert [r.outcome for c, r in ResultStore(tmp_path / "results" / "nightly.db").latest() if c != "fakelib-lts"] == [
+        F,
+        F,
+    ]
+
+
+def test_a_missing_cold_shard_is_a_notice_not_a_failure(tmp_path: Path, step: Step) -> None:
+    shards = tmp_path / "shards"
+    cold_night(shards, None)
+    decided = nightly.aggregate(shards, tmp_path / "results", COLD_PLAN, None, tmp_path, step.actions)
+    assert "warm/cold not compared: fakelib-latest" in step.log
+    assert decided == nightly.Verdict(0, True, None, None)
+    assert (
+        "::notice title=Warm/cold not compared::warm/cold not compared: fakelib-latest: no shard "
+        "fakelib-latest--cold.db (its job failed, timed out or was cancelled)"
+    ) in step.log
+    assert "| fakelib-latest (cold) | no results" in step.summary
+
+
 def test_a_baseline_may_be_a_store_file(tmp_path: Path, step: Step) -> None:
     store(tmp_path / "shards" / "c.db", ("c", result(F, F)))
     old = store(tmp_path / "old.db", ("c", result(F, F)))
@@ -697,13 +851,16 @@ class Replay:
         monkeypatch.setattr(harness.commands.run, "execute", self.fake_run)
 
     def fake_run(self, args: RunOptions) -> int:
-        """`bugmatrix run --cell CELL --db DB`: fakelib < 1.3 (and 1.5) has the bug; the case expects it fixed
-        from 1.3 on. Exit 1 when an outcome is not the expected one."""
+        """`bugmatrix run --cell CELL --db DB [--cold|--warm]`: fakelib < 1.3 (and 1.5) has the bug; the case
+        expects it fixed from 1.3 on; launched warm unless asked cold. Exit 1 when an outcome is not the expected
+        one."""
         [cell] = args.cell
         version = self.world[cell]
         outcome = R if version in ("1.2", "1.5") else F
         expected = R if version < "1.3" else F
-        store(args.db, (cell, result(outcome, expected, version, started_at=100.0 + 1000 * len(self.gh.runs))))
+        measured = result(outcome, expected, version, started_at=100.0 + 1000 * len(self.gh.runs))
+        measured.extra["launch"] = args.launch_mode or "warm"
+        store(args.db, (cell, measured))
         return 0 if outcome == expected else 1
 
     def step(self, folder: Path, argv: list[str]) -> tuple[int, Step]:
@@ -726,12 +883,13 @@ class Replay:
         steps, rcs = {}, {}
         rcs["plan"], steps["plan"] = self.step(
             base / "plan",
-            ["nightly", "plan", "--matrix", str(matrix), "--cells", "", "--cases", "", "--cuda-runners", ""],
+            ["nightly", "plan", "--matrix", str(matrix), "--cells", "", "--cases", "", "--cuda-runners", ""]
+            + ["--date", (LATEST_COLD + datetime.timedelta(days=number - 1)).isoformat()],
         )
         plan = steps["plan"].outputs["matrix"]
         shards = base / "shards"  # download-artifact, pattern results-*, merge-multiple
         for entry in json.loads(plan)["include"]:
-            key = f"cell {entry['cell']}"
+            key = f"cell {entry['cell']}" + (f" ({entry['launch']})" if entry["launch"] else "")
             rcs[key], steps[key] = self.step(
                 base / entry["slug"],
                 [
@@ -745,6 +903,8 @@ class Replay:
                     entry["slug"],
                     "--cases",
                     entry.get("cases", ""),
+                    "--launch",
+                    entry["launch"],
                     "--results",
                     str(shards),
                 ],
@@ -819,21 +979,38 @@ def test_three_nights(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: p
     replay = Replay(tmp_path, monkeypatch, capsys)
     pulls = replay.gh.pulls
 
-    # night 1: as expected everywhere, the CUDA cell left out, an empty record: nothing to compare with
+    # night 1: as expected everywhere, the CUDA cell left out, an empty record: nothing to compare with;
+    # fakelib-latest's turn to run cold as well: the same outcomes
     first = replay.night("1.2", "1.4")
     plan = first.steps["plan"]
-    assert [e["cell"] for e in json.loads(plan.outputs["matrix"])["include"]] == ["fakelib-lts", "fakelib-latest"]
+    assert [(e["cell"], e["launch"]) for e in json.loads(plan.outputs["matrix"])["include"]] == [
+        ("fakelib-lts", ""),
+        ("fakelib-latest", ""),
+        ("fakelib-latest", "cold"),
+    ]
     assert "::notice title=CUDA cells skipped::fakelib-latest-cuda" in plan.log
-    assert "| fakelib-latest | cpu | ubuntu-latest | all |" in plan.summary
-    assert first.rcs == {"plan": 0, "cell fakelib-lts": 0, "cell fakelib-latest": 0, "aggregate": 0, "record-pr": 0}
+    assert "| fakelib-latest | cpu | default | ubuntu-latest | all |" in plan.summary
+    assert "Runs cold tonight (one CPU cell a night, in turn): **fakelib-latest**." in plan.summary
+    assert first.rcs == {
+        "plan": 0,
+        "cell fakelib-lts": 0,
+        "cell fakelib-latest": 0,
+        "cell fakelib-latest (cold)": 0,
+        "aggregate": 0,
+        "record-pr": 0,
+    }
+    assert "**fakelib-latest (cold)**: `bugmatrix run` exited 0" in first.steps["cell fakelib-latest (cold)"].summary
     assert first.steps["cell fakelib-lts"].outputs == {"exit-code": "0"}
     aggregate = first.steps["aggregate"]
     assert sorted((c, r.case, r.outcome.value) for c, r in ResultStore(first.results / "nightly.db").latest()) == [
         ("fakelib-latest", CASE, "fixed"),
         ("fakelib-lts", CASE, "reproduced"),
     ]
-    assert len(ResultStore(first.results / "nightly.db").runs()) == 2  # one run per shard
+    assert len(ResultStore(first.results / "nightly.db").runs()) == 2  # one run per shard, the cold one not merged
     assert "| fakelib-lts | 0 |" in aggregate.summary and "| fakelib-latest | 0 |" in aggregate.summary
+    assert "| fakelib-latest (cold) | 0 |" in aggregate.summary
+    assert "| fakelib-latest | 1 | warm 1 | cold 1 | 1 | 0 | 0 |" in aggregate.summary  # warm/cold parity
+    assert "No difference: 1 of 1 matched job(s) equal." in aggregate.summary
     assert "## bugmatrix report" in aggregate.summary
     assert f"| {CASE} · bug (cpu) | R | F |" in aggregate.summary  # the plan's cell order
     html = (first.results / "report.html").read_text()
@@ -857,6 +1034,7 @@ def test_three_nights(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: p
     # night 2: fakelib 1.5 brings the bug back where the case expects it fixed; its pull request is left open
     second = replay.night("1.2", "1.5", merge=False)
     assert second.rcs["cell fakelib-lts"] == 0 and second.rcs["cell fakelib-latest"] == 1
+    assert second.rcs["cell fakelib-lts (cold)"] == 0  # the next cell's turn to run cold
     assert "::error title=fakelib-latest::bugmatrix run exited 1" in second.steps["cell fakelib-latest"].log
     aggregate = second.steps["aggregate"]
     assert second.rcs["aggregate"] == 1
@@ -885,7 +1063,14 @@ def test_three_nights(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: p
     # night 3: the unmerged regression is not the baseline (the record is); a fix is no failure
     third = replay.night("1.4", "1.4")
     aggregate = third.steps["aggregate"]
-    assert third.rcs == {"plan": 0, "cell fakelib-lts": 0, "cell fakelib-latest": 0, "aggregate": 0, "record-pr": 0}
+    assert third.rcs == {
+        "plan": 0,
+        "cell fakelib-lts": 0,
+        "cell fakelib-latest": 0,
+        "cell fakelib-latest (cold)": 0,
+        "aggregate": 0,
+        "record-pr": 0,
+    }
     assert f"| fixed | fakelib-lts | {CASE}::bug[cpu-1] | reproduced | fixed | fixed |" in aggregate.summary
     assert "unexpected regression" not in aggregate.summary and "::error" not in aggregate.log
     assert aggregate.outputs == {"report": "true", "regressions": "0"}

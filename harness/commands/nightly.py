@@ -4,8 +4,8 @@ step decides is in harness/workflows/nightly.py; the cell step drives `bugmatrix
 (`harness.commands.run.execute`), never through a command line.
 
 Exit codes: as each step says (`plan`: 2 an invalid matrix or an empty plan; `cell`: the run's own code; `aggregate`:
-1 only on an unexpected regression or when no cell left results, 2 an invalid plan or shard; the others 0, or 2 on
-bad input).
+1 only on an unexpected regression, a warm/cold difference or when no cell left results, 2 an invalid plan or shard;
+the others 0, or 2 on bad input).
 """
 
 from __future__ import annotations
@@ -40,6 +40,12 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
         help="'true': plan the CUDA cells too (a GPU runner is "
         "registered); anything else leaves them out, with a notice",
     )
+    n_plan.add_argument(
+        "--date",
+        default=None,
+        help="the night's date, YYYY-MM-DD (default: today, UTC): its turn picks the one CPU cell that also "
+        "runs cold, compared by the aggregate step with its default-mode run",
+    )
     n_cell = nightly_steps.add_parser(
         "cell",
         help="run one cell's cases into RESULTS/SLUG.db, keep the exit code as RESULTS/SLUG.exit-code, exit with it",
@@ -49,6 +55,13 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
     n_cell.add_argument("--slug", help="file name for the cell (the plan's `slug`; default: the cell's name)")
     n_cell.add_argument("--cases", default="", help="case-id substrings (the plan's `cases`); default: all")
     n_cell.add_argument("--results", type=Path, default=Path("results"), help="folder (default: results)")
+    n_cell.add_argument(
+        "--launch",
+        choices=("cold", "warm", ""),
+        default="",
+        help="how the jobs launch (the plan's `launch`): cold, warm, or '' for the default mode "
+        "($BUGMATRIX_LAUNCH_MODE, else harness/launch/warm.py's default)",
+    )
     n_baseline = nightly_steps.add_parser(
         "baseline", help="download the newest successful scheduled nightly's results (gh) into a folder; output `found`"
     )
@@ -168,21 +181,26 @@ def plan(args: argparse.Namespace) -> int:
         matrix = Context(args).matrix
     except MatrixError as exc:
         raise StepError("Invalid matrix", str(exc)) from exc
+    import datetime
+
+    day = datetime.date.fromisoformat(_day(args))
     return nightly.run_plan(
-        matrix, args.cells, args.cases, nightly.truthy(args.cuda_runners), nightly.Actions.from_env()
+        matrix, args.cells, args.cases, nightly.truthy(args.cuda_runners), nightly.Actions.from_env(), day
     )
 
 
 def cell(args: argparse.Namespace) -> int:
-    """`nightly cell`: `bugmatrix run` in one cell (its session driven directly), its exit code kept for the
-    aggregate job."""
+    """`nightly cell`: `bugmatrix run` in one cell (its session driven directly, launched as `--launch` says), its
+    exit code kept for the aggregate job."""
     from dataclasses import replace
 
     from harness.commands.run import RunOptions, execute
     from harness.workflows import nightly
 
     def runner(cell: str, db: Path, cases: list[str], matrix: Path | None) -> int:
-        options = RunOptions(cases_dir=args.cases_dir, cases=cases, cell=[cell], db=db, redo=True)
+        options = RunOptions(
+            cases_dir=args.cases_dir, cases=cases, cell=[cell], db=db, redo=True, launch_mode=args.launch or None
+        )
         return execute(options if matrix is None else replace(options, matrix=matrix))
 
     return nightly.run_cell(
@@ -193,6 +211,7 @@ def cell(args: argparse.Namespace) -> int:
         runner,
         nightly.Actions.from_env(),
         matrix=args.matrix,
+        launch=args.launch,
     )
 
 
@@ -254,10 +273,13 @@ def record_pr(args: argparse.Namespace) -> int:
 
 
 def _day(args: argparse.Namespace) -> str:
-    """`--date` checked (YYYY-MM-DD), or today in UTC: the name of the dated folder a step publishes into."""
+    """`--date` checked (YYYY-MM-DD), or today in UTC: the name of the dated folder a step publishes into, the
+    night whose turn picks the cell the plan runs cold."""
     import datetime
 
-    day = args.date or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+    from harness.workflows.nightly import today
+
+    day = args.date or today().isoformat()
     try:
         if datetime.date.fromisoformat(day).isoformat() != day:
             raise ValueError(day)

@@ -4,15 +4,21 @@
 workflow's `plan` job hands that line to the `cell` job as `strategy.matrix: ${{ fromJSON(...) }}`, so every cell
 becomes one job, on the runner that `runners:` in matrix.yaml names for the cell's device:
 
-    {"include": [{"cell": "default", "device": "cpu", "runs-on": "ubuntu-latest", "slug": "default"},
+    {"include": [{"cell": "default", "device": "cpu", "runs-on": "ubuntu-latest", "slug": "default", "launch": ""},
                  {"cell": "default-cuda", "device": "cuda", "runs-on": ["self-hosted", "linux", "x64", "gpu"],
-                  "slug": "default-cuda"}]}
+                  "slug": "default-cuda", "launch": ""}]}
 
 - `cell`: the cell's name, for `bugmatrix env build CELL` and `bugmatrix run --cell CELL`;
 - `device`: `cpu` or `cuda`;
 - `runs-on`: the label (a string) or labels (a list: the runner must have all of them) of `runners[device]`;
 - `slug`: the name made safe for an artifact or a file name (the same as `cell` for the names matrix.yaml has now);
+- `launch`: how the cell's jobs launch, for `bugmatrix nightly cell --launch`: `""` (the default mode,
+  harness/launch/warm.py), or `cold` for the second entry of the one CPU cell that runs cold tonight (`cold_day`);
 - `cases`: only when `cases` was given: the case-id substrings, space-separated, for `bugmatrix run $cases`.
+
+With `cold_day` (the nightly's plan), one selected CPU cell, in turn by date (`cold_cell`), gets a second entry
+that runs it cold (`launch: cold`, slug `<slug>--cold`), right after its own: the aggregate step compares the two
+(warm/cold parity) and merges only the first.
 
 It only reads the expanded cells (names, devices) and `runners:`: no index, no network, nothing is resolved.
 Any problem is a one-line `MatrixError` (unknown cell, a device without a runner, too many jobs for GitHub) or,
@@ -21,6 +27,7 @@ for a malformed case substring, `ValueError`, so a bad manual dispatch fails in 
 
 from __future__ import annotations
 
+import datetime
 import fnmatch
 import re
 from collections.abc import Iterable
@@ -32,6 +39,7 @@ from harness.matrix.expand import Matrix
 MAX_JOBS = 256  # GitHub Actions runs at most 256 jobs from one matrix
 _CASE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # a case-id substring: never an option, never a glob
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]")  # characters not allowed (or not wanted) in artifact and file names
+COLD = "--cold"  # the slug suffix of the entry that runs a cell cold
 
 
 def split_list(text: str | Iterable[str] | None) -> list[str]:
@@ -42,8 +50,18 @@ def split_list(text: str | Iterable[str] | None) -> list[str]:
     return [item for part in parts for item in re.split(r"[\s,]+", part) if item]
 
 
+def cold_cell(cells: Iterable[str], day: datetime.date) -> str | None:
+    """The cell that runs cold on `day`: the day's ordinal modulo the number of `cells`, sorted by name (each cell
+    in turn, one a night); None without cells."""
+    names = sorted(set(cells))
+    return names[day.toordinal() % len(names)] if names else None
+
+
 def job_matrix(
-    matrix: Matrix, cells: str | Iterable[str] | None = None, cases: str | Iterable[str] | None = None
+    matrix: Matrix,
+    cells: str | Iterable[str] | None = None,
+    cases: str | Iterable[str] | None = None,
+    cold_day: datetime.date | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """The `strategy.matrix` of the nightly's `cell` job: one `include` entry per selected cell, in matrix order.
 
@@ -52,6 +70,7 @@ def job_matrix(
     `cases`: case-id substrings, passed through as the string field `cases` (space-separated), so that each job
     runs only the cases whose id contains one of them (`bugmatrix run SUBSTRING... --cell CELL`).
     Both also take one string of names separated by commas or spaces (see `split_list`).
+    `cold_day`: the night's date; the selected CPU cell `cold_cell` picks for it gets a second, cold entry.
     """
     wanted = split_list(cells)
     substrings = split_list(cases)
@@ -68,13 +87,13 @@ def job_matrix(
         selected = list(matrix.cells)
     if not selected:
         raise MatrixError(f"{matrix.path}: the matrix has no cells")
-    if len(selected) > MAX_JOBS:
+    cold = cold_cell([c.name for c in selected if c.device == "cpu"], cold_day) if cold_day else None
+    if len(selected) + (cold is not None) > MAX_JOBS:
         raise MatrixError(
-            f"{matrix.path}: {len(selected)} cells, but GitHub Actions runs at most {MAX_JOBS} jobs "
-            "from one matrix: pick cells with --cells"
+            f"{matrix.path}: {len(selected) + (cold is not None)} jobs, but GitHub Actions runs at most {MAX_JOBS} "
+            "jobs from one matrix: pick cells with --cells"
         )
     include: list[dict[str, Any]] = []
-    slugs: dict[str, str] = {}
     runners: dict[str, str | list[str]] = dict(matrix.spec.runners.items())  # keyed by a cell's device, as text
     for cell in selected:
         label = runners.get(cell.device)
@@ -82,20 +101,30 @@ def job_matrix(
             raise MatrixError(
                 f"{matrix.path}: runners: no runner label for device {cell.device!r} (needed by cell {cell.name})"
             )
-        slug = _UNSAFE.sub("_", cell.name)
-        if slug in slugs:
-            raise MatrixError(
-                f"{matrix.path}: cells {slugs[slug]!r} and {cell.name!r} both give the artifact "
-                f"name {slug!r}: rename one"
-            )
-        slugs[slug] = cell.name
         entry: dict[str, Any] = {
             "cell": cell.name,
             "device": cell.device,
             "runs-on": label if isinstance(label, str) else list(label),
-            "slug": slug,
+            "slug": _UNSAFE.sub("_", cell.name),
+            "launch": "",
         }
         if substrings:
             entry["cases"] = " ".join(substrings)
         include.append(entry)
+        if cell.name == cold:
+            include.append(entry | {"slug": entry["slug"] + COLD, "launch": "cold"})
+    _unique_slugs(matrix, include)
     return {"include": include}
+
+
+def _unique_slugs(matrix: Matrix, include: list[dict[str, Any]]) -> None:
+    """A `MatrixError` naming two entries that give the same artifact name (slug)."""
+    slugs: dict[str, str] = {}
+    for entry in include:
+        slug = entry["slug"]
+        if slug in slugs:
+            raise MatrixError(
+                f"{matrix.path}: cells {slugs[slug]!r} and {entry['cell']!r} both give the artifact "
+                f"name {slug!r}: rename one"
+            )
+        slugs[slug] = entry["cell"]

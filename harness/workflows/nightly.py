@@ -10,10 +10,12 @@ with unit tests (tests/test_nightly.py), and GitHub's side is reduced to files a
 The steps:
 
 plan       `plan_jobs`: `job_matrix` (harness/output/github.py) minus the CUDA cells unless GPU runners are
-           enabled (a notice names the cells left out); an empty plan is an error. Output `matrix`; the summary
-           lists the planned cells.
-cell       `run_cell`: what `bugmatrix run [CASES] --cell CELL --db RESULTS/SLUG.db --redo` does, driven
-           directly (a `Runner`, never a command line), its exit code kept as
+           enabled (a notice names the cells left out); an empty plan is an error. One selected CPU cell, in
+           turn by the night's date (`cold_cell`), is planned twice: as every cell (`launch: ""`, the default
+           launch mode) and cold (`launch: cold`, slug `<slug>--cold`). Output `matrix`; the summary lists the
+           planned cells and names the one that runs cold tonight.
+cell       `run_cell`: what `bugmatrix run [CASES] --cell CELL --db RESULTS/SLUG.db --redo [--cold|--warm]` does,
+           driven directly (a `Runner`, never a command line), its exit code kept as
            RESULTS/SLUG.exit-code (and output `exit-code`), an error annotation when it is not 0; the step exits
            with that code, so the cell shows red (the job is continue-on-error: the verdict is the aggregate's).
 baseline   `find_baseline`: the newest successful *scheduled* nightly's `bugmatrix-results` artifact, downloaded
@@ -23,7 +25,9 @@ aggregate  `aggregate`: the cells' exit codes (summary), `ResultStore.merge` of 
            into the summary, HTML file), then `compare` with the baseline — the committed record (`record/`, its
            current results), or a store given with `--baseline` — (Markdown into the summary, compare.json) and the
            verdict: exit 1 only on an unexpected regression (or when no cell left results); an empty record is a
-           notice. Outputs `report` and `regressions`.
+           notice. The cold shard is never merged (it would shadow the cell's own results): `warm_cold` compares
+           it with its cell's shard (`launch_parity`, a table in the summary), and any difference is an error
+           annotation and fails the night too; a missing shard is a notice. Outputs `report` and `regressions`.
 issues     `plan_issues`: from compare.json and the open issues, one issue per unexpectedly regressed case:
            a comment on the open issue with the same title, else a new issue; `gh_commands` turns that plan into
            `gh` argument lists (never a shell line), `--dry-run` prints the plan as JSON instead.
@@ -53,6 +57,7 @@ real CLI (it reads GH_TOKEN / GH_REPO from the environment); tests pass a fake.
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import subprocess
@@ -64,13 +69,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from harness.analysis.compare import compare, comparison
+from harness.analysis.compare import compare, comparison, launch_parity
 from harness.matrix.basics import MatrixError
 from harness.matrix.expand import Matrix
 from harness.model.errors import BugmatrixError, StepError
 from harness.model.exitcode import ExitCode
+from harness.model.result import Result
 from harness.output import reports
 from harness.output.github import job_matrix, split_list
+from harness.output.parity import parity_markdown
 from harness.session.basics import NIGHTLY_DB
 from harness.session.contract import Store
 from harness.session.store import ResultStore
@@ -162,37 +169,66 @@ class Plan:
     def matrix(self) -> dict[str, list[dict[str, Any]]]:
         return {"include": self.include}
 
+    @property
+    def cold(self) -> str | None:
+        """The cell that runs cold tonight (its second entry), or None."""
+        return next((e["cell"] for e in self.include if e.get("launch") == "cold"), None)
+
 
 def truthy(value: str | None) -> bool:
     """A repository variable or input as GitHub compares it: 'true' in any case is true, anything else false."""
     return (value or "").strip().lower() == "true"
 
 
+def today() -> datetime.date:
+    """Today's date in UTC: the night's date."""
+    return datetime.datetime.now(datetime.timezone.utc).date()
+
+
 def plan_jobs(
-    matrix: Matrix, cells: str | Iterable[str] | None, cases: str | Iterable[str] | None, cuda_runners: bool
+    matrix: Matrix,
+    cells: str | Iterable[str] | None,
+    cases: str | Iterable[str] | None,
+    cuda_runners: bool,
+    day: datetime.date | None = None,
 ) -> Plan:
     """The `cell` job's matrix: `job_matrix`, without the CUDA cells unless `cuda_runners` (without a GPU runner
-    their jobs would wait a day for one). Raises MatrixError / ValueError like job_matrix."""
-    include = job_matrix(matrix, cells=cells, cases=cases)["include"]
+    their jobs would wait a day for one); with `day`, the CPU cell whose turn it is runs cold as well. Raises
+    MatrixError / ValueError like job_matrix."""
+    include = job_matrix(matrix, cells=cells, cases=cases, cold_day=day)["include"]
     if cuda_runners:
         return Plan(include, [])
     return Plan([e for e in include if e["device"] != "cuda"], [e["cell"] for e in include if e["device"] == "cuda"])
 
 
 def plan_summary(include: list[dict[str, Any]]) -> str:
-    """The step summary's table of the planned cells (runner labels joined, `all` when no case is picked)."""
-    lines = ["## Planned cells", "", "| cell | device | runs on | cases |", "|---|---|---|---|"]
+    """The step summary's table of the planned cells (runner labels joined, `all` when no case is picked, the
+    launch mode, `default` unless said) and which cell runs cold tonight."""
+    lines = ["## Planned cells", "", "| cell | device | launch | runs on | cases |", "|---|---|---|---|---|"]
     for e in include:
         runs_on = e["runs-on"] if isinstance(e["runs-on"], str) else ", ".join(e["runs-on"])
-        lines.append(f"| {e['cell']} | {e['device']} | {runs_on} | {e.get('cases') or 'all'} |")
+        launch = e.get("launch") or "default"
+        lines.append(f"| {e['cell']} | {e['device']} | {launch} | {runs_on} | {e.get('cases') or 'all'} |")
+    cold = Plan(include, []).cold
+    lines.append("")
+    if cold is None:
+        lines.append("No CPU cell is planned: none runs cold tonight (no warm/cold comparison).")
+    else:
+        lines.append(
+            f"Runs cold tonight (one CPU cell a night, in turn): **{cold}**. The aggregate step compares its cold "
+            "results with its default ones and fails the night on any difference."
+        )
     return "\n".join(lines) + "\n"
 
 
-def run_plan(matrix: Matrix, cells: str, cases: str, cuda_runners: bool, gh: Actions) -> ExitCode:
+def run_plan(
+    matrix: Matrix, cells: str, cases: str, cuda_runners: bool, gh: Actions, day: datetime.date | None = None
+) -> ExitCode:
     """The plan step: prints the job matrix (one line of JSON) and sets the output `matrix`; 1 when nothing runs,
-    a `StepError` (exit 2) when the selection is invalid."""
+    a `StepError` (exit 2) when the selection is invalid. `day`: the night's date (default: today, UTC), whose
+    turn decides the cell that runs cold."""
     try:
-        plan = plan_jobs(matrix, cells, cases, cuda_runners)
+        plan = plan_jobs(matrix, cells, cases, cuda_runners, day or today())
     except (MatrixError, ValueError) as exc:
         raise StepError("Cannot plan the cells", str(exc)) from exc
     if plan.skipped:
@@ -226,10 +262,18 @@ def exit_code_file(results: Path, slug: str) -> Path:
 
 
 def run_cell(
-    cell: str, slug: str, cases: str | None, results: Path, runner: Runner, gh: Actions, matrix: Path | None = None
+    cell: str,
+    slug: str,
+    cases: str | None,
+    results: Path,
+    runner: Runner,
+    gh: Actions,
+    matrix: Path | None = None,
+    launch: str = "",
 ) -> int:
     """The cell step: run the cell's cases into RESULTS/SLUG.db and keep the exit code beside it (the aggregate
-    job reads it); returns that exit code (0: every outcome as expected)."""
+    job reads it); returns that exit code (0: every outcome as expected). `launch` (the runner launches so) names
+    the run in the summary and annotation: `CELL (cold)`."""
     results.mkdir(parents=True, exist_ok=True)
     try:
         rc = int(runner(cell, results / f"{slug}.db", split_list(cases), matrix))
@@ -241,11 +285,12 @@ def run_cell(
         rc = 1
     exit_code_file(results, slug).write_text(f"{rc}\n")
     gh.set_output("exit-code", str(rc))
-    gh.summary(f"**{cell}**: `bugmatrix run` exited {rc} (0: every outcome as expected)")
+    name = f"{cell} ({launch})" if launch else cell
+    gh.summary(f"**{name}**: `bugmatrix run` exited {rc} (0: every outcome as expected)")
     if rc != 0:
         gh.annotate(
             "error",
-            cell,
+            name,
             f"bugmatrix run exited {rc} (1: an outcome differs from the expected one or the "
             "cell could not be built; 2: invalid input; 5: nothing ran; see the log)",
         )
@@ -351,12 +396,13 @@ def load_baseline(folder: Path | None) -> tuple[Path, Baseline | None] | None:
 
 
 def cells_summary(include: list[dict[str, Any]], shards: Path) -> str:
-    """Each planned cell with its `bugmatrix run` exit code, or why there is none."""
+    """Each planned cell with its `bugmatrix run` exit code, or why there is none (the cold run: `CELL (cold)`)."""
     lines = ["## Cells", "", "| cell | `bugmatrix run` exit code |", "|---|---|"]
     for e in include:
         path = exit_code_file(shards, e["slug"])
         code = path.read_text().strip() if path.is_file() else ""
-        lines.append(f"| {e['cell']} | {code or 'no results (the job failed, timed out or was cancelled)'} |")
+        name = f"{e['cell']} ({e['launch']})" if e.get("launch") else e["cell"]
+        lines.append(f"| {name} | {code or 'no results (the job failed, timed out or was cancelled)'} |")
     return "\n".join(lines) + "\n\n"
 
 
@@ -367,16 +413,75 @@ class Verdict:
     exit_code: ExitCode
     report: bool = False  # the report was written (results/ is worth keeping)
     regressions: int | None = None  # unexpected regressions; None: not compared
+    launch_differences: int | None = None  # jobs whose cold and warm outcomes differ; None: not compared
 
 
-def verdict(shards: list[Path], merged: int, compared: dict[str, Any] | None) -> Verdict:
-    """Fail without shards or results; else fail only on an unexpected regression."""
+def verdict(
+    shards: list[Path], merged: int, compared: dict[str, Any] | None, launch_differences: int | None = None
+) -> Verdict:
+    """Fail without shards or results; else fail only on an unexpected regression or a warm/cold difference."""
     if not shards or not merged:
         return Verdict(ExitCode.FAILED)
-    if compared is None:
-        return Verdict(ExitCode.OK, True)
-    n = int(compared["unexpected_regressions"])
-    return Verdict(ExitCode.FAILED if n else ExitCode.OK, True, n)
+    n = None if compared is None else int(compared["unexpected_regressions"])
+    failed = bool(n) or bool(launch_differences)
+    return Verdict(ExitCode.FAILED if failed else ExitCode.OK, True, n, launch_differences)
+
+
+def cold_slugs(include: list[dict[str, Any]]) -> set[str]:
+    """The slugs of the plan's cold entries: shards that are compared (`warm_cold`), never merged."""
+    return {e["slug"] for e in include if e.get("launch") == "cold"}
+
+
+def warm_cold(shards: Path, include: list[dict[str, Any]], gh: Actions) -> int | None:
+    """Tonight's warm/cold parity: each cold shard compared with its cell's own shard (`launch_parity`, the cold
+    results the reference), a table in the summary, and an error annotation "Warm/cold difference" on any
+    difference. The number of jobs that differ, or None when nothing was compared (no cold entry planned; a shard
+    missing or empty: a notice "warm/cold not compared: ...")."""
+    differ: int | None = None
+    cold_ones = cold_slugs(include)
+    for cold in [e for e in include if e["slug"] in cold_ones]:
+        cell = cold["cell"]
+        warm = next((e for e in include if e["cell"] == cell and e["slug"] not in cold_ones), None)
+        sides = _parity_sides(shards, cold, warm)
+        if isinstance(sides, str):
+            gh.annotate("notice", "Warm/cold not compared", f"warm/cold not compared: {cell}: {sides}")
+            gh.summary(f"\n## Warm/cold parity\n\nwarm/cold not compared: {cell}: {sides}\n")
+            continue
+        parity = launch_parity(*sides)
+        gh.summary(
+            f"\n## Warm/cold parity\n\n`{cell}` ran twice tonight: cold (`{cold['slug']}`) and as every cell "
+            f"(`{warm['slug'] if warm else ''}`, the default launch mode; the launches columns say how each result "
+            "started). Only the latter is merged.\n\n" + parity_markdown(parity, ("cold", "warm"))
+        )
+        differ = (differ or 0) + len(parity.differences)
+        if parity.differences:
+            items = ", ".join(p.other.item_id for p in parity.differences[:5])
+            more = f" and {len(parity.differences) - 5} more" if len(parity.differences) > 5 else ""
+            gh.annotate(
+                "error",
+                "Warm/cold difference",
+                f"{cell}: {len(parity.differences)} job(s) whose outcome differs between the cold and the warm "
+                f"launch: {items}{more}; see the summary",
+            )
+    return differ
+
+
+def _parity_sides(
+    shards: Path, cold: dict[str, Any], warm: dict[str, Any] | None
+) -> tuple[list[tuple[str, Result]], list[tuple[str, Result]]] | str:
+    """(the cold shard's current results, the warm shard's), or why they cannot be compared."""
+    if warm is None:
+        return "the plan has no entry that runs it in the default mode"
+    sides = []
+    for entry in (cold, warm):
+        db = shards / f"{entry['slug']}.db"
+        if not db.is_file():
+            return f"no shard {db.name} (its job failed, timed out or was cancelled)"
+        results = ResultStore(db, readonly=True).latest()
+        if not results:
+            return f"the shard {db.name} holds no result"
+        sides.append(results)
+    return sides[0], sides[1]
 
 
 def record_baseline(record_root: Path, cases_dir: Path) -> Store | None:
@@ -445,7 +550,8 @@ def aggregate(
     `verdict`)."""
     results.mkdir(parents=True, exist_ok=True)
     gh.summary(cells_summary(include, shards))
-    found = sorted(shards.glob("*.db")) if shards.is_dir() else []
+    cold = cold_slugs(include)  # compared with their cells' own shards below, never merged
+    found = sorted(p for p in shards.glob("*.db") if p.stem not in cold) if shards.is_dir() else []
     if not found:
         gh.annotate("error", "No results", "no cell uploaded a results store")
         return verdict(found, 0, None)
@@ -457,16 +563,17 @@ def aggregate(
     if not latest:
         gh.annotate("error", "No results", f"the cells' stores hold no result ({len(found)} store(s))")
         return verdict(found, 0, None)
-    report = reports.report_for(latest, cases_dir, [e["cell"] for e in include], matrix)
+    cells = list(dict.fromkeys(e["cell"] for e in include))
+    report = reports.report_for(latest, cases_dir, cells, matrix)
     gh.summary(reports.to_markdown(report))
     (results / REPORT_FILE).write_text(reports.to_html(report))
     gh.say(f"wrote {results / REPORT_FILE}")
 
     previous = load_baseline(baseline)
     recorded = record_baseline(record_root, cases_dir) if previous is None and record_root is not None else None
+    compared: dict[str, Any] | None = None
     if previous is None and recorded is None:
         gh.annotate("notice", "No baseline", "no baseline store and no result in the record: nothing to compare")
-        decided = verdict(found, len(latest), None)
     else:
         if previous is not None:
             old_db, origin = previous
@@ -481,14 +588,14 @@ def aggregate(
         gh.summary(reports.to_markdown_changes(changes, (name, str(db))))
         compared = comparison(changes, name, str(db))
         (results / COMPARE_FILE).write_text(json.dumps(compared, indent=2) + "\n")
-        decided = verdict(found, len(latest), compared)
-        if decided.regressions:
-            gh.annotate(
-                "error",
-                "Unexpected regression",
-                f"{decided.regressions} unexpected regression(s): a bug "
-                "its case expects fixed reproduces again; see the summary",
-            )
+    decided = verdict(found, len(latest), compared, warm_cold(shards, include, gh))
+    if decided.regressions:
+        gh.annotate(
+            "error",
+            "Unexpected regression",
+            f"{decided.regressions} unexpected regression(s): a bug "
+            "its case expects fixed reproduces again; see the summary",
+        )
     gh.set_output("report", "true")
     if decided.regressions is not None:
         gh.set_output("regressions", str(decided.regressions))
