@@ -87,6 +87,15 @@ def test_a_version_that_could_not_say_for_want_of_a_module_names_it(
     ), row
     report = _report(tmp_path, record, capsys)  # `report` says the same where it says "could not say"
     assert "could not say: 2.1.0 — error: the environment lacks the module `requests`; 2.1.1 — skip" in report
+    # and so does the comment `narrow` prints to paste upstream
+    from harness.analysis.reproduce import upstream_comment
+
+    latest = open_reader(None, False, [case], record).latest()
+    [axis] = axes(latest)
+    [boundary] = axis.boundaries()
+    assert "could not say: 2.1.0 — error: the environment lacks the module `requests`" in upstream_comment(
+        case, axis, boundary, latest
+    )
 
 
 def test_versions_whose_causes_differ_only_by_their_own_version_share_one(make_case, tmp_path: Path) -> None:  # noqa: ANN001
