@@ -97,10 +97,8 @@ def _row(axis: Axis) -> tuple[str, str, str]:
 def _mixed(axis: Axis, version: str, by_cell: dict[str, list[Result]]) -> Cause:
     """A version whose cells disagree: the other recorded packages whose versions tell the reproduced cells from the
     fixed ones (a cell that recorded none has it not installed); the first of them, by name, is `package`."""
-    said = [
-        (status, versions) for rs in by_cell.values() for status, versions in [(cell_status(rs), cell_versions(rs))]
-    ]
-    said = [(status, versions) for status, versions in said if status in (REPRODUCED, FIXED)]
+    cells = [(cell_status(rs), cell_versions(rs)) for rs in by_cell.values()]
+    said = [(status, versions) for status, versions in cells if status in (REPRODUCED, FIXED)]
     names = sorted({name for _, versions in said for name in versions} - {axis.package})
     deciding: list[tuple[str, tuple[tuple[str, tuple[str, ...]], ...]]] = []
     for name in names:
