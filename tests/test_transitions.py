@@ -179,7 +179,9 @@ def test_a_coupling_is_read_along_its_second_package_never_as_never_reproduced(m
     assert "with lightning 2.6.6, torch 2.12.0" in row  # where it reproduces
     assert "with lightning 2.6.6, torch **2.12.0** (2.11.0 fixed)" in row  # the regression, adjacent, along torch
     [summary] = [text for axis, text in report.summaries() if axis.variant == "bug"]  # `report`'s own line
-    assert "never reproduced" not in summary and "not others (another package decides): 2.6.6" in summary
+    assert "never reproduced" not in summary
+    # the version that cannot say alone names the package that decides and its versions on each side
+    assert "not others: 2.6.6 — another package decides: torch (2.11.0 fixed; 2.12.0 reproduced)" in summary
     # the JSON holds the same: the axis along torch at lightning 2.6.6, its boundary adjacent, both sides tallied
     import json
 

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from harness.analysis.transitions import Axis, Boundary
+from harness.analysis.undecided import causes_text
 from harness.matrix.git import git_url
 from harness.model.case import Case, script_path
 from harness.model.common import logical_name
@@ -107,8 +108,10 @@ def upstream_comment(
     matrix: Matrix | None = None,
     when: datetime | None = None,
 ) -> str:
-    """Markdown to paste into the upstream issue: the boundary with its precision, and the command for each side."""
-    lines = [f"**bugmatrix**: `{case.id}` (`{axis.variant}`, {axis.device}) along `{axis.package}`: {boundary.text()}."]
+    """Markdown to paste into the upstream issue: the boundary with its precision (each version between that could
+    not say with its cause), and the command for each side."""
+    said = boundary.text(lambda versions: causes_text(results, axis, versions))
+    lines = [f"**bugmatrix**: `{case.id}` (`{axis.variant}`, {axis.device}) along `{axis.package}`: {said}."]
     labels = ("still reproduces", "fixed") if boundary.kind == "fixed" else ("works", "reproduces again")
     for label, version, result in zip(
         labels, (boundary.before, boundary.after), sides(results, axis, boundary), strict=True

@@ -16,7 +16,7 @@ index, or a commit without a clone to place it). What lies between comes from a 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import lru_cache
@@ -78,8 +78,9 @@ class Boundary:
         """The status before the change."""
         return REPRODUCED if self.kind == "fixed" else FIXED
 
-    def text(self) -> str:
-        """`fixed in 2.1.3 (2.1.2 reproduced)` when adjacent, else `fixed between A and B (...)` saying why."""
+    def text(self, explain: Explain | None = None) -> str:
+        """`fixed in 2.1.3 (2.1.2 reproduced)` when adjacent, else `fixed between A and B (...)` saying why; the
+        versions between that could not say as `explain` gives them (each with its cause), else by name."""
         before, after = short(self.before), short(self.after)
         if self.adjacent:
             return f"{self.kind} in {after} ({before} {self.old})"
@@ -93,7 +94,7 @@ class Boundary:
                 else f"{len(self.untested)} commit(s) not run"
             )
         if self.undecided:
-            notes.append(f"could not say: {', '.join(map(short, self.undecided))}")
+            notes.append(f"could not say: {(explain or listed)(self.undecided)}")
         return f"{self.kind} between {before} and {after} ({'; '.join(notes)})"
 
 
@@ -170,9 +171,12 @@ class Axis:
                 out.append(("regressed", before.version, after.version))
         return out
 
-    def summary(self, between: Between | None = None, cases_dir: Path | None = None) -> str:
+    def summary(
+        self, between: Between | None = None, cases_dir: Path | None = None, explain: Explain | None = None
+    ) -> str:
         """One line: where it reproduces, where it was fixed or came back (each with its precision), what could
-        not say (the narrow command with `--cases-dir` when the case lives outside the default folder)."""
+        not say (with its cause when `explain` gives one; the narrow command with `--cases-dir` when the case lives
+        outside the default folder)."""
         if not self.points:
             return "no results"
         parts = []
@@ -182,15 +186,16 @@ class Axis:
         elif not self.reproduced_unplaced and not self.mixed_in:  # else the unplaced commits, or the mixed, say
             parts.append("never reproduced")
         for b in self.boundaries(between):
-            parts.append(b.text() + (f" — narrow with `{self.narrow_command(cases_dir)}`" if b.untested else ""))
+            parts.append(b.text(explain) + (f" — narrow with `{self.narrow_command(cases_dir)}`" if b.untested else ""))
         if self.mixed_in:
             parts.append(
-                f"reproduces in some cells, not others (another package decides): "
-                f"{', '.join(map(short, self.mixed_in))}"
+                f"reproduces in some cells, not others: {explain(self.mixed_in)}"
+                if explain
+                else f"reproduces in some cells, not others (another package decides): {listed(self.mixed_in)}"
             )
         undecided = [v for v in self.unknown_in if v not in self.mixed_in]
         if undecided:
-            parts.append(f"could not say: {', '.join(map(short, undecided))}")
+            parts.append(f"could not say: {(explain or listed)(undecided)}")
         if self.unplaced:
             parts.append(self.unplaced_text())
         return "; ".join(parts)
@@ -202,6 +207,11 @@ class Axis:
         return f"not placed in history (no local clone dates these commits; set {mirror}): {shown}"
 
 
+def listed(versions: Sequence[str]) -> str:
+    """The versions by name, shortened: how a version that could not say is listed without its cause."""
+    return ", ".join(map(short, versions))
+
+
 def span(versions: list[str], digits: int = 12) -> str:
     """`2.0.1 … 2.1.2 (3 versions)`, or the one version; commits cut to `digits` hex digits."""
     first, last = short(versions[0], digits), short(versions[-1], digits)
@@ -211,6 +221,8 @@ def span(versions: list[str], digits: int = 12) -> str:
 Dater = Callable[[str, str, str | None], datetime | None]  # (package, version, commit) -> when it was made
 # (case, package, device, before, after) -> the releases (or commits) strictly between, oldest first; None: unknown
 Between = Callable[[str, str, str, str, str], tuple[str, ...] | None]
+# the versions that could not say -> how to list them, each with its cause (harness/analysis/undecided.py)
+Explain = Callable[[Sequence[str]], str]
 
 
 def axes(

@@ -21,12 +21,14 @@ from harness.analysis.transitions import (
     Between,
     Boundary,
     Dater,
+    Explain,
     axes,
     cell_axes,
     cell_status,
     cell_versions,
     span,
 )
+from harness.analysis.undecided import causes_text, undecided_cause
 from harness.matrix.expand import Matrix
 from harness.matrix.resolve import dater
 from harness.model.case import Case, discover
@@ -123,10 +125,16 @@ class MatrixReport:
             ]
         return out
 
+    def explain(self, axis: Axis) -> Explain:
+        """How `axis`'s versions that could not say are listed: each with its cause, read from the results there
+        (harness/analysis/undecided.py)."""
+        return lambda versions: causes_text(self.results, axis, versions)
+
     def summaries(self) -> list[tuple[Axis, str]]:
-        """Each case's primary axis and its one-line summary, every boundary with its precision."""
+        """Each case's primary axis and its one-line summary, every boundary with its precision and every version
+        that could not say with its cause."""
         return [
-            (a, a.summary(self.between, self.cases_dir(a.case)))
+            (a, a.summary(self.between, self.cases_dir(a.case), self.explain(a)))
             for a in self.axes
             if a.package == self.primary.get(a.case)
         ]
@@ -250,14 +258,15 @@ def to_cases_markdown(report: MatrixReport) -> str:
                 if axis.reproduced_unplaced or axis.mixed_in
                 else ["never"]
             )
-            fixed = [_boundary_cell(b) for b in boundaries if b.kind == "fixed"]
-            regressed = [_boundary_cell(b) for b in boundaries if b.kind == "regressed"]
+            explain = report.explain(axis)
+            fixed = [_boundary_cell(b, explain) for b in boundaries if b.kind == "fixed"]
+            regressed = [_boundary_cell(b, explain) for b in boundaries if b.kind == "regressed"]
             for version, sub in coupled:  # the primary version alone cannot say: along the other package
                 at = f"with {axis.package} {_span_text([version])}, {sub.package} "
                 if sub.reproduced_in:
                     placed.append(at + _span_text(sub.reproduced_in))
                 for b in sub.boundaries(report.between):
-                    (fixed if b.kind == "fixed" else regressed).append(at + _boundary_cell(b))
+                    (fixed if b.kind == "fixed" else regressed).append(at + _boundary_cell(b, report.explain(sub)))
             explained = {version for version, sub in coupled if sub.reproduced_in}
             placed += [
                 f"{axis.package} {_span_text([v])}: in some cells, not others (no other package of the case "
@@ -302,9 +311,10 @@ def _span_text(versions: list[str]) -> str:
     return span(versions, digits=8)
 
 
-def _boundary_cell(boundary: Boundary) -> str:
-    """`**2.1.3** (2.1.2 reproduced)` for a measured adjacent boundary; an interval says so in words."""
-    text = boundary.text().removeprefix(f"{boundary.kind} ")
+def _boundary_cell(boundary: Boundary, explain: Explain | None = None) -> str:
+    """`**2.1.3** (2.1.2 reproduced)` for a measured adjacent boundary; an interval says so in words, each version
+    between that could not say as `explain` gives it."""
+    text = boundary.text(explain).removeprefix(f"{boundary.kind} ")
     if boundary.adjacent:
         after, _, rest = text.removeprefix("in ").partition(" (")
         return f"**{after}** ({rest}"
@@ -553,7 +563,7 @@ def _axis_json(report: MatrixReport, a: Axis) -> dict[str, Any]:
         "variant": a.variant,
         "device": a.device,
         "package": a.package,
-        "summary": a.summary(report.between, report.cases_dir(a.case)),
+        "summary": a.summary(report.between, report.cases_dir(a.case), report.explain(a)),
         "reproduced_in": a.reproduced_in,
         "unknown_in": a.unknown_in,
         "changes": [{"kind": k, "last_before": b, "first_after": f} for k, b, f in a.changes()],
@@ -565,7 +575,8 @@ def _axis_json(report: MatrixReport, a: Axis) -> dict[str, Any]:
                 "adjacent": b.adjacent,
                 "not_run": None if b.untested is None else list(b.untested),
                 "could_not_say": list(b.undecided),
-                "text": b.text(),
+                "could_not_say_why": {v: undecided_cause(report.results, a, v).text for v in b.undecided},
+                "text": b.text(report.explain(a)),
                 "narrow": None if b.adjacent else a.narrow_command(report.cases_dir(a.case)),
                 "tallies": _tallies(report, a, b),
                 "reproduce": _commands(report, a, b),

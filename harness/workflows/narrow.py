@@ -22,6 +22,7 @@ from pathlib import Path
 from packaging.version import Version
 
 from harness.analysis.transitions import FIXED, REPRODUCED, Axis, Between, Boundary, axes
+from harness.analysis.undecided import gist as _gist
 from harness.matrix.expand import Matrix
 from harness.matrix.git import Commit, git_candidates, resolve_ref
 from harness.matrix.resolve import dater
@@ -356,10 +357,3 @@ def _undecided_why(axis: Axis, boundary: Boundary, results: list[tuple[str, Resu
 def _probe_reasons(log: list[tuple[str, Outcome, str]], wanted: set[str]) -> str:
     shown = [f"{c}: {o.value} ({_gist(why)})" for c, o, why in log if c in wanted]
     return "the releases between could not say: " + ("; ".join(shown) or "not probed")
-
-
-def _gist(reason: str, limit: int = 160) -> str:
-    """The telling end of a reason: a traceback's last line rather than its first (`... | ` joins lines), cut after
-    `limit` characters (an exception's message opens with what failed; a long one ends in lists)."""
-    last = reason.strip().rsplit(" | ", 1)[-1].strip()
-    return last if len(last) <= limit else last[:limit] + "…"
