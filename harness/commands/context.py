@@ -74,8 +74,8 @@ def options() -> dict[str, argparse.ArgumentParser]:
                 dest="launch_mode",
                 action="store_const",
                 const="cold",
-                help="launch every job under torchrun, each rank a fresh interpreter (default: $BUGMATRIX_LAUNCH_MODE, "
-                "else warm)",
+                help="launch every job under torchrun, each rank a fresh interpreter (default: $BUGMATRIX_LAUNCH_MODE "
+                "cold|warm, else warm)",
             )
             how.add_argument(
                 "--warm",

@@ -1,9 +1,9 @@
 """Launching a case script under torchrun, with a timeout that kills the whole process tree.
 
-A warm launch (`mode="warm"`, or $BUGMATRIX_LAUNCH_MODE=warm) forks the ranks from a parent that has imported torch
-instead (harness/launch/warm.py): its agent stands where torchrun stands below (its session, its tree, its closing
-signals and failure summary in its log), and every promise below holds for it too; a launch no warm parent can
-serve runs under torchrun, and its result says why (`LaunchResult.warm_refused`).
+A warm launch (`mode="warm"`, the default: harness/launch/warm.py `DEFAULT_MODE`) forks the ranks from a parent
+that has imported torch instead (harness/launch/warm.py): its agent stands where torchrun stands below (its session,
+its tree, its closing signals and failure summary in its log), and every promise below holds for it too; a launch no
+warm parent can serve runs under torchrun, and its result says why (`LaunchResult.warm_refused`).
 
 Promises:
 - every launch uses `torchrun --standalone`, whose rendezvous binds port 0 (the OS hands out a free port, so
@@ -252,7 +252,7 @@ def launch(
 
     With `signature`, each rank's whole log is searched for it while it is streamed (`RankRecord.seen`). `mode`
     warm forks the ranks from a warm parent instead (harness/launch/warm.py), with the same promises; None:
-    $BUGMATRIX_LAUNCH_MODE, else cold."""
+    $BUGMATRIX_LAUNCH_MODE, else `warm.DEFAULT_MODE`."""
     mode = mode or warm.default_mode()
     result = _launch_once(python, script, args, nproc, timeout, env, signature, mode)
     while result.attempts <= PORT_RETRIES and _port_collision(result):

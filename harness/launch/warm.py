@@ -42,7 +42,7 @@ ANSWER_S = 30.0  # how long a parent gets to answer a fork request
 RECORD_S = 1.0  # how long the parent gets to write a dead agent's status
 MODE_ENV = "BUGMATRIX_LAUNCH_MODE"  # warm | cold: how launches start when the caller does not say
 MODES = ("cold", "warm")
-DEFAULT_MODE = "cold"  # how launches start when neither the caller nor $BUGMATRIX_LAUNCH_MODE says
+DEFAULT_MODE = "warm"  # how launches start when neither the caller nor $BUGMATRIX_LAUNCH_MODE says (docs/launching.md)
 
 
 class WarmUnavailable(RuntimeError):
