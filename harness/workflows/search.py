@@ -84,16 +84,7 @@ def search(
 
     lo, hi = 0, len(candidates) - 1
     run([lo, hi])
-    if not usable(lo) and not usable(hi):
-        for inside in _middles(lo, hi):
-            run([inside])
-            if usable(inside):
-                lo, hi = _installable(lo, inside, usable, run), _installable(hi, inside, usable, run)
-                break
-    elif not usable(lo):
-        lo = _installable(lo, hi, usable, run)
-    elif not usable(hi):
-        hi = _installable(hi, lo, usable, run)
+    lo, hi = _usable_ends(lo, hi, usable, run)
     untestable = [*candidates[:lo], *candidates[hi + 1 :]]
     old, new = seen[lo], seen[hi]
     sides = (old, new)
@@ -121,6 +112,21 @@ def search(
         ambiguous=ambiguous,
         untestable=untestable,
     )
+
+
+def _usable_ends(lo: int, hi: int, usable: Callable[[int], bool], run: Callable[[list[int]], None]) -> tuple[int, int]:
+    """(lo, hi) stepped inward past the endpoints that cannot be used here (see the module docstring); as they were
+    when both are usable, or when neither is and no middle candidate is."""
+    if not usable(lo) and not usable(hi):
+        for inside in _middles(lo, hi):
+            run([inside])
+            if usable(inside):
+                return _installable(lo, inside, usable, run), _installable(hi, inside, usable, run)
+    elif not usable(lo):
+        lo = _installable(lo, hi, usable, run)
+    elif not usable(hi):
+        hi = _installable(hi, lo, usable, run)
+    return lo, hi
 
 
 def _installable(bad: int, good: int, usable: Callable[[int], bool], run: Callable[[list[int]], None]) -> int:
