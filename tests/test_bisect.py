@@ -29,6 +29,9 @@ if fakelib.BUGGY:
     sys.exit(1)
 """
 N = 16
+CRASHING_TORCHRUN = (
+    "raise AttributeError(\"'NoneType' object has no attribute 'get'\")\n"  # torch 1.13.0's, Python 3.12
+)
 
 
 def project(
@@ -38,8 +41,12 @@ def project(
     git_url: str | None = None,
     api_from: int = 0,
     torch_uploads: tuple[tuple[str, str], ...] = (),
+    crashing_torch: frozenset[str] = frozenset(),
 ) -> Path:
     releases = [fake_torch("2.5.0", "2024-01-01T00:00:00Z")] + [fake_torch(v, when) for v, when in torch_uploads]
+    for torch in releases:
+        if torch.version in crashing_torch:  # installs and imports, but its torchrun dies before starting a rank
+            torch.files["torch/distributed/run.py"] = CRASHING_TORCHRUN
     for i, bug in enumerate(buggy):
         body = "import no_such_native_ext\n" if i in broken else f"BUGGY = {bug}\nHAS_API = {i >= api_from}\n"
         releases.append(
@@ -147,6 +154,7 @@ def test_the_summary_says_when_torch_moved_with_the_bisected_package(tmp_path: P
     assert "releases 1.2.0 + torch 2.5.0 (reproduced) → 1.3.0 + torch 2.6.0 (fixed)" in out["summary"]
     code, out, err = bisect(root, capsys)  # again: every probe reused from the store, the same line
     assert code == 0 and "1.2.0 + torch 2.5.0 (reproduced) → 1.3.0 + torch 2.6.0 (fixed)" in out["summary"]
+    assert "probe 1.2.0: reproduced (reused from the store, not launched)" in err, err  # not looking launched
     assert ResultStore(root / "r.db").results(out["run_id"]) == []  # nothing launched again (issue 27 item 4)
     root = project(tmp_path / "same-torch", [i < 3 for i in range(6)])  # torch did not move: nothing added
     code, out, err = bisect(root, capsys)
@@ -315,3 +323,77 @@ def test_a_package_the_case_does_not_install_is_refused_before_any_probe(tmp_pat
     assert len(err.strip().splitlines()) == 1, err
     assert not (root / "r.db").exists(), "a run was begun"
     assert not (root / "envs").exists(), "a probe environment was built"
+
+
+def test_an_endpoint_whose_torchrun_fails_before_any_rank_starts_is_stepped_over_and_named(
+    tmp_path: Path, capsys
+) -> None:
+    """torch 1.13.0 installs, but its torchrun crashes before any rank starts: an `error` (never `infra`, which is
+    retried elsewhere), and the default bisect of a torch case refused, naming no version. Now it steps over the
+    endpoint to the next release that launches, names each one stepped over and why, and finds the boundary; run
+    again, every settled probe says it was reused from the store rather than looking launched."""
+    from harness.model.outcome import Outcome
+
+    root = project(
+        tmp_path,
+        [i < 4 for i in range(8)],
+        torch_uploads=(("2.6.0", "2024-02-02T12:00:00Z"),),  # fakelib 1.0.0 and 1.1.0 resolve torch 2.5.0
+        crashing_torch=frozenset({"2.5.0"}),
+    )
+    code, out, err = bisect(root, capsys)
+    assert code == 0, err
+    [level] = out["levels"]
+    assert (level["last_old"], level["first_new"]) == ("1.3.0", "1.4.0")
+    assert "fakelib 1.0.0 … 1.1.0 (2 releases) cannot be installed, imported or launched here" in err, err
+    assert (
+        "1.0.0, 1.1.0: error: torchrun failed before any rank started: AttributeError: 'NoneType' object has no" in err
+    ), err
+    assert "started at 1.2.0, the oldest that installs and launches" in err and "--old 1.2.0" in err
+    stored = {cell: r.outcome for _, cell, r in ResultStore(root / "r.db").results(out["run_id"])}
+    assert stored["bisect-fakelib-1.0.0"] is Outcome.ERROR  # stepped over, not reclassified
+    assert "reused" not in err
+    code, again, err = bisect(root, capsys)
+    assert code == 0 and again["levels"][0]["first_new"] == "1.4.0"
+    probes = [line for line in err.splitlines() if line.strip().startswith("probe ")]
+    assert len(probes) == len(level["probes"]), err
+    for line in probes:  # a settled probe is reused and says so; an `error` is not settled: launched again
+        assert ("(reused from the store, not launched)" in line) == (": error" not in line), line
+
+
+def test_a_refusal_after_stepping_names_what_ran_and_what_was_stepped_over(tmp_path: Path, capsys) -> None:
+    """No release but the newest two launches (and the script says `fixed` on both): refused, but the message names
+    the releases that ran and those stepped over with why, not "an endpoint cannot be installed" and no version."""
+    root = project(
+        tmp_path,
+        [False] * 6,
+        torch_uploads=(("2.6.0", "2024-02-04T12:00:00Z"),),  # fakelib 1.0.0 … 1.3.0 resolve torch 2.5.0
+        crashing_torch=frozenset({"2.5.0"}),
+    )
+    code, out, err = bisect(root, capsys)
+    assert code == 1, err
+    assert "the endpoints do not differ: 1.4.0 is fixed, 1.5.0 is fixed" in err, err
+    assert "fakelib 1.0.0, 1.1.0, 1.3.0: error: torchrun failed before any rank started: AttributeError" in err, err
+
+
+def test_bisect_says_its_plan_and_evicts_probes_under_a_disk_budget(
+    tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before its first probe, bisect says how many environments it may build, its first probes, and the download
+    (unknown while nothing with the package is built here; then the size of those that are). With --disk-budget,
+    a finished probe's environment is evicted before the next is built, as `run` and `compat` do."""
+    from harness.matrix.envcache import MARKER
+
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))  # the budget measures this cache, never the user's
+    root = project(tmp_path, [i < 3 for i in range(6)])
+    code, out, err = bisect(root, capsys, "--disk-budget", "1K")
+    assert code == 0, err
+    assert "plan: at most 5 probe environments when no probe is skipped" in err, err
+    assert "first 1.0.0 and 1.5.0, then 1.2.0" in err
+    assert "download unknown: no environment with fakelib is built under" in err
+    assert "evicted over --disk-budget 1.0 KiB" in err
+    assert len(out["levels"][0]["probes"]) > 1
+    assert len(list((root / "envs").glob(f"*/{MARKER}"))) == 1  # the last probe's; the others were evicted
+    code, out, err = bisect(root, capsys, "--old", "1.1.0", "--new", "1.4.0")
+    assert code == 0, err
+    assert "an environment (the median of 1 with fakelib built under" in err, err
+    assert "nothing is evicted (--disk-budget SIZE evicts" in err

@@ -143,3 +143,40 @@ def test_a_newest_release_that_cannot_be_installed_is_stepped_over_too() -> None
     truth = {v: Outcome.INFRA for v in VERSIONS}  # nothing installs: refused, as before
     with pytest.raises(BisectRefused, match="1.0.0 is infra, 1.15.0 is infra"):
         search(VERSIONS, prober(truth, []))
+
+
+def test_an_endpoint_the_caller_calls_unusable_is_stepped_over_like_infra() -> None:
+    """torch 1.13.0 installs, but its torchrun crashes before any rank starts (an `error`, not `infra`: infra is
+    retried elsewhere): bisect passes `unusable`, and the search steps over it to the next release that runs."""
+    truth = {v: E if i < 2 else (R if i < 12 else F) for i, v in enumerate(VERSIONS)}
+    log: list[str] = []
+    result = search(VERSIONS, prober(truth, log), unusable=lambda v, o: o is E and VERSIONS.index(v) < 2)
+    assert (result.last_old, result.first_new, result.untestable) == ("1.11.0", "1.12.0", VERSIONS[:2])
+    assert log[:5] == ["1.0.0", "1.15.0", "1.1.0", "1.3.0", "1.2.0"]  # steps of 1, 2, then between: no middle
+    with pytest.raises(BisectRefused, match="1.0.0 is error"):  # an error the caller does not call unusable
+        search(VERSIONS, prober(truth, []))
+
+
+def test_both_endpoints_unusable_start_from_the_middle() -> None:
+    """The oldest torch's launcher crashes and the newest does not install: the middle release is probed, both
+    ends step towards it, and the answer names the releases that run (not "an endpoint cannot be installed")."""
+    truth = {v: E if i < 2 else Outcome.INFRA if i > 13 else (R if i < 5 else F) for i, v in enumerate(VERSIONS)}
+    result = search(VERSIONS, prober(truth, []), unusable=lambda v, o: o is E)
+    assert (result.last_old, result.first_new) == ("1.4.0", "1.5.0")
+    assert result.untestable == [*VERSIONS[:2], *VERSIONS[14:]]
+
+
+@pytest.mark.parametrize("installs_from", [1, 2])
+@pytest.mark.parametrize("change_at", range(3, 20))
+def test_what_stepping_measured_bounds_the_bisection(installs_from: int, change_at: int) -> None:
+    """lightning's default bisect: its oldest releases do not install, and stepping to the first that does went by
+    the middle of the whole range, whose decisive results the bisection then ignored (8 of 13 probes went to finding
+    2.0.1). Stepping goes to the next release, and a decisive result met on the way is a bound: at most
+    2 + 2 (stepping) + ceil(log2(19 - installs_from)) probes; the old search took 9 to 11 of these 34."""
+    versions = [f"2.{i}.0" for i in range(20)]
+    truth = {v: Outcome.INFRA if i < installs_from else (R if i < change_at else F) for i, v in enumerate(versions)}
+    log: list[str] = []
+    result = search(versions, prober(truth, log))
+    assert (result.last_old, result.first_new) == (versions[change_at - 1], versions[change_at])
+    assert result.untestable == versions[:installs_from]
+    assert len(log) == len(set(log)) <= 4 + math.ceil(math.log2(19 - installs_from))

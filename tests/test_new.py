@@ -377,3 +377,12 @@ def test_no_committed_case_is_still_a_draft() -> None:
         if NOT_WRITTEN in p.read_text() or PLACEHOLDER_SIGNATURE in (p.parent / "case.yaml").read_text()
     ]
     assert not drafts, f"cases still drafted by `bugmatrix new` (write them first): {', '.join(drafts)}"
+
+
+def test_new_ends_with_the_command_that_runs_the_draft_and_launches_nothing(tmp_path: Path, capsys) -> None:
+    """docs/cases.md and analysis/intake.py said `new` asks you to run the draft at once; it did not, and a draft not
+    run leaves the intake "not measured". Its last line now is that command (`new` itself launches nothing)."""
+    assert new(tmp_path, "https://github.com/pytorch/pytorch/issues/123456", "--slug", "x") == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("run the draft now: `bugmatrix "), last
+    assert f"`bugmatrix --cases-dir {tmp_path} run torch-123456-x`" in last and "not measured" in last

@@ -4,7 +4,8 @@
     median_wall(rows)
 
 A case's intake starts at its draft's first result: the `skip` that `bugmatrix new`'s draft gives ("TODO: this case
-is not written yet"), which `new` asks its author to run at once. It ends at the first result after which the case's
+is not written yet"). `new` launches nothing: it ends with the `bugmatrix run` command for the draft, and a draft
+its author never ran leaves the intake "not measured". It ends at the first result after which the case's
 current results (its committed script's: superseded ones never count) hold an *adjacent* boundary: a fix or a
 regression with no release (or commit) left untried between its two sides (`transitions.Boundary.adjacent`). Its
 cost is the wall time between the two and the launches made meanwhile (a result of `--repeat 3` is three). A case

@@ -12,7 +12,7 @@ from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.commands.context import Context, add_format, command_line, dates, launch_mode, positive
+from harness.commands.context import Context, add_format, command_line, dates, launch_mode, positive, size
 from harness.matrix.basics import MatrixError
 from harness.model.errors import UsageError
 from harness.model.exitcode import ExitCode
@@ -40,6 +40,11 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
     p.add_argument("--new", "--bad", dest="new", help="newest version (default: the newest allowed)")
     p.add_argument("--pre", action="store_true", help="include pre-releases")
     p.add_argument("--repeat", type=positive, default=1, help="run each probe K times; disagreement is flaky")
+    p.add_argument(
+        "--disk-budget",
+        type=size,
+        help="e.g. 30G: evict finished probes' environments and cached torch stacks to stay under it",
+    )
     p.add_argument("--git", help="source repository (URL or local clone) for the commit-level bisection")
     p.add_argument("--old-ref", help="bisect commits from this ref (skips the release level)")
     p.add_argument("--new-ref", help="... to this ref")
@@ -77,6 +82,7 @@ class BisectCommand:
     jobs: int
     format: str
     launch_mode: str | None = None  # cold | warm (--cold, --warm); None: $BUGMATRIX_LAUNCH_MODE, else the default
+    disk_budget: int | None = None  # bytes (--disk-budget): finished probes' environments are evicted over it
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> BisectCommand:
@@ -100,6 +106,7 @@ class BisectCommand:
             args.jobs,
             args.format,
             launch_mode(args.launch_mode),
+            args.disk_budget,
         )
 
     def workflow(self, case: Case) -> BisectRequest:
@@ -149,7 +156,7 @@ def execute(request: BisectCommand, ctx: Context) -> ExitCode:
             matrix = ctx.matrix
             probing = Probing(
                 matrix,
-                ctx.environments(matrix),
+                ctx.environments(matrix, request.disk_budget),
                 store,
                 run_id,
                 cores=request.jobs,

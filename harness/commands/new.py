@@ -35,7 +35,8 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
 
 def run(args: argparse.Namespace) -> ExitCode:
     """Write `cases/<library>-<N>-<slug>/{case.yaml,repro.py}`, a draft that can only skip until a person writes it
-    (see `harness.model.scaffold`); an unknown link, a bad slug or an existing folder is a one-line error (2)."""
+    (see `harness.model.scaffold`), and end with the command that runs the draft (nothing is launched here); an
+    unknown link, a bad slug or an existing folder is a one-line error (2)."""
     from rich.markup import escape
 
     from harness.model import scaffold
@@ -69,8 +70,16 @@ def run(args: argparse.Namespace) -> ExitCode:
     run = f"bugmatrix {cases_dir_option(args.cases_dir)}run {case_id}"
     printer.show(
         escape(
-            f'until both files are written, `{run}` can only skip ("{scaffold.NOT_WRITTEN}"); see '
-            'cases/README.md, "Starting a case"'
+            f'until both files are written, it can only skip ("{scaffold.NOT_WRITTEN}"); see cases/README.md, '
+            '"Starting a case"'
+        ),
+        soft_wrap=True,
+        highlight=False,
+    )
+    printer.show(  # the last line: `new` launches nothing itself
+        escape(
+            f"run the draft now: `{run}` (its recorded skip starts the case's intake; a draft never run leaves "
+            'the intake "not measured")'
         ),
         soft_wrap=True,
         highlight=False,

@@ -12,6 +12,8 @@ from harness.model.outcome import Outcome, RankState, RankStatus, combine
 EXIT_FIXED, EXIT_REPRODUCED, EXIT_SKIP = 0, 1, 125
 CLOSING_TEXT = re.compile(CLOSING.pattern.decode())
 _AGENT_EXIT = re.compile(r"rank\s*:\s*(\d+).*?\n\s*exitcode\s*:\s*(-?\d+)", re.S)
+NO_RANK_STARTED = "failed before any rank started"  # the reason of an `error` whose launcher never started a rank
+_NO_RANK_STARTED = re.compile(rf"[^:;]+ {NO_RANK_STARTED}: ")  # torchrun, or the warm launch's agent
 
 
 __all__ = [
@@ -20,6 +22,7 @@ __all__ = [
     "closing_pids",
     "launch_notes",
     "machine_failure",
+    "no_rank_started",
     "rank_status",
     "signature_line",
 ]
@@ -108,6 +111,13 @@ def rank_status(
 MACHINE_FAILURE = re.compile(r"No space left on device|\[Errno 28\]|marshal data too short|bad marshal data")
 
 
+def no_rank_started(outcome: Outcome, reason: str) -> bool:
+    """Whether a result is the `error` of a launcher (torchrun, or a warm launch's agent) that failed before any rank
+    started: nothing of the case ran (torch 1.13.0's torchrun on a newer Python). Still an `error`, never `infra`
+    (infra is retried elsewhere); a bisection steps over such an endpoint (harness/workflows/bisect.py)."""
+    return outcome is Outcome.ERROR and _NO_RANK_STARTED.match(reason) is not None
+
+
 def machine_failure(launch: LaunchResult, outcome: Outcome, reason: str) -> str | None:
     """The line saying the machine failed the launch, when an `error` (any rank's output or torchrun's) or a
     `reproduced` (its deciding line: a probe that reports any import failure as its signature) shows one."""
@@ -154,7 +164,7 @@ def _classify(launch: LaunchResult, signature: str) -> tuple[Outcome, str, list[
         for r, rec in sorted(launch.ranks.items())
     ]
     if not any(launch.ranks[r].started for r in launch.ranks) and not launch.timed_out:
-        return Outcome.ERROR, f"{launch.launcher} failed before any rank started: {_last_line(launch.agent_log)}", ranks
+        return Outcome.ERROR, f"{launch.launcher} {NO_RANK_STARTED}: {_last_line(launch.agent_log)}", ranks
     outcome, reason = combine(ranks, timed_out=launch.timed_out)
     return outcome, "; ".join([reason, *launch_notes(launch)]), ranks
 

@@ -14,10 +14,19 @@ A probe pins the bisected package to one candidate; coupled packages move with i
 (bisecting torchrec moves fbgemm and torch; bisecting torch moves the torchrec/fbgemm the case needs); everything
 else resolves as of the probe's release (or commit) date. Each probe is recorded in the results store as a cell
 named `bisect-<package>-<candidate>`; with `repeat` > 1 a probe whose repeats disagree is `flaky` (and skipped).
+A probe the store already holds (same script, pins and run settings) is reused, and its line says so.
+
+An endpoint that cannot be tested here is stepped over to the nearest release that can, and named with why: one
+that cannot be installed or imported (`infra`), or one whose launcher failed before any rank started (an `error`,
+`no_rank_started`: torch 1.13.0's torchrun on a newer Python; not `infra`, which is retried elsewhere). Before the
+first probe, `plan_line` says how many environments the release level may build, its first probes, and what the
+environments already built here say of the download; with a disk budget, finished probes' environments are
+evicted before a new one is built (`CellEnvironments`).
 """
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -25,8 +34,11 @@ from datetime import date
 
 from harness.analysis.precision import allowed_releases
 from harness.analysis.transitions import FIXED, REPRODUCED, cell_status, short
+from harness.launch.classify import NO_RANK_STARTED, no_rank_started
 from harness.launch.execute import infra_result
+from harness.launch.logscan import human_size
 from harness.matrix.basics import MatrixError
+from harness.matrix.envcache import EnvCache, disk_usage
 from harness.matrix.expand import Matrix, apply_couplings, pairing_row
 from harness.matrix.git import Commit, git_candidates, git_checkout, resolve_ref
 from harness.model.case import Case
@@ -139,7 +151,7 @@ class CaseProber:
     nprocs: tuple[int, ...] = ()  # world sizes per probe, combined like a matrix cell (default: `nproc` alone)
     resume: Resume = NO_RESUME  # bisect and narrow pass Resume(store): recorded probes are reused
     index_url: str | None = None  # where dev builds come from (a pre-release channel), for date candidates
-    on_probe: Callable[[str, Outcome, str], None] | None = None
+    on_probe: Callable[[str, Outcome, str, bool], None] | None = None  # candidate, outcome, reason, reused
     log: list[tuple[str, Outcome, str]] = field(default_factory=list)
     results: dict[str, Result] = field(default_factory=dict)  # candidate -> its result (the largest world size)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -158,6 +170,19 @@ class CaseProber:
     def __call__(self, batch: Sequence[Candidate]) -> list[Outcome]:
         cost = max(self.nprocs or (self.nproc,)) * self.probing.repeat
         return run_scheduled(batch, self.one, cost=lambda _: cost, cores=self.probing.cores)
+
+    def unusable(self, candidate: Candidate, outcome: Outcome) -> bool:
+        """Whether `candidate`'s probe (its `outcome`) shows it cannot be tested here beyond `infra`: its launcher
+        failed before any rank started (`no_rank_started`). The search steps over such an endpoint."""
+        result = self.results.get(str(candidate))
+        return result is not None and no_rank_started(outcome, result.reason)
+
+    def why(self, candidate: Candidate) -> str:
+        """`candidate`'s outcome and the first line of its reason, as probed (empty when it was not)."""
+        result = self.results.get(str(candidate))
+        if result is None:
+            return ""
+        return f"{result.outcome.value}: {(result.reason.splitlines() or [''])[0][:200]}"
 
     def one(self, candidate: Candidate) -> Outcome:
         """The outcome of the case with `package` at `candidate` (`infra` when its cell cannot be formed)."""
@@ -191,6 +216,7 @@ class CaseProber:
             self.session.run_job(Job(self.case, self.variant, n, self.device, cell))
             for n in self.nprocs or (self.nproc,)
         ]
+        self.probing.envs.cell_finished(cell)  # its environment may go under a disk budget
         if len(results) == 1:
             return results[0].outcome
         status = cell_status(results)  # several world sizes: as a matrix cell combines them
@@ -208,7 +234,7 @@ class _ProbeLog(Observer):
         if kept is None or result.nproc >= kept.nproc:  # reused or launched alike
             self.prober.results[candidate] = result
         if self.prober.on_probe:
-            self.prober.on_probe(candidate, result.outcome, result.reason)
+            self.prober.on_probe(candidate, result.outcome, result.reason, reused)
 
 
 @dataclass(frozen=True)
@@ -250,7 +276,10 @@ def bisect(probing: Probing, request: BisectRequest, probed: dict[str, Result] |
         r.device,
         r.package,
         source,
-        on_probe=lambda c, o, why: say(f"  probe {c}: {o.value}  {(why.splitlines() or [''])[0]}"),
+        on_probe=lambda c, o, why, reused: say(
+            f"  probe {c}: {o.value}{' (reused from the store, not launched)' if reused else ''}"
+            f"  {(why.splitlines() or [''])[0]}"
+        ),
         resume=Resume(probing.store),  # a probe the record or the store already holds (same script, pins) is reused
     )
     if probed is not None:
@@ -273,7 +302,7 @@ def bisect(probing: Probing, request: BisectRequest, probed: dict[str, Result] |
             f"{r.dates[0]} … {r.dates[1]} ({len(line.gaps)} gap(s), {len(line.same)} repeated build(s) skipped)"
         )
         prober.index_url = url
-        by_date = search(line.builds, prober, parallel=parallel)
+        by_date = search(line.builds, prober, parallel=parallel, unusable=prober.unusable)
         say(date_summary(line, by_date))
         levels.append(("date", by_date))
         span = commit_range(by_date)
@@ -282,7 +311,7 @@ def bisect(probing: Probing, request: BisectRequest, probed: dict[str, Result] |
             candidates = git_candidates(repo, *span)
             say(f"bisecting {len(candidates)} first-parent commits of {r.package} {span[0][:12]} … {span[1][:12]}")
             prober.companions = dict(by_date.first_new.pins)
-            levels.append(("commit", search(candidates, prober, parallel=parallel)))
+            levels.append(("commit", search(candidates, prober, parallel=parallel, unusable=prober.unusable)))
         return levels
     if not (r.old_ref and r.new_ref):
         versions = release_candidates(matrix, r.case, r.package, r.device, r.old, r.new, r.pre)
@@ -290,14 +319,16 @@ def bisect(probing: Probing, request: BisectRequest, probed: dict[str, Result] |
             f"bisecting {r.case.id}::{r.variant} over {len(versions)} {r.package} releases "
             f"{versions[0]} … {versions[-1]}"
         )
+        say(plan_line(versions, r.package, probing.envs.cache, probing.envs.disk_budget))
         try:
-            found = search(versions, prober, parallel=parallel)
+            found = search(versions, prober, parallel=parallel, unusable=prober.unusable)
         except BisectRefused as exc:
-            if Outcome.INFRA in {o for c, o, _ in prober.log if c in (versions[0], versions[-1])}:
-                raise BisectRefused(f"{exc}; {untestable_hint(r.case, r.package, [])}") from None
+            stepped = [c for c, o, _ in prober.log if c in versions and (o is Outcome.INFRA or prober.unusable(c, o))]
+            if stepped:
+                raise BisectRefused(f"{exc}; {untestable_hint(r.case, r.package, stepped, why=prober.why)}") from None
             raise
         if found.untestable:
-            say(f"[yellow]{untestable_hint(r.case, r.package, found.untestable, versions, found)}[/]")
+            say(f"[yellow]{untestable_hint(r.case, r.package, found.untestable, versions, found, prober.why)}[/]")
         levels.append(("release", found))
     refs: tuple[str, str] | None = None
     if r.old_ref and r.new_ref:
@@ -312,7 +343,7 @@ def bisect(probing: Probing, request: BisectRequest, probed: dict[str, Result] |
         if all(resolve_ref(repo, ref) for ref in refs):
             commits = git_candidates(repo, *refs)
             say(f"bisecting {len(commits)} first-parent commits of {r.package} {refs[0]} … {refs[1]}")
-            levels.append(("commit", search(commits, prober, parallel=parallel)))
+            levels.append(("commit", search(commits, prober, parallel=parallel, unusable=prober.unusable)))
         else:
             say(f"[yellow]no tags for {refs[0]} / {refs[1]} in {source}: stopping at the release level[/]")
     elif refs:
@@ -321,25 +352,72 @@ def bisect(probing: Probing, request: BisectRequest, probed: dict[str, Result] |
 
 
 def untestable_hint(
-    case: Case, package: str, stepped: list[str], versions: list[str] | None = None, found: SearchResult | None = None
+    case: Case,
+    package: str,
+    stepped: list[str],
+    versions: list[str] | None = None,
+    found: SearchResult | None = None,
+    why: Callable[[str], str] | None = None,
 ) -> str:
-    """What a bisection whose default range starts (or ends) at releases that cannot be installed here did, and how
-    to start where it can: the case's `supports:` or `--old`/`--new`."""
+    """What a bisection whose default range starts (or ends) at releases that cannot be tested here did, naming
+    each probed one and `why` (its outcome and reason), and how to start where it can: the case's `supports:` or
+    `--old`/`--new`. Without a `found` search (it was refused), the probes `stepped` over are named."""
     where = case.folder / "case.yaml"
-    if not stepped or found is None or versions is None:
+    if found is None or versions is None:
         return (
-            f"an endpoint cannot be installed or imported here (infra: the probe says why); give --old/--new "
-            f"releases that install, or narrow `supports: {{{package}: ...}}` in {where}"
+            f"cannot be installed, imported or launched here: {package} {_named(stepped, why) or 'an endpoint'}; "
+            f"give --old/--new releases that can, or narrow `supports: {{{package}: ...}}` in {where}"
         )
     older = stepped[0] == versions[0]
     start = versions[len(stepped)] if older else versions[-len(stepped) - 1]
-    probed = [c for c, _ in found.probes if c in stepped]
+    probed = [str(c) for c, _ in found.probes if c in stepped]
+    launched = why is not None and any(NO_RANK_STARTED in why(c) for c in probed)
     shown = stepped[0] if len(stepped) == 1 else f"{stepped[0]} … {stepped[-1]} ({len(stepped)} releases)"
     flag, bound = ("--old", ">=") if older else ("--new", "<=")
+    what = "installed or imported" if not launched else "installed, imported or launched"
     return (
-        f"{package} {shown} cannot be installed or imported here (infra, probed {', '.join(map(str, probed))}): "
-        f"started at {start}, the {'oldest' if older else 'newest'} that installs; to start there next time, "
-        f'set `supports: {{{package}: "{bound}{start}"}}` in {where} or pass {flag} {start}'
+        f"{package} {shown} cannot be {what} here (probed {_named(probed, why)}): started at {start}, the "
+        f"{'oldest' if older else 'newest'} that installs{' and launches' if launched else ''}; to start there next "
+        f'time, set `supports: {{{package}: "{bound}{start}"}}` in {where} or pass {flag} {start}'
+    )
+
+
+def _named(candidates: list[str], why: Callable[[str], str] | None) -> str:
+    """`1.0.0, 1.1.0: error: torchrun failed ...; 2.11.0: infra: ...`: the candidates, grouped by why."""
+    same: dict[str, list[str]] = {}
+    for c in dict.fromkeys(candidates):
+        same.setdefault(why(c) if why else "", []).append(c)
+    return "; ".join(f"{', '.join(cs)}: {text}" if text else ", ".join(cs) for text, cs in same.items())
+
+
+def plan_line(versions: list[str], package: str, cache: EnvCache, budget: int | None) -> str:
+    """What the release level plans before its first probe: how many environments it may build (one per probe;
+    reused probes build none), the first probes, and the download, estimated from the environments with `package`
+    already built under the cache (said to be unknown when there are none: the index's pages give no sizes)."""
+    n = len(versions)
+    most = 2 + math.ceil(math.log2(n - 1)) if n > 2 else n
+    first = f"{versions[0]} and {versions[-1]}" + (f", then {versions[(n - 1) // 2]}" if n > 2 else "")
+    built = [e["key"] for e in cache.list() if package in e.get("versions", {})]
+    sizes = sorted(disk_usage(cache.path(key)) for key in built[:3])
+    if sizes:
+        each = sizes[len(sizes) // 2]
+        download = (
+            f"about {human_size(each)} an environment (the median of {len(sizes)} with {package} built under "
+            f"{cache.root}), so up to {human_size(each * most)}, less what uv's cache already holds"
+        )
+    else:
+        download = (
+            f"download unknown: no environment with {package} is built under {cache.root} to measure, and the "
+            "index's pages give no file sizes"
+        )
+    evict = (
+        f"finished probes' environments are evicted over --disk-budget {human_size(budget)}"
+        if budget is not None
+        else "nothing is evicted (--disk-budget SIZE evicts finished probes' environments)"
+    )
+    return (
+        f"plan: at most {most} probe environments when no probe is skipped (each probe that cannot be used adds "
+        f"one, up to {n}), first {first}; {download}; {evict}"
     )
 
 

@@ -9,8 +9,12 @@ finds the first candidate showing the new outcome (and the last showing the old)
   test that version, e.g. the API it drives does not exist yet) makes the search find where the case becomes
   testable: what `bugmatrix expect` needs to write a `skip` rule with an exact bound.
 - An endpoint that cannot be installed or imported here (`infra`: e.g. an old release that resolves a torch which
-  does not import on this Python) is stepped over: the search bisects inward for the nearest candidate that can be
-  (assuming those that cannot come first, or last), starts there, and lists the ones stepped over as `untestable`.
+  does not import on this Python), or that the caller's `unusable` says cannot run here (bisect: torchrun failed
+  before any rank started), is stepped over: the search steps inward from it, 1, 2, 4, ... candidates and then
+  bisects that last step, for the nearest candidate that can (assuming those that cannot come first, or last),
+  starts there, and lists the ones stepped over as `untestable`. When both endpoints cannot, the middle candidate
+  and then the quarter points are tried first for one that can. A decisive outcome met while stepping is a bound:
+  the bisection starts from the nearest candidates showing each side, not from the whole range.
 - A probe whose outcome is neither side (error, infra, timeout, flaky; skip unless an endpoint is skip; the third
   verdict when one side is skip) is *skipped*, like exit 125 in `git bisect run`: the nearest untested candidate to
   the midpoint is tried instead. When every candidate in the remaining range is skipped, the answer is the range
@@ -53,11 +57,16 @@ class SearchResult(Generic[T]):
 
 
 def search(
-    candidates: Sequence[T], probe: Prober[T], parallel: int = 1, known: dict[int, Outcome] | None = None
+    candidates: Sequence[T],
+    probe: Prober[T],
+    parallel: int = 1,
+    known: dict[int, Outcome] | None = None,
+    unusable: Callable[[T, Outcome], bool] | None = None,
 ) -> SearchResult[T]:
     """Bisect `candidates` (oldest first) for the first one showing the newest candidate's outcome. `known` gives
     outcomes already measured (by index; e.g. both endpoints, when narrowing between two matrix cells): those are
-    not probed again, and not listed among the probes."""
+    not probed again, and not listed among the probes. `unusable(candidate, outcome)` says which probes besides
+    `infra` ones show the candidate cannot be tested here at all (stepped over at an endpoint, skipped inside)."""
     if len(candidates) < 2:
         raise BisectRefused(f"need at least two candidates, got {len(candidates)}")
     seen: dict[int, Outcome] = dict(known or {})
@@ -70,23 +79,24 @@ def search(
                 seen[i] = outcome
                 order.append(i)
 
+    def usable(i: int) -> bool:
+        return seen[i] is not Outcome.INFRA and not (unusable and unusable(candidates[i], seen[i]))
+
     lo, hi = 0, len(candidates) - 1
     run([lo, hi])
-    if seen[lo] is Outcome.INFRA and seen[hi] is not Outcome.INFRA:
-        lo = _installable(lo, hi, seen, run)
-    elif seen[hi] is Outcome.INFRA and seen[lo] is not Outcome.INFRA:
-        hi = _installable(hi, lo, seen, run)
+    lo, hi = _usable_ends(lo, hi, usable, run)
     untestable = [*candidates[:lo], *candidates[hi + 1 :]]
     old, new = seen[lo], seen[hi]
     sides = (old, new)
     bounding = any(o in DECISIVE for o in sides) and all(o in SIDES for o in sides)
     if old == new or not bounding:
-        stepped = f" ({_span(untestable)} cannot be installed or imported here: infra)" if untestable else ""
+        stepped = f" ({_span(untestable)} cannot be installed or run here: stepped over)" if untestable else ""
         raise BisectRefused(
             f"the endpoints do not differ: {candidates[lo]} is {old.value}, {candidates[hi]} is {new.value}"
             + stepped
             + ("" if bounding else " (an endpoint must be reproduced or fixed, the other reproduced, fixed or skip)")
         )
+    lo, hi = _bounds(lo, hi, seen, sides)
     levels = max(1, (max(1, parallel) + 1).bit_length() - 1)  # 2**levels - 1 probes per round
     while _next_probe(lo, hi, seen, sides) is not None:
         run(_speculate(lo, hi, seen, sides, levels))
@@ -104,17 +114,52 @@ def search(
     )
 
 
-def _installable(bad: int, good: int, seen: dict[int, Outcome], run: Callable[[list[int]], None]) -> int:
-    """The candidate nearest `bad` (an endpoint that is `infra`) that is not `infra`, bisecting towards `good` (one
-    that is not): the releases that cannot be installed here are taken to lie together at that end."""
+def _usable_ends(lo: int, hi: int, usable: Callable[[int], bool], run: Callable[[list[int]], None]) -> tuple[int, int]:
+    """(lo, hi) stepped inward past the endpoints that cannot be used here (see the module docstring); as they were
+    when both are usable, or when neither is and no middle candidate is."""
+    if not usable(lo) and not usable(hi):
+        for inside in _middles(lo, hi):
+            run([inside])
+            if usable(inside):
+                return _installable(lo, inside, usable, run), _installable(hi, inside, usable, run)
+    elif not usable(lo):
+        lo = _installable(lo, hi, usable, run)
+    elif not usable(hi):
+        hi = _installable(hi, lo, usable, run)
+    return lo, hi
+
+
+def _installable(bad: int, good: int, usable: Callable[[int], bool], run: Callable[[list[int]], None]) -> int:
+    """The candidate nearest `bad` (an endpoint that cannot be used here) that can, towards `good` (one that can):
+    steps of 1, 2, 4, ... from `bad`, then a bisection of the last step (those that cannot are taken to lie together
+    at that end, usually a few: stepping from the far end would probe the middle of the range for nothing)."""
+    toward, step = (1 if good > bad else -1), 1
+    while abs(good - bad) > step:  # the next step lands short of `good`
+        i = bad + toward * step
+        run([i])
+        if usable(i):
+            good = i
+            break
+        bad, step = i, step * 2
     while abs(good - bad) > 1:
         mid = (bad + good) // 2
         run([mid])
-        if seen[mid] is Outcome.INFRA:
-            bad = mid
-        else:
-            good = mid
+        bad, good = (bad, mid) if usable(mid) else (mid, good)
     return good
+
+
+def _middles(lo: int, hi: int) -> list[int]:
+    """Where to look for a usable candidate when neither endpoint is: the middle, then the quarter points."""
+    mid = (lo + hi) // 2
+    return [i for i in dict.fromkeys((mid, (lo + mid) // 2, (mid + hi) // 2)) if lo < i < hi]
+
+
+def _bounds(lo: int, hi: int, seen: dict[int, Outcome], sides: tuple[Outcome, Outcome]) -> tuple[int, int]:
+    """(lo, hi) narrowed to the candidates already probed (while stepping over endpoints, or `known`) that show the
+    new side first and the old side last before it: what was measured is a bound, not probed around."""
+    hi = min((i for i in seen if lo < i < hi and seen[i] == sides[1]), default=hi)
+    lo = max((i for i in seen if lo < i < hi and seen[i] == sides[0]), default=lo)
+    return lo, hi
 
 
 def _span(items: Sequence[object]) -> str:
