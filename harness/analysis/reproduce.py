@@ -108,7 +108,10 @@ def upstream_comment(
     when: datetime | None = None,
 ) -> str:
     """Markdown to paste into the upstream issue: the boundary with its precision, and the command for each side."""
-    lines = [f"**bugmatrix**: `{case.id}` (`{axis.variant}`, {axis.device}) along `{axis.package}`: {boundary.text()}."]
+    held = f" with `{axis.within[0]}` {axis.within[1]}" if axis.within else ""  # a coupled slice's
+    lines = [
+        f"**bugmatrix**: `{case.id}` (`{axis.variant}`, {axis.device}) along `{axis.package}`{held}: {boundary.text()}."
+    ]
     labels = ("still reproduces", "fixed") if boundary.kind == "fixed" else ("works", "reproduces again")
     for label, version, result in zip(
         labels, (boundary.before, boundary.after), sides(results, axis, boundary), strict=True
