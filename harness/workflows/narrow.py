@@ -245,7 +245,7 @@ def narrow(targets: list[Target], cases: dict[str, Case], probing: Probing, comm
             axis.device,
             axis.package,
             base=target.base,
-            suffix=_suffix(axis),
+            suffix=probe_suffix(axis),
             nprocs=tuple(case.spec.nproc),
             resume=Resume(store),
             source=matrix.source(axis.package),
@@ -335,7 +335,7 @@ def _commit_level(outcome: Narrowed, prober: CaseProber, matrix: Matrix, say: Ca
     prober.companions = {}
 
 
-def _suffix(axis: Axis) -> str:
+def probe_suffix(axis: Axis) -> str:
     """What a slice's probe cells are named after their candidate (`-lightning-2.6.6`), so that they are never taken
     for a probe with another base; "" off a slice."""
     if axis.within is None:
