@@ -8,9 +8,12 @@ on the index, the releases strictly between are bisected. The two endpoints are 
 statuses seed the search. Each probe is the cell at the older endpoint (its other pins kept) with the package moved
 to the candidate (coupled packages moved along by the pairing), run at the world sizes the case declares and
 combined as a matrix cell combines them; probes are recorded as `bisect-<package>-<version>` cells and resumed
-from the store, so a second `narrow` launches nothing. With `commits`, an adjacent release boundary of a package
-whose repository is known (a local clone: `sources`, $BUGMATRIX_MIRROR_<NAME>) goes on to the first-parent
-commits between the two releases. A boundary that cannot be narrowed says why, citing the results that show it.
+from the store, so a second `narrow` launches nothing. On a coupled slice (harness/analysis/slices.py: torch where
+lightning 2.6.6's cells disagree) the older endpoint is one of the slice's cells, the held version is always pinned,
+and the probe cells are named after it too (`bisect-torch-2.7.0-lightning-2.6.6`). With `commits`, an adjacent
+release boundary of a package whose repository is known (a local clone: `sources`, $BUGMATRIX_MIRROR_<NAME>) goes
+on to the first-parent commits between the two releases. A boundary that cannot be narrowed says why, citing the
+results that show it.
 """
 
 from __future__ import annotations
