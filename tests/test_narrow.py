@@ -676,10 +676,13 @@ def test_narrow_lists_and_closes_the_interval_of_a_coupled_slice_with_the_slices
         assert cli(slice_project, *argv) == 1, argv  # an interval is left
         assert SLICE_LINE in capsys.readouterr().out.splitlines(), argv
 
-    assert cli(slice_project, "narrow", "-j", "1") == 0
-    out = capsys.readouterr().out
-    assert "over torch with fakelib 2.0: fixed in 2.7.0 (2.6.0 reproduced)" in out, out
-    assert "along `torch` with `fakelib` 2.0: fixed in 2.7.0 (2.6.0 reproduced)" in out, out  # the comment to paste
+    assert cli(slice_project, "narrow", "-j", "1", "--format", "json") == 0
+    answer = json.loads(capsys.readouterr().out)
+    [done] = answer["narrowed"]
+    assert (done["package"], done["held"], done["adjacent"]) == ("torch", {"fakelib": "2.0"}, True), done
+    assert "::bug (cpu) over torch with fakelib 2.0: fixed in 2.7.0 (2.6.0 reproduced) [" in done["after"], done
+    [comment] = answer["comments"]  # to paste upstream
+    assert "along `torch` with `fakelib` 2.0: fixed in 2.7.0 (2.6.0 reproduced)" in comment, comment
     store = ResultStore(slice_project / "r.db")
     probes = [(cell, r) for _, cell, r in store.results(store.runs()[-1].run_id)]
     assert probes and all(cell.endswith("-fakelib-2.0") for cell, _ in probes), probes
