@@ -119,15 +119,15 @@ def selected_axes(
     case_ids: set[str] | None = None,
 ) -> list[Axis]:
     """The axes `narrow` looks at: each case's primary package unless `packages` names others (a lightning case's
-    torch only follows lightning's date, so a "torch interval" there is no boundary to narrow), and after each
-    primary axis its coupled slices (harness/analysis/slices.py: torch with lightning held at 2.6.6, where
-    lightning 2.6.6's cells disagree) along the packages asked for (any, when none is), limited to the given devices
-    and cases. An axis whose `unplaced` is not empty holds git installs no local clone dates: whether a boundary
+    torch only follows lightning's date, so a "torch interval" there is no boundary to narrow), then the coupled
+    slices of the primary axes (harness/analysis/slices.py: torch with lightning held at 2.6.6, where lightning
+    2.6.6's cells disagree) along the packages asked for (any, when none is), limited to the given devices and
+    cases. An axis whose `unplaced` is not empty holds git installs no local clone dates: whether a boundary
     hides among them cannot be said until one is set."""
     from harness.analysis.slices import slices
 
     when = dater(matrix)
-    chosen = []
+    chosen, primaries = [], []
     for axis in axes(results, {cid: list(c.spec.packages) for cid, c in cases.items()}, when):
         if (
             axis.case not in cases
@@ -139,8 +139,8 @@ def selected_axes(
         if axis.package in (packages or {primary}):
             chosen.append(axis)
         if axis.package == primary:
-            chosen += [sub for sub in slices([axis], results, cases, when) if not packages or sub.package in packages]
-    return chosen
+            primaries.append(axis)
+    return chosen + [sub for sub in slices(primaries, results, cases, when) if not packages or sub.package in packages]
 
 
 def interval_targets(chosen: list[Axis], between: Between, matrix: Matrix) -> list[Target]:
