@@ -12,7 +12,7 @@ import yaml
 from harness.cli import main
 from harness.session.store import ResultStore
 
-from .fakeindex import FakeRelease, build_index, fake_torch, make_git_repo
+from .fakeindex import FAKE_TORCHRUN, FakeRelease, build_index, fake_torch, make_git_repo
 
 VERSIONS = [f"1.{i}" for i in range(10)] + ["2.0"]  # eleven releases; the bug is fixed in 1.3
 SCRIPT = """
@@ -577,3 +577,162 @@ def test_a_failed_commit_between_two_releases_is_left_to_commit_level_narrowing(
     done = Narrowed(Target(axis, boundary, {}), found=found)
     assert done.unsaid == ["0.5.0"] and not done.adjacent
     assert "fixed between 0.4.13 and 0.5.1 (could not say: 0.5.0)" in done.line()
+
+
+SLICE_TORCH = ["2.5.0", "2.6.0", "2.7.0", "2.8.0", "2.9.0"]  # 2.6.0 ... 2.8.0 lie between the two run with 2.0
+SLICE_SCRIPT = """
+import sys
+import fakelib
+import torch
+if fakelib.__version__ == "1.0" or int(torch.__version__.split(".")[1]) < 7:
+    print("RuntimeError: FAKE-SIG with", fakelib.__version__, torch.__version__)
+    sys.exit(1)
+"""
+
+
+@pytest.fixture
+def slice_project(tmp_path: Path) -> Path:
+    """lightning-20307 in small: fakelib (the case's package) 1.0 always reproduces; 2.0 reproduces with torch < 2.7
+    only. The cells pin both (fakelib 1.0 and 2.0, each with torch 2.5.0 and 2.9.0), so fakelib 2.0 is `mixed`, torch
+    decides there, and the whole torch axis has no boundary (2.9.0 is mixed too): only the slice "torch with fakelib
+    2.0" holds the interval, between 2.5.0 and 2.9.0."""
+    releases = [
+        FakeRelease(
+            "torch",
+            version,
+            f"2024-01-{i + 1:02d}T00:00:00Z",
+            module=f"__version__ = {version!r}\n",
+            files={"torch/distributed/__init__.py": "", "torch/distributed/run.py": FAKE_TORCHRUN},
+        )
+        for i, version in enumerate(SLICE_TORCH)
+    ]
+    releases += [
+        FakeRelease("fakelib", v, f"2024-02-0{i + 1}T00:00:00Z", module=f"__version__ = {v!r}\n")
+        for i, v in enumerate(("1.0", "2.0"))
+    ]
+    index = build_index(tmp_path / "index", releases)
+    (tmp_path / "matrix.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "indexes": {"local": index},
+                "defaults": {"index": "local"},
+                "groups": [
+                    {
+                        "name": "fakelib-{fakelib}-torch-{torch}",
+                        "axes": {"fakelib": ["1.0", "2.0"], "torch": ["2.5.0", "2.9.0"]},
+                    }
+                ],
+            }
+        )
+    )
+    case = tmp_path / "cases" / "fakelib-3-slice"
+    case.mkdir(parents=True)
+    (case / "repro.py").write_text(SLICE_SCRIPT)
+    (case / "case.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "title": "fakelib bug that torch decides",
+                "upstream": ["https://example.invalid/3"],
+                "packages": ["torch", "fakelib"],
+                "nproc": [1],
+                "timeout": 60,
+                "signature": "FAKE-SIG",
+                "variants": {
+                    "bug": {
+                        "expect": [
+                            {"when": {"fakelib": "<2.0"}, "outcome": "reproduced"},
+                            {"when": {"torch": "<2.7"}, "outcome": "reproduced"},
+                            {"outcome": "fixed"},
+                        ]
+                    }
+                },
+            }
+        )
+    )
+    return tmp_path
+
+
+SLICE_LINE = (
+    "fakelib-3-slice::bug (cpu) over torch with fakelib 2.0: fixed between 2.5.0 and 2.9.0 (3 releases not run)"
+    " — not run: 2.6.0, 2.7.0, 2.8.0"
+)
+
+
+def test_narrow_lists_and_closes_the_interval_of_a_coupled_slice_with_the_slices_pins(
+    slice_project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The report's "with fakelib 2.0, torch between 2.5.0 and 2.9.0" is an interval narrow sees: listed by
+    `--dry-run` (with and without `--package torch`, the command the report prints), then bisected with every probe
+    keeping fakelib 2.0 (never the fakelib 1.0 cell that also ran torch 2.5.0), to the adjacent boundary."""
+    assert cli(slice_project, "run", "--all-cells", "-j", "1") == 0
+    capsys.readouterr()
+    assert cli(slice_project, "report", "--format", "json") == 0
+    [axis] = [a for a in json.loads(capsys.readouterr().out)["axes"] if a["package"] == "fakelib"]
+    [coupled] = axis["coupled"]
+    [boundary] = coupled["boundaries"]
+    assert boundary["text"] == "fixed between 2.5.0 and 2.9.0 (3 releases not run)"
+    suggested = boundary["narrow"].split(" narrow ", 1)[1].split()  # fakelib-3-slice --package torch --device cpu
+    for argv in (["narrow", "--dry-run"], ["narrow", "--dry-run", *suggested]):
+        assert cli(slice_project, *argv) == 1, argv  # an interval is left
+        assert SLICE_LINE in capsys.readouterr().out.splitlines(), argv
+
+    assert cli(slice_project, "narrow", "-j", "1", "--format", "json") == 0
+    answer = json.loads(capsys.readouterr().out)
+    [done] = answer["narrowed"]
+    assert (done["package"], done["held"], done["adjacent"]) == ("torch", {"fakelib": "2.0"}, True), done
+    assert "::bug (cpu) over torch with fakelib 2.0: fixed in 2.7.0 (2.6.0 reproduced) [" in done["after"], done
+    [comment] = answer["comments"]  # to paste upstream
+    assert "along `torch` with `fakelib` 2.0: fixed in 2.7.0 (2.6.0 reproduced)" in comment, comment
+    store = ResultStore(slice_project / "r.db")
+    probes = [(cell, r) for _, cell, r in store.results(store.runs()[-1].run_id)]
+    assert probes and all(cell.endswith("-fakelib-2.0") for cell, _ in probes), probes
+    assert {r.versions["fakelib"] for _, r in probes} == {"2.0"}
+    assert cli(slice_project, "narrow", "--dry-run") == 0  # closed: nothing left to list
+    capsys.readouterr()
+    assert cli(slice_project, "report", "--format", "cases") == 0
+    assert "with fakelib 2.0, torch **2.7.0** (2.6.0 reproduced)" in capsys.readouterr().out
+
+
+def test_a_slices_probe_keeps_the_slices_pins_never_another_cells(slice_project: Path) -> None:
+    """The probe between the slice's sides is a fakelib 2.0 cell with torch moved, though the cell sorted first at
+    torch 2.5.0 is fakelib 1.0's; and when only a probe measured the older side, fakelib 2.0 is still pinned."""
+    from harness.matrix.expand import load_matrix
+    from harness.model.case import load_case
+    from harness.model.outcome import Outcome
+    from harness.model.result import Result
+    from harness.workflows.bisect import probe_cell
+    from harness.workflows.narrow import intervals, probe_suffix
+
+    case = load_case(slice_project / "cases" / "fakelib-3-slice" / "case.yaml")
+    matrix = load_matrix(slice_project / "matrix.yaml")
+
+    def result(fakelib: str, torch: str, outcome: Outcome) -> Result:
+        return Result(
+            case=case.id,
+            variant="bug",
+            nproc=1,
+            device="cpu",
+            outcome=outcome,
+            expected=None,
+            reason="",
+            versions={"fakelib": fakelib, "torch": torch},
+        )
+
+    R, F = Outcome.REPRODUCED, Outcome.FIXED  # noqa: N806
+    results = [
+        (f"fakelib-{lib}-torch-{torch}", result(lib, torch, o))
+        for lib, torch, o in (("1.0", "2.5.0", R), ("1.0", "2.9.0", R), ("2.0", "2.5.0", R), ("2.0", "2.9.0", F))
+    ]
+    between = lambda case, package, device, a, b: tuple(v for v in SLICE_TORCH if a < v < b)  # noqa: E731
+    for packages in (None, {"torch"}):
+        [target] = intervals(results, {case.id: case}, between, matrix, packages=packages)
+        assert (target.axis.package, target.axis.within) == ("torch", ("fakelib", "2.0"))
+        assert target.base == {"fakelib": "2.0", "torch": "2.5.0"}
+        cell = probe_cell(matrix, case, "torch", "2.7.0", "cpu", base=target.base, suffix=probe_suffix(target.axis))
+        assert (cell.name, cell.pins) == ("bisect-torch-2.7.0-fakelib-2.0", {"torch": "2.7.0", "fakelib": "2.0"})
+
+    # a probe at 2.6.0 (fakelib 2.0) reproduced: the older side now is a probe cell, no matrix cell
+    results.append(("bisect-torch-2.6.0-fakelib-2.0", result("2.0", "2.6.0", R)))
+    [target] = intervals(results, {case.id: case}, between, matrix, packages={"torch"})
+    assert (target.boundary.before, target.boundary.after) == ("2.6.0", "2.9.0")
+    assert target.base["fakelib"] == "2.0"

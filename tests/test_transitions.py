@@ -229,3 +229,77 @@ def test_cells_that_disagree_with_nothing_to_tell_them_apart_are_said_so_not_nev
     report.cases = {case.id: case}
     [row] = [line for line in to_cases_markdown(report).splitlines() if case.id in line]
     assert "never" not in row and "torch 2.5.1: in some cells, not others" in row
+
+
+def test_the_cases_table_and_narrow_read_one_slice(make_case, tmp_path) -> None:  # noqa: ANN001
+    """lightning-20307 in small, as the record holds it before any narrowing: the cases table's row is word for word
+    what it was when the slice was computed in output/ (issue 37), and the interval it names is the one `narrow`
+    selects (harness/analysis/slices.py: one computation), on the slice, never on the whole torch axis."""
+    import yaml
+
+    from harness.analysis.slices import coupled
+    from harness.matrix.expand import load_matrix
+    from harness.output.reports import build_report, to_cases_markdown
+    from harness.workflows.narrow import intervals
+
+    case = make_case(
+        "print('x')\n",
+        case_id="lightning-8-slice",
+        packages=["torch", "lightning"],
+        variants={"bug": {"expect": [{"when": {"lightning": "<2.6"}, "outcome": "reproduced"}, {"outcome": "fixed"}]}},
+    )
+    cells = [
+        ("lightning-2.5.6", "2.5.6", "2.9.0", Outcome.REPRODUCED),
+        ("lightning-2.3.3-torch-2.5.1", "2.3.3", "2.5.1", Outcome.REPRODUCED),
+        ("lightning-2.6.0", "2.6.0", "2.9.1", Outcome.FIXED),
+        ("lightning-2.6.6", "2.6.6", "2.14.0", Outcome.FIXED),
+        ("lightning-2.6.6-torch-2.5.1", "2.6.6", "2.5.1", Outcome.REPRODUCED),
+        ("lightning-2.6.6-torch-2.11.0", "2.6.6", "2.11.0", Outcome.FIXED),
+    ]
+    found = [
+        (
+            cell,
+            Result(
+                case=case.id,
+                variant="bug",
+                nproc=1,
+                device="cpu",
+                outcome=o,
+                expected=None,
+                reason="",
+                versions={"lightning": light, "torch": torch},
+            ),
+        )
+        for cell, light, torch, o in cells
+    ]
+    torch_between = ("2.6.0", "2.7.0", "2.7.1", "2.8.0", "2.9.0", "2.9.1", "2.10.0")
+
+    def between(case_id: str, package: str, device: str, a: str, b: str) -> tuple[str, ...]:
+        return torch_between if (package, a, b) == ("torch", "2.5.1", "2.11.0") else ()
+
+    report = build_report(found, {case.id: ["torch", "lightning"]}, between=between)
+    report.cases = {case.id: case}
+    [row] = [line for line in to_cases_markdown(report).splitlines() if case.id in line]
+    assert row.split(" | ")[3:6] == [
+        "2.3.3 … 2.5.6 (2 versions); with lightning 2.6.6, torch 2.5.1",
+        "**2.6.0** (2.5.6 reproduced); with lightning 2.6.6, torch between 2.5.1 and 2.11.0 (7 releases not run)",
+        "—",
+    ]
+    [axis] = [a for a in report.axes if a.package == "lightning"]
+    [(at, sub)] = report.coupled(axis)
+    assert (at, sub.package, sub.within, [p.version for p in sub.points]) == (
+        "2.6.6",
+        "torch",
+        ("lightning", "2.6.6"),
+        ["2.5.1", "2.11.0", "2.14.0"],  # the slice's cells alone: not lightning 2.3.3's torch 2.5.1
+    )
+    assert coupled(axis, case, lambda cell: report.status((case.id, "bug", "cpu"), cell)[1]) == [(at, sub)]
+
+    (tmp_path / "matrix.yaml").write_text(
+        yaml.safe_dump({"groups": [{"name": "lightning-{lightning}", "axes": {"lightning": ["2.6.6"]}}]})
+    )
+    matrix = load_matrix(tmp_path / "matrix.yaml")
+    for packages in (None, {"torch"}):
+        [target] = intervals(found, {case.id: case}, between, matrix, packages=packages)
+        assert target.axis.label == "lightning-8-slice::bug (cpu) over torch with lightning 2.6.6"
+        assert target.boundary.text() == "fixed between 2.5.1 and 2.11.0 (7 releases not run)"

@@ -111,7 +111,8 @@ def upstream_comment(
     """Markdown to paste into the upstream issue: the boundary with its precision (each version between that could
     not say with its cause), and the command for each side."""
     said = boundary.text(lambda versions: causes_text(results, axis, versions))
-    lines = [f"**bugmatrix**: `{case.id}` (`{axis.variant}`, {axis.device}) along `{axis.package}`: {said}."]
+    held = f" with `{axis.within[0]}` {axis.within[1]}" if axis.within else ""  # a coupled slice's
+    lines = [f"**bugmatrix**: `{case.id}` (`{axis.variant}`, {axis.device}) along `{axis.package}`{held}: {said}."]
     labels = ("still reproduces", "fixed") if boundary.kind == "fixed" else ("works", "reproduces again")
     for label, version, result in zip(
         labels, (boundary.before, boundary.after), sides(results, axis, boundary), strict=True

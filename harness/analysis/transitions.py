@@ -110,11 +110,15 @@ class Axis:
     # git installs that could not be dated (no local clone): run, but not placed among the points -- a commit's version
     # string (`0.4.0.dev0 @ <sha>`) says nothing of where it sits in history
     unplaced: list[Point] = field(default_factory=list)
+    # a coupled slice's (harness/analysis/slices.py): the primary package and the version all its cells hold
+    within: tuple[str, str] | None = None
 
     @property
     def label(self) -> str:
-        """`case::variant (device) over package`: how narrow and its dry run name the axis."""
-        return f"{self.case}::{self.variant} ({self.device}) over {self.package}"
+        """`case::variant (device) over package` (a slice's: `... over torch with lightning 2.6.6`): how narrow and
+        its dry run name the axis."""
+        held = f" with {self.within[0]} {short(self.within[1])}" if self.within else ""
+        return f"{self.case}::{self.variant} ({self.device}) over {self.package}{held}"
 
     @property
     def reproduced_in(self) -> list[str]:

@@ -20,7 +20,7 @@ from harness.model.errors import UsageError
 from harness.model.exitcode import ExitCode
 
 if TYPE_CHECKING:
-    from harness.analysis.transitions import Between
+    from harness.analysis.transitions import Between, Boundary
     from harness.matrix.expand import Matrix
     from harness.model.case import Case
     from harness.output.printer import Printer
@@ -171,7 +171,7 @@ def _listed(request: NarrowRequest, ctx: Context, read: _Read, targets: list, un
     (what `expect --check` reads) or a boundary may hide among unplaced commits, else 0."""
     printer, cases_dir = ctx.printer, ctx.args.cases_dir
     for t in targets:
-        printer.answer(f"{t.axis.label}: {t.boundary.text()}")
+        printer.answer(f"{t.axis.label}: {t.boundary.text()}{_not_run(t.boundary)}")
     if targets:
         return ExitCode.FAILED
     if undated:
@@ -201,6 +201,17 @@ def _listed(request: NarrowRequest, ctx: Context, read: _Read, targets: list, un
         highlight=False,
     )
     return ExitCode.OK
+
+
+def _not_run(boundary: Boundary, most: int = 12) -> str:
+    """` — not run: 2.6.0, 2.7.0, …`: what a narrowing would choose among (the first `most`), "" when nothing."""
+    from harness.model.version import short
+
+    left = boundary.untested or ()
+    if not left:
+        return ""
+    shown = ", ".join(short(v) for v in left[:most])
+    return f" — not run: {shown}{f', … ({len(left) - most} more)' if len(left) > most else ''}"
 
 
 def _show(request: NarrowRequest, printer: Printer, done: list, pasted: list[str], run_id: str) -> ExitCode:

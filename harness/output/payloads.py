@@ -32,8 +32,8 @@ def bisect_json(run_id: str, summary: str, levels: list[tuple[str, Any]]) -> str
 
 
 def narrow_json(run_id: str, comments: list[str], done: list[Any]) -> str:
-    """`narrow --json`: each boundary before and after, the level it reached, its probes, whether its sides are now
-    adjacent and why not further."""
+    """`narrow --json`: each boundary before and after (on a coupled slice, the version it holds: `held`), the level
+    it reached, its probes, whether its sides are now adjacent and why not further."""
     return to_json(
         {
             "run_id": run_id,
@@ -44,6 +44,7 @@ def narrow_json(run_id: str, comments: list[str], done: list[Any]) -> str:
                     "variant": d.target.axis.variant,
                     "device": d.target.axis.device,
                     "package": d.target.axis.package,
+                    "held": dict([d.target.axis.within]) if d.target.axis.within else None,  # a coupled slice's pin
                     "before": d.target.boundary.text(),
                     "after": d.line(),
                     "level": d.level,

@@ -15,17 +15,15 @@ from rich.markup import escape
 
 from harness.analysis.compare import Change
 from harness.analysis.intake import Intake, median_wall
+from harness.analysis.slices import coupled
 from harness.analysis.transitions import (
-    MIXED,
     Axis,
     Between,
     Boundary,
     Dater,
     Explain,
     axes,
-    cell_axes,
     cell_status,
-    cell_versions,
     span,
 )
 from harness.analysis.undecided import causes_text, undecided_cause
@@ -33,7 +31,7 @@ from harness.matrix.expand import Matrix
 from harness.matrix.resolve import dater
 from harness.model.case import Case, discover
 from harness.model.cell import BISECT_PREFIX
-from harness.model.common import item_id, logical_name, primary_package
+from harness.model.common import item_id, primary_package
 from harness.model.outcome import Outcome, shown
 from harness.model.result import Result, counts
 from harness.model.version import parse_release_or_none
@@ -97,33 +95,10 @@ class MatrixReport:
         return out
 
     def coupled(self, axis: Axis) -> list[tuple[str, Axis]]:
-        """Where the primary axis cannot say alone: for each of its versions whose cells disagree (`mixed`: some
-        reproduced, some fixed, e.g. lightning 2.6.6 with torch 2.11 and 2.12), the axes along the case's other
-        packages (those the variant's `reproduced` rules name, when they name any) over those cells only:
-        `(primary version, axis)` for each that holds a point."""
-        case = self.cases.get(axis.case)
-        packages = case.spec.recorded_packages if case else []  # a rule may name one outside `packages`
-        others = [logical_name(p) for p in packages if logical_name(p) != axis.package]
-        if case is not None and axis.variant in case.spec.variants:  # the packages its rules make the bug depend on
-            variant = case.spec.variants[axis.variant]
-            named = {logical_name(k) for k in variant.packages_named(axis.device, Outcome.REPRODUCED)}
-            others = [p for p in others if p in named] or others
-        out = []
-        for point in axis.points:
-            if point.status != MIXED:
-                continue
-            cells = {
-                cell: (cell_status(rs), cell_versions(rs))
-                for cell in point.cells
-                for rs in [self.status((axis.case, axis.variant, axis.device), cell)[1]]
-                if rs
-            }
-            out += [
-                (point.version, sub)
-                for sub in cell_axes(axis.case, axis.variant, axis.device, cells, others, self.dater)
-                if sub.points
-            ]
-        return out
+        """Where the primary axis cannot say alone: `(primary version, slice)` for each of its coupled slices
+        (harness/analysis/slices.py), read from this report's results."""
+        row = (axis.case, axis.variant, axis.device)
+        return coupled(axis, self.cases.get(axis.case), lambda cell: self.status(row, cell)[1], self.dater)
 
     def explain(self, axis: Axis) -> Explain:
         """How `axis`'s versions that could not say are listed: each with its cause, read from the results there

@@ -96,9 +96,11 @@ def probe_cell(
     source: str | None = None,
     companions: dict[str, str | GitPin] | None = None,
     base: dict[str, str | GitPin] | None = None,
+    suffix: str = "",
 ) -> Cell:
     """The cell that pins `package` to `candidate`, with the packages coupled to it moved along, and the other pins
-    of `base` (a matrix cell's, when narrowing between two of its cells) kept.
+    of `base` (a matrix cell's, when narrowing between two of its cells) kept; named `bisect-<package>-<candidate>`
+    and `suffix` (a coupled slice's held pin, `-lightning-2.6.6`: its probes are not another base's).
 
     A commit has no version to look up in a pairing: its coupled packages are `companions` (the commit level
     passes the pins of the release the commits lead to, e.g. torchrec 1.2.0's fbgemm 1.2 and torch 2.7).
@@ -122,7 +124,7 @@ def probe_cell(
             pins.setdefault(member, kept)
     pins = apply_couplings(matrix.spec.couplings, pins, f"bisect {package} {candidate}")
     return Cell(
-        name=f"{BISECT_PREFIX}{package}-{candidate}",
+        name=f"{BISECT_PREFIX}{package}-{candidate}{suffix}",
         device=device,
         python=matrix.spec.defaults.python,
         index_url=matrix.index_url(),
@@ -148,6 +150,7 @@ class CaseProber:
     source: str | None = None
     companions: dict[str, str | GitPin] = field(default_factory=dict)  # coupled pins for commit candidates
     base: dict[str, str | GitPin] = field(default_factory=dict)  # other pins every probe keeps (narrow)
+    suffix: str = ""  # after the candidate in each probe's cell name (narrow of a slice: `-lightning-2.6.6`)
     nprocs: tuple[int, ...] = ()  # world sizes per probe, combined like a matrix cell (default: `nproc` alone)
     resume: Resume = NO_RESUME  # bisect and narrow pass Resume(store): recorded probes are reused
     index_url: str | None = None  # where dev builds come from (a pre-release channel), for date candidates
@@ -199,10 +202,11 @@ class CaseProber:
                     self.source,
                     self.companions,
                     self.base,
+                    self.suffix,
                 )
         except MatrixError as exc:  # recorded where the probe would have run, as `infra`
             cell = Cell(
-                name=f"{BISECT_PREFIX}{self.package}-{candidate}",
+                name=f"{BISECT_PREFIX}{self.package}-{candidate}{self.suffix}",
                 device=self.device,
                 python=self.matrix.spec.defaults.python,
                 index_url=self.matrix.index_url(),
@@ -229,6 +233,7 @@ class _ProbeLog(Observer):
 
     def result_ready(self, job: Job, result: Result, reused: bool) -> None:
         candidate = job.cell_name.removeprefix(f"{BISECT_PREFIX}{self.prober.package}-")
+        candidate = candidate.removesuffix(self.prober.suffix) if self.prober.suffix else candidate
         self.prober.log.append((candidate, result.outcome, result.reason))
         kept = self.prober.results.get(candidate)
         if kept is None or result.nproc >= kept.nproc:  # reused or launched alike

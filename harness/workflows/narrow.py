@@ -8,9 +8,12 @@ on the index, the releases strictly between are bisected. The two endpoints are 
 statuses seed the search. Each probe is the cell at the older endpoint (its other pins kept) with the package moved
 to the candidate (coupled packages moved along by the pairing), run at the world sizes the case declares and
 combined as a matrix cell combines them; probes are recorded as `bisect-<package>-<version>` cells and resumed
-from the store, so a second `narrow` launches nothing. With `commits`, an adjacent release boundary of a package
-whose repository is known (a local clone: `sources`, $BUGMATRIX_MIRROR_<NAME>) goes on to the first-parent
-commits between the two releases. A boundary that cannot be narrowed says why, citing the results that show it.
+from the store, so a second `narrow` launches nothing. On a coupled slice (harness/analysis/slices.py: torch where
+lightning 2.6.6's cells disagree) the older endpoint is one of the slice's cells, the held version is always pinned,
+and the probe cells are named after it too (`bisect-torch-2.7.0-lightning-2.6.6`). With `commits`, an adjacent
+release boundary of a package whose repository is known (a local clone: `sources`, $BUGMATRIX_MIRROR_<NAME>) goes
+on to the first-parent commits between the two releases. A boundary that cannot be narrowed says why, citing the
+results that show it.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from harness.matrix.expand import Matrix
 from harness.matrix.git import Commit, git_candidates, resolve_ref
 from harness.matrix.resolve import dater
 from harness.model.case import Case
-from harness.model.cell import Pin
+from harness.model.cell import GitPin, Pin
 from harness.model.common import primary_package
 from harness.model.outcome import Outcome
 from harness.model.result import Result
@@ -117,37 +120,55 @@ def selected_axes(
     case_ids: set[str] | None = None,
 ) -> list[Axis]:
     """The axes `narrow` looks at: each case's primary package unless `packages` names others (a lightning case's
-    torch only follows lightning's date, so a "torch interval" there is no boundary to narrow), limited to the given
-    devices and cases. An axis whose `unplaced` is not empty holds git installs no local clone dates: whether a
-    boundary hides among them cannot be said until one is set."""
-    chosen = []
-    for axis in axes(results, {cid: list(c.spec.packages) for cid, c in cases.items()}, dater(matrix)):
-        wanted = packages or ({primary_package(list(cases[axis.case].spec.packages))} if axis.case in cases else set())
+    torch only follows lightning's date, so a "torch interval" there is no boundary to narrow), then the coupled
+    slices of the primary axes (harness/analysis/slices.py: torch with lightning held at 2.6.6, where lightning
+    2.6.6's cells disagree) along the packages asked for (any, when none is), limited to the given devices and
+    cases. An axis whose `unplaced` is not empty holds git installs no local clone dates: whether a boundary
+    hides among them cannot be said until one is set."""
+    from harness.analysis.slices import slices
+
+    when = dater(matrix)
+    chosen, primaries = [], []
+    for axis in axes(results, {cid: list(c.spec.packages) for cid, c in cases.items()}, when):
         if (
             axis.case not in cases
-            or axis.package not in wanted
             or (devices and axis.device not in devices)
             or (case_ids and axis.case not in case_ids)
         ):
             continue
-        chosen.append(axis)
-    return chosen
+        primary = primary_package(list(cases[axis.case].spec.packages))
+        if axis.package in (packages or {primary}):
+            chosen.append(axis)
+        if axis.package == primary:
+            primaries.append(axis)
+    return chosen + [sub for sub in slices(primaries, results, cases, when) if not packages or sub.package in packages]
 
 
 def interval_targets(chosen: list[Axis], between: Between, matrix: Matrix) -> list[Target]:
-    """Every boundary on `chosen` that is not adjacent, with the pins of the matrix cell at its older endpoint (a
-    probe cell's when only a probe ran there)."""
+    """Every boundary on `chosen` that is not adjacent, with the pins of the matrix cell at its older endpoint (on a
+    slice, one of the slice's cells, and always its held version)."""
     targets = []
-    cells = {c.name: c for c in matrix.cells}
     for axis in chosen:
         for boundary in axis.boundaries(between):
-            if boundary.adjacent:
-                continue
-            point = next(p for p in axis.points if p.version == boundary.before)
-            named = [cells[c] for c in point.cells if c in cells]
-            base = dict(named[0].pins) if named else {}
-            targets.append(Target(axis, boundary, base))
+            if not boundary.adjacent:
+                targets.append(Target(axis, boundary, _base(axis, boundary.before, matrix)))
     return targets
+
+
+def _base(axis: Axis, version: str, matrix: Matrix) -> dict[str, Pin]:
+    """The pins a probe between `axis`'s sides keeps: the matrix cell's at `version`, and on a slice (another of
+    its matrix cells when only probes ran at `version`) the version it holds, lightning 2.6.6, whatever that pins."""
+    cells = {c.name: c for c in matrix.cells}
+    point = next(p for p in axis.points if p.version == version)
+    named = [cells[c] for c in point.cells if c in cells]
+    if not named and axis.within:  # a slice's side that only a probe measured: another cell of the slice
+        named = [cells[c] for p in axis.points for c in p.cells if c in cells]
+    base: dict[str, Pin] = dict(named[0].pins) if named else {}
+    if axis.within:
+        package, held = axis.within
+        pin = PinVersion.parse(held)
+        base[package] = GitPin(git=pin.commit) if pin.commit else held
+    return base
 
 
 def intervals(
@@ -228,6 +249,7 @@ def narrow(targets: list[Target], cases: dict[str, Case], probing: Probing, comm
             axis.device,
             axis.package,
             base=target.base,
+            suffix=probe_suffix(axis),
             nprocs=tuple(case.spec.nproc),
             resume=Resume(store),
             source=matrix.source(axis.package),
@@ -265,19 +287,25 @@ def comments(
     done: list[Narrowed], results: list[tuple[str, Result]], cases: dict[str, Case], between: Between, matrix: Matrix
 ) -> list[str]:
     """For each narrowed boundary, the comment to paste upstream (harness/analysis/reproduce.py), read from the
-    store's results after the narrowing: the boundary as it now stands, and the command for each side."""
+    store's results after the narrowing: the boundary as it now stands (on its slice, for a slice's), and the command
+    for each side."""
     from harness.analysis.reproduce import upstream_comment
+    from harness.analysis.slices import slices
 
     out = []
-    now = axes(results, {cid: list(c.spec.packages) for cid, c in cases.items()}, dater(matrix))
+    when = dater(matrix)
+    now = axes(results, {cid: list(c.spec.packages) for cid, c in cases.items()}, when)
+    primaries = [a for a in now if a.case in cases and a.package == primary_package(list(cases[a.case].spec.packages))]
+    now += slices(primaries, results, cases, when)
     for d in done:
-        old = d.target.boundary
+        old, was = d.target.boundary, d.target.axis
         for axis in now:
-            if (axis.case, axis.variant, axis.device, axis.package) != (
-                d.target.axis.case,
-                d.target.axis.variant,
-                d.target.axis.device,
-                d.target.axis.package,
+            if (axis.case, axis.variant, axis.device, axis.package, axis.within) != (
+                was.case,
+                was.variant,
+                was.device,
+                was.package,
+                was.within,
             ):
                 continue
             versions = [p.version for p in axis.points]
@@ -309,6 +337,16 @@ def _commit_level(outcome: Narrowed, prober: CaseProber, matrix: Matrix, say: Ca
     except BisectRefused as exc:
         outcome.why_not = f"commit level: {exc}"
     prober.companions = {}
+
+
+def probe_suffix(axis: Axis) -> str:
+    """What a slice's probe cells are named after their candidate (`-lightning-2.6.6`), so that they are never taken
+    for a probe with another base; "" off a slice."""
+    if axis.within is None:
+        return ""
+    package, held = axis.within
+    pin = PinVersion.parse(held)
+    return f"-{package}-{pin.commit[:12] if pin.commit else held}"
 
 
 def _candidates(b: Boundary, prober: CaseProber) -> list[str | Commit]:
