@@ -1,9 +1,12 @@
-"""Flaky verdicts with a stated confidence (harness/analysis/flaky.py): errors kept apart, the cap says
-"could not decide", a version is never called fixed on fewer clean runs than the confidence needs."""
+"""Flaky verdicts with a stated confidence (harness/analysis/flaky.py) and their calibration
+(tools/flaky_calibration.py): errors kept apart, the cap says "could not decide", a version is never called fixed
+on fewer clean runs than the confidence needs, and simulated bisects are right at least as often as stated."""
 
 from __future__ import annotations
 
 import random
+import sys
+from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -21,6 +24,10 @@ from harness.analysis.flaky import (
     needed_clean,
 )
 from harness.model.outcome import Outcome
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+
+import flaky_calibration  # noqa: E402
 
 
 def test_a_boundary_is_stated_with_both_tallies_and_its_confidence() -> None:
@@ -111,3 +118,14 @@ def test_known_tallies_count_and_are_not_launched_again() -> None:
     answer = locate(4, measure, known={0: Tally(0, 160), 3: Tally(50, 110)})
     assert 0 not in launched and 3 not in launched
     assert answer.verdict.kind == REGRESSED and answer.first_new == 2
+
+
+def test_calibration_is_right_at_least_as_often_as_stated_in_a_clean_setting() -> None:
+    clean = next(s for s in flaky_calibration.SETTINGS if s.name == "clean 0 vs 0.3")
+    row = flaky_calibration.simulate(clean, 40, 16, random.Random("test"), 0.95)
+    assert row.answered >= 35 and row.stated_min >= 0.95
+    assert row.accuracy is not None and row.accuracy >= 0.95
+    capped = next(s for s in flaky_calibration.SETTINGS if s.name.startswith("too small"))
+    row = flaky_calibration.simulate(capped, 20, 16, random.Random("test"), 0.95)
+    assert (row.answered, row.undecided) == (0, 20)  # the cap: "could not decide", never a wrong boundary
+    assert f"| {capped.name} | 20 | 0 | 20 | - | - |" in flaky_calibration.table([row], 0.95)
