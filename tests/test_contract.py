@@ -292,3 +292,72 @@ def test_a_new_optional_result_field_goes_through_one_place(
         load(tmp_path / "rec")
     with pytest.raises(ValueError, match="mode: not a declared optional result field"):
         Result.model_validate({**plain.model_dump(), "extra": {"mode": "x"}})
+
+
+# ---------------------------------------------------------------------------- repeats pooled across runs
+
+
+def _repeated(
+    run: str, cell: str, pool: str, tallies: dict[str, int], outcome: Outcome, launched: bool = True
+) -> Entry:
+    r = result("a", 1, outcome, 100 + RUNS.index(run), "d1", f"fp-{sum(tallies.values())}")
+    return (run, cell, r.model_copy(update={"tallies": tallies, "pool": pool, "launched": launched}))
+
+
+def test_every_store_adds_up_the_launches_of_one_pool_over_every_run(make, kind: str) -> None:  # noqa: ANN001
+    flaky, reproduced = Outcome.FLAKY, Outcome.REPRODUCED
+    entries = [
+        _repeated(RUNS[0], "local", "pool-a", {"reproduced": 2, "fixed": 3}, flaky),  # --repeat 5
+        _repeated(RUNS[1], "local", "pool-a", {"fixed": 8, "error": 1, "reproduced": 1}, flaky),  # --repeat 10
+        _repeated(RUNS[2], "local", "pool-a", {}, Outcome.FIXED),  # launched once: its outcome once
+        _repeated(RUNS[2], "torch-2.5.1", "pool-a", {"reproduced": 9}, reproduced),  # another cell
+        _repeated(RUNS[1], "bisect-torch-2.6.0", "pool-b", {"reproduced": 4}, reproduced),  # another pool
+        _repeated(RUNS[0], "bisect-torch-2.6.0", "pool-b", {}, Outcome.INFRA, launched=False),  # nothing launched
+    ]
+    store = make(entries)
+    pooled = store.pooled("local", "a", "bug", "pool-a")
+    assert store.pooled("local", "a", "bug", "") == {}  # no pool: nothing pools
+    assert store.pooled("local", "b", "bug", "pool-a") == {}  # never another case's launches
+    if kind == "null":
+        assert pooled == {}
+        return
+    assert pooled == {"error": 1, "fixed": 12, "reproduced": 3}  # 5 + 10 + 1 launches over three runs
+    assert store.pooled("bisect-torch-2.6.0", "a", "bug", "pool-b") == {"reproduced": 4}
+    assert [r.pool for _, _, r in store.results() if r.case == "a"].count("pool-a") == 4  # kept as saved
+
+
+def test_the_pool_is_the_fingerprint_less_the_repeats_and_the_fingerprint_is_unchanged(make_case) -> None:  # noqa: ANN001
+    import hashlib
+
+    from harness.model.job import pool_of, run_digest
+
+    job = Job(make_case("print('x')\n"), "bug", 2, "cpu")
+    parts = [run_digest(job.case, job.variant), "bug", 2, "cpu", "pins"]
+    for repeat in (1, 5, 10):  # the fingerprint as 93b7231 computed it
+        old = hashlib.sha256(json.dumps([*parts, repeat]).encode()).hexdigest()[:32]
+        assert fingerprint(job, "pins", repeat) == old
+    assert pool_of(job, "pins") not in {fingerprint(job, "pins", k) for k in (1, 5, 10)}
+    assert pool_of(job, "pins") != pool_of(job, "other pins")
+    assert pool_of(job, "pins") != pool_of(Job(job.case, "bug", 1, "cpu"), "pins")
+
+
+def test_a_result_without_a_pool_is_the_row_and_payload_it_was_and_one_with_a_pool_round_trips(tmp_path: Path) -> None:
+    plain = result("fake-1-case", 1, Outcome.FIXED, 100, "d1", "fp-1")
+    assert "pool" not in to_row(RUNS[0], "local", plain, "m-1") and "pool" not in plain.model_dump(mode="json")
+    pooled = plain.model_copy(update={"pool": "p-1"})
+    row = to_row(RUNS[0], "local", pooled, "m-1")
+    assert (
+        row["pool"] == "p-1"
+        and from_row(row)[2].pool == "p-1"
+        and from_row(to_row(RUNS[0], "l", plain, "m"))[2].pool == ""
+    )
+    assert Result.model_validate(pooled.model_dump(mode="json")).pool == "p-1"
+    store = _sqlite(tmp_path, "s", [(RUNS[0], "local", pooled), (RUNS[1], "local", plain)])
+    assert [r.pool for _, _, r in store.results()] == ["p-1", ""]
+    record = Record(rows=[row], runs={RUNS[0]: {"started": "2020-01-01T00:00:00Z", "machine": "m-1", "command": ""}})
+    write(tmp_path / "rec", record)
+    assert [r["pool"] for r in load(tmp_path / "rec").rows] == ["p-1"]
+    path = tmp_path / "rec" / "results" / "fake-1-case.jsonl"
+    path.write_text(path.read_text().replace('"pool":"p-1"', '"pool":7'))
+    with pytest.raises(RecordError, match=r"fake-1-case.jsonl:1: pool: 7 is not a str"):
+        load(tmp_path / "rec")

@@ -321,3 +321,19 @@ def test_two_cases_with_the_same_script_and_settings_each_get_their_own_result(
     for case in (first, second):
         reused = store.standing("local", case.id, "bug", store.results()[0][2].fingerprint, (Outcome.FIXED,))
         assert reused is not None and reused.case == case.id
+
+
+def test_repeats_of_one_job_pool_across_runs_whatever_repeat_asked(
+    make_case: MakeCase, env: Environment, tmp_path: Path
+) -> None:
+    case = make_case(FIXED_SCRIPT, variants={"bug": {"expect": [{"outcome": "fixed"}]}})
+    jobs = plan_local([case], Selection(devices=("cpu",)))
+    store = ResultStore(tmp_path / "r.db")
+    for repeat in (2, 3):  # two runs: their fingerprints differ (the repeats), their pool does not
+        with recording(store, f"repeat {repeat}", "test") as run_id:
+            Session(
+                LocalEnvironment(env), resume=Resume(store), observers=[Recorder(store, run_id)], repeat=repeat
+            ).run(jobs)
+    first, second = (r for _, _, r in store.results())
+    assert first.fingerprint != second.fingerprint and first.pool == second.pool != ""
+    assert store.pooled("local", case.id, "bug", first.pool) == {"fixed": 5}

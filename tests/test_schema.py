@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 import yaml
 
 from harness.model.case import discover, load_case
-from harness.model.case_schema import CaseError
+from harness.model.case_schema import CASE_CLASSES, CaseError
 
 VALID = {
     "title": "t",
@@ -143,3 +144,31 @@ def test_recorded_packages_add_what_the_rules_name(tmp_path: Path) -> None:
     case = load_case(write(tmp_path, doc))
     assert case.spec.recorded_packages == ["torch", "transformers"]
     assert load_case(write(tmp_path, VALID)).spec.recorded_packages == ["torch"]
+
+
+def test_a_case_says_what_kind_of_bug_it_is_outside_the_run_digest(tmp_path: Path, capsys) -> None:  # noqa: ANN001
+    from harness.cli import main
+    from harness.model.job import run_digest
+    from harness.output.reports import report_for, to_json
+
+    path = write(tmp_path, {**VALID, "class": "silent-wrong-value"})
+    case = load_case(path)
+    assert case.spec.bug_class == "silent-wrong-value"
+    path.write_text(yaml.safe_dump(VALID))  # the same case without one: the same digest, nothing superseded
+    assert load_case(path).spec.bug_class is None and run_digest(load_case(path), "bug") == run_digest(case, "bug")
+    path.write_text(yaml.safe_dump({**VALID, "class": "wrong"}))
+    with pytest.raises(CaseError, match=rf"^{path}: class: .*silent-wrong-value") as info:
+        load_case(path)
+    assert "\n" not in str(info.value)
+
+    path.write_text(yaml.safe_dump({**VALID, "class": "hang"}))
+    assert main(["--cases-dir", str(tmp_path / "cases"), "list", "--json"]) == 0
+    assert [c["class"] for c in json.loads(capsys.readouterr().out)["cases"]] == ["hang"]
+    shown = json.loads(to_json(report_for([], tmp_path / "cases", [], None)))
+    assert (shown["classes"], shown["class_counts"]) == ({"torch-1-x": "hang"}, {"hang": 1})
+
+
+def test_every_committed_case_has_a_class_from_the_closed_set() -> None:
+    cases, errors = discover(Path(__file__).resolve().parents[1] / "cases")
+    assert not errors and len(cases) >= 56
+    assert {c.id: c.spec.bug_class for c in cases if c.spec.bug_class not in CASE_CLASSES} == {}

@@ -263,3 +263,28 @@ def test_concurrent_saves_keep_latest_consistent(tmp_path: Path) -> None:
         r.started_at == 1000.0 + (20 + k) * 4 + 3
         for k, (_, r) in enumerate(sorted(store.latest(), key=lambda cr: cr[1].started_at))
     )
+
+
+def test_a_schema_6_store_gains_the_pool_column_and_pools_from_then_on(tmp_path: Path) -> None:
+    from harness.session import store as module
+
+    path = tmp_path / "six.db"  # a store as schema 6 (93b7231) left it: every column but `pool`
+    db = sqlite3.connect(path)
+    db.executescript(module._SCHEMA.replace("    pool TEXT NOT NULL DEFAULT '',\n", ""))
+    db.execute("INSERT INTO meta VALUES ('schema_version', '6')")
+    db.execute("INSERT INTO runs VALUES ('old-run', 0, 1, 'complete', 'host', 'bugmatrix run')")
+    old = result(outcome=Outcome.FLAKY).model_copy(update={"tallies": {"fixed": 3, "reproduced": 2}})
+    columns = [c for c in module._RESULT_COLUMNS if c != "pool"]
+    values = ["old-run", "c", "bug", 1, "cpu", "local", "flaky", "fixed", "why", "{}", "3.11.7", "[]", 1.0, "", ""]
+    values += [old.started_at, 1, json.dumps(old.tallies), "fp-5", "d1", "{}"]
+    db.execute(f"INSERT INTO results ({', '.join(columns)}) VALUES ({', '.join('?' * len(values))})", values)
+    db.commit()
+    db.close()
+    store = ResultStore(path)  # upgraded in place
+    assert "pool" in {row[1] for row in sqlite3.connect(path).execute("PRAGMA table_info(results)")}
+    assert sqlite3.connect(path).execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("7",)
+    assert [(r.pool, r.tallies) for _, _, r in store.results()] == [("", {"fixed": 3, "reproduced": 2})]
+    run = store.begin_run("new", "host")
+    store.save(run, old.model_copy(update={"pool": "p", "tallies": {"reproduced": 4, "fixed": 6}, "started_at": 9.0}))
+    assert store.pooled("local", "c", "bug", "p") == {"fixed": 6, "reproduced": 4}  # the old row had no pool
+    assert SCHEMA_VERSION == 7

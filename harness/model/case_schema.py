@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import Field, field_validator, model_validator
 
@@ -33,6 +33,10 @@ class GitCondition(Strict):
 
 
 SKIP_KINDS = ("absent", "untestable")  # why a `skip` rule skips (see `Rule.because`)
+# What kind of bug a case is (`class:` in case.yaml; cases/README.md says which to choose): what a user asks the
+# catalogue about. It describes the bug and is not in the run digest: setting or changing it supersedes nothing.
+CaseClass = Literal["silent-wrong-value", "error", "crash", "hang", "flaky", "two-node", "performance"]
+CASE_CLASSES: tuple[str, ...] = get_args(CaseClass)
 
 
 class Rule(Strict):
@@ -116,6 +120,7 @@ class CaseSpec(Strict):
     """Everything `case.yaml` declares about one upstream bug."""
 
     title: str = Field(min_length=1)
+    bug_class: CaseClass | None = Field(default=None, alias="class")  # what kind of bug (`CASE_CLASSES`)
     upstream: list[Annotated[str, Field(pattern=r"^https?://")]] = Field(min_length=1)
     fixed_by: list[Annotated[str, Field(pattern=r"^https?://")]] = Field(default_factory=list)
     packages: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]] = Field(min_length=1)

@@ -11,6 +11,11 @@ recorded result instead of launching again, but only when that result establishe
 `error`, `timeout` or `infra` result is always tried again. Editing the script or any of those fields, moving a pin
 or asking for more repeats changes the fingerprint; `--redo` ignores what is recorded.
 
+A result also carries its *pool* (`pool_of`): the fingerprint less the number of repeats. Results with the same pool
+are launches of the same job in the same environment, whatever `--repeat` asked, so their tallies add up across
+runs (`contract.Store.pooled`): 5 repeats today and 10 tomorrow are 15 launches of one job, which a flaky verdict
+(harness/analysis/flaky.py) reads as one tally. The fingerprint is unchanged by it.
+
 What only describes or judges the bug — title, links, `evidence`, a variant's description and its `expect` rules —
 is not in the fingerprint: `bugmatrix expect --write` rewriting the rules or an edit of the evidence must not throw
 away every measurement of the case. A reused result's `expected` is evaluated again against the current rules
@@ -72,14 +77,28 @@ def run_digest(case: Case, variant: str) -> str:
     return digest.hexdigest()
 
 
+def _identity(job: Job, pins: str) -> list[object]:
+    """What decides a launch of `job` with `pins`: the run digest, variant, world size, device and pins."""
+    return [run_digest(job.case, job.variant), job.variant, job.nproc, job.device, pins]
+
+
+def _hashed(parts: list[object], extra: dict[str, Any] | None) -> str:
+    if extra:
+        parts.append(sorted(extra.items()))
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:32]
+
+
 def fingerprint(job: Job, pins: str, repeat: int = 1, extra: dict[str, Any] | None = None) -> str:
     """What a result of `job` depends on, as one hex string (`pins` identifies the environment; `extra`, the
     optional result fields that are set, `harness/model/result.py` `OPTIONAL_FIELDS`: none, the fingerprint they
     had before they existed)."""
-    parts: list[object] = [run_digest(job.case, job.variant), job.variant, job.nproc, job.device, pins, max(1, repeat)]
-    if extra:
-        parts.append(sorted(extra.items()))
-    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:32]
+    return _hashed([*_identity(job, pins), max(1, repeat)], extra)
+
+
+def pool_of(job: Job, pins: str, extra: dict[str, Any] | None = None) -> str:
+    """The repeat-free identity of a result of `job` (the module docstring): the fingerprint's parts less the
+    number of repeats, as one hex string that is never a fingerprint."""
+    return _hashed(["pool", *_identity(job, pins)], extra)
 
 
 def local_pins(python: str, versions: dict[str, str]) -> str:

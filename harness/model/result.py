@@ -47,6 +47,9 @@ class Result(BaseModel):
     # `run_digest` of the script and run settings that produced it: a result whose digest the case no longer gives
     # (its script or settings were edited since) is superseded history, never a verdict
     digest: str = ""
+    # the fingerprint less the number of repeats (`job.pool_of`): results with the same pool add their tallies up
+    # across runs; "" on results recorded before it existed (left out of a dump and a record row, as they were)
+    pool: str = ""
     # the `OPTIONAL_FIELDS` that are set (none: the result is as it was before they existed)
     extra: dict[str, Any] = Field(default_factory=dict, exclude=True)
 
@@ -74,6 +77,8 @@ class Result(BaseModel):
         data = super().model_dump(**kwargs)
         if self.extra:
             data.update(self.extra)
+        if not self.pool:
+            data.pop("pool", None)
         return data
 
     @property
@@ -130,6 +135,14 @@ def check_optional(name: str, value: object) -> None:
 def optional_of(row: Mapping[str, Any]) -> dict[str, Any]:
     """The optional fields a record row or payload item sets (see `OPTIONAL_FIELDS`)."""
     return {name: row[name] for name in OPTIONAL_FIELDS if name in row}
+
+
+def launch_tallies(result: Result) -> dict[str, int]:
+    """What `result`'s launches were, outcome -> count: its tallies when repeated, its outcome once when launched
+    once, nothing when nothing was launched."""
+    if result.tallies:
+        return dict(result.tallies)
+    return {result.outcome.value: 1} if result.launched else {}
 
 
 def counts(result: Result) -> bool:

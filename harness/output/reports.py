@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -514,10 +514,13 @@ interval, <b>fixed between A and B</b>, with versions between that were not run 
 
 def to_json(report: MatrixReport) -> str:
     """Every axis with its points and changes (each boundary with the tallies of its two sides, and, where the
-    primary package's cells disagree, the axes along the package that decides: `coupled`), and every result with
-    its cell."""
+    primary package's cells disagree, the axes along the package that decides: `coupled`), every result with its
+    cell, and the class of each case the report knows (`class:` in case.yaml; null where unset) with their counts."""
+    classes = {case_id: case.spec.bug_class for case_id, case in sorted(report.cases.items())}
     payload: dict[str, Any] = {
         "cells": report.cells,
+        "classes": classes,
+        "class_counts": dict(sorted(Counter(c for c in classes.values() if c).items())),
         "axes": [
             {
                 **_axis_json(report, a),

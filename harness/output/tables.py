@@ -186,6 +186,7 @@ def case_row(case: Case) -> dict[str, Any]:
     return {
         "id": case.id,
         "title": spec.title,
+        "class": spec.bug_class,
         "upstream": spec.upstream,
         "fixed_by": spec.fixed_by,
         "packages": spec.packages,

@@ -13,6 +13,10 @@ The contract (`tests/test_contract.py` runs one suite against every implementati
   in one cell; within a run its key (case, variant, nproc, device, cell) is unique: saving it again replaces it.
 - `results` and `runs` give back what was saved; `standing` is what a resumed run reuses (the newest result of that
   case and variant with that fingerprint among those outcomes, from any run).
+- `pooled` adds up the launches of one job over every run: the tallies of the results of that case and variant in
+  that cell with that repeat-free identity (`pool`, harness/model/job.py `pool_of`), one launched once counting its
+  outcome once, one that launched nothing counting nothing. Within a run a key holds one result, and a reused result
+  is not saved again, so no launch is counted twice.
 - Every reader takes the kinds of cell it reads (`harness/model/cell.py` `CellKind`): the cases' results
   (`CASE_CELLS`, the default) or the compatibility probes' (`COMPAT_CELLS`), so report, compare, narrow, expect and
   the nightly's verdict never mix the two.
@@ -34,11 +38,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from harness.matrix.chronology import NOW, Chronology
-from harness.model.cell import CASE_CELLS, LOCAL_CELL, Kinds
+from harness.model.cell import CASE_CELLS, LOCAL_CELL, Kinds, kind_of
 from harness.model.errors import BugmatrixError
 from harness.model.job import SETTLED
 from harness.model.outcome import Outcome
-from harness.model.result import Result
+from harness.model.result import Result, launch_tallies
 
 T = TypeVar("T")
 Entry = tuple[str, str, Result]  # (run id, cell, result)
@@ -120,6 +124,15 @@ def current(entries: Iterable[Entry]) -> list[Entry]:
     return newest(entries, entry_identity, entry_moment, entry_measured)
 
 
+def pooled_tallies(results: Iterable[Result]) -> dict[str, int]:
+    """The launches of `results` added up, outcome -> count (`launch_tallies` of each), in outcome order."""
+    total: dict[str, int] = {}
+    for result in results:
+        for outcome, count in launch_tallies(result).items():
+            total[outcome] = total.get(outcome, 0) + count
+    return dict(sorted(total.items()))
+
+
 # ------------------------------------------------------------------------------------------------- the contract
 
 
@@ -168,6 +181,17 @@ class Store(ABC):
         """Copy runs and results (of cells of `kinds`, when given, and the runs that hold them) from other store
         files; how many results were new (idempotent)."""
 
+    def pooled(self, cell: str, case: str, variant: str, pool: str) -> dict[str, int]:
+        """The launches of `case`'s `variant` in `cell` with this repeat-free identity, added up over every run
+        (`pooled_tallies`); {} without a pool."""
+        if not pool:
+            return {}
+        return pooled_tallies(
+            r
+            for _, at, r in self.results(kinds=frozenset({kind_of(cell)}))
+            if at == cell and r.case == case and r.variant == variant and r.pool == pool
+        )
+
 
 class ReadOnly(Store):
     """Any store with its writers refused (`StoreError` naming the store): what a reading command opens, so that
@@ -205,3 +229,6 @@ class ReadOnly(Store):
         self, cell: str, case: str, variant: str, fingerprint: str, outcomes: tuple[Outcome, ...]
     ) -> Result | None:
         return self.inner.standing(cell, case, variant, fingerprint, outcomes)
+
+    def pooled(self, cell: str, case: str, variant: str, pool: str) -> dict[str, int]:
+        return self.inner.pooled(cell, case, variant, pool)

@@ -31,7 +31,7 @@ from harness.launch.interpreter import Environment
 from harness.launch.torchrun import LaunchAborted
 from harness.model.cell import Cell
 from harness.model.expectations import expected_for
-from harness.model.job import SETTLED, Job, fingerprint, local_pins, run_digest
+from harness.model.job import SETTLED, Job, fingerprint, local_pins, pool_of, run_digest
 from harness.model.result import Result
 from harness.session.contract import Store
 from harness.session.observer import Observer
@@ -259,6 +259,7 @@ class Session:
             return skip_result(job, missing), False
         pins = self.environments.pins(job)
         fprint = fingerprint(job, pins, self.repeat) if pins else ""
+        pool = pool_of(job, pins) if pins else ""  # the same for any --repeat: tallies pool across runs
         earlier = self.resume.lookup(job, fprint)
         if earlier is not None:  # what it observed still stands; what is expected of it is today's rules' call
             return expected_for(job.case.spec.variants[job.variant], earlier), True
@@ -267,4 +268,5 @@ class Session:
             result = infra_result(job, problem, versions)
         else:
             result = execute_repeated(job, env, self.repeat, self.launch_mode)
-        return result.model_copy(update={"fingerprint": fprint, "digest": run_digest(job.case, job.variant)}), False
+        identity = {"fingerprint": fprint, "digest": run_digest(job.case, job.variant), "pool": pool}
+        return result.model_copy(update=identity), False

@@ -17,9 +17,10 @@ so that a changed result is a changed line):
 
 A row holds the case, variant, world size, device, cell and exact pins (`version @ commit` for a git install, the
 torch build's local version such as `+cu130` kept), the outcome and repeat tallies, the fingerprint (`job.py`) and
-the digest of the script and run settings it measured (`run_digest`), the date, duration, run and machine, and a
-bounded excerpt: the lines that decided the outcome. A non-verdict (`error`, `timeout`, `infra`) keeps its reason
-line only. What is expected of a result is not recorded: readers judge it by today's rules.
+the digest of the script and run settings it measured (`run_digest`), its repeat-free identity (`pool`, when it has
+one: `job.pool_of`), the date, duration, run and machine, and a bounded excerpt: the lines that decided the outcome.
+A non-verdict (`error`, `timeout`, `infra`) keeps its reason line only. What is expected of a result is not
+recorded: readers judge it by today's rules.
 
 Guarantees (`tests/test_record.py`):
 - Deterministic: the same store exports byte-identically, and export -> import -> export is byte-identical.
@@ -193,6 +194,8 @@ def to_row(run_id: str, cell: str, result: Result, machine: str, signature: str 
         "machine": machine,
     }
     row.update(result.extra)  # the optional fields that are set (`OPTIONAL_FIELDS`): none, the row as before
+    if result.pool:  # the repeat-free identity (`job.pool_of`): a row of a result without one is as it was
+        row["pool"] = result.pool
     if not result.launched:
         row["launched"] = False
     excerpt = deciding_lines(result, signature)
@@ -224,6 +227,7 @@ def from_row(row: Row) -> tuple[str, str, Result]:
             "fingerprint": row["fingerprint"],
             "digest": row["digest"],
             "extra": optional_of(row),
+            "pool": row.get("pool", ""),
         }
     )
     return row["run"], row["cell"], result
@@ -282,6 +286,8 @@ _FIELD_TYPES = {tuple(kind if isinstance(kind, type) else t for kind in _ROW_FIE
 
 
 def _check_row(path: Path, number: int, row: Row) -> Row:
+    if type(row.get("pool", "")) is not str:
+        raise RecordError(f"{path}:{number}: pool: {row['pool']!r} is not a str")
     for name, value in optional_of(row).items():
         try:
             check_optional(name, value)

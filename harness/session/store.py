@@ -12,7 +12,8 @@ Contract:
 - `merge(sources)` copies runs and results from other store files (shards from other machines). It is idempotent:
   merging the same shard twice, or two shards that share rows, adds no duplicates.
 - Readers get `Result` objects back exactly as they were saved (outcome, expected, reason, versions, per-rank
-  status, duration, log excerpt, stacks, repeat tallies, fingerprint), with the run's metadata alongside.
+  status, duration, log excerpt, stacks, repeat tallies, fingerprint, pool), with the run's metadata alongside.
+- `pooled(cell, case, variant, pool)` adds up the launches of one job over every run (contract.py), in SQL.
 - `standing(cell, case, variant, fingerprint, outcomes)` finds the newest result of that case and variant with that
   fingerprint (see `harness/model/job.py`) among those outcomes, from any run: what a resumed run reuses instead of
   launching again. The fingerprint holds no case id (two cases with the same script and settings share it), so the
@@ -69,9 +70,9 @@ from harness.model.names import UnsafeName, check_key
 from harness.model.outcome import Outcome, RankStatus
 from harness.model.result import Result
 from harness.session.basics import default_db
-from harness.session.contract import Entry, Run, Store, StoreError
+from harness.session.contract import Entry, Run, Store, StoreError, pooled_tallies
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 LOW_SPACE = 1 << 20  # below this much free space, an I/O error of the store is taken for a full disk
 
 _SCHEMA = """
@@ -106,6 +107,7 @@ CREATE TABLE IF NOT EXISTS results (
     fingerprint TEXT NOT NULL DEFAULT '',
     digest TEXT NOT NULL DEFAULT '',
     extra TEXT NOT NULL DEFAULT '{}',
+    pool TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (run_id, case_id, variant, nproc, device, cell)
 );
 CREATE INDEX IF NOT EXISTS results_case ON results (case_id, variant, cell);
@@ -125,6 +127,7 @@ _ADDED_COLUMNS = {  # schema version 2: column -> definition, added to stores wr
     "fingerprint": "TEXT NOT NULL DEFAULT ''",
     "digest": "TEXT NOT NULL DEFAULT ''",  # schema version 4
     "extra": "TEXT NOT NULL DEFAULT '{}'",  # schema version 6: the optional fields a result sets (`OPTIONAL_FIELDS`)
+    "pool": "TEXT NOT NULL DEFAULT ''",  # schema version 7: the repeat-free identity (`job.pool_of`), '' before it
 }
 # schema version 3: the `latest` table, and the index that finds a key's newest result without reading the rows
 _NEWEST_INDEX = (
@@ -166,6 +169,7 @@ _RESULT_COLUMNS = (
     "fingerprint",
     "digest",
     "extra",
+    "pool",
 )
 
 
@@ -338,6 +342,7 @@ class ResultStore(Store):
             result.fingerprint,
             result.digest,
             json.dumps(result.extra, sort_keys=True),
+            result.pool,
         )
         with self._connect() as db:
             db.execute(
@@ -408,6 +413,19 @@ class ResultStore(Store):
                 (cell, fingerprint, case, variant, *(o.value for o in outcomes)),
             ).fetchone()
         return _to_result(row) if row else None
+
+    def pooled(self, cell: str, case: str, variant: str, pool: str) -> dict[str, int]:
+        """The launches of `case`'s `variant` in `cell` with this repeat-free identity over every run
+        (`contract.pooled_tallies`), read through the `results_pool` index."""
+        if not pool:
+            return {}
+        with self._connect() as db:
+            rows = db.execute(
+                f"SELECT {', '.join(_RESULT_COLUMNS)} FROM results WHERE pool = ? AND cell = ? AND case_id = ? "
+                "AND variant = ?",
+                (pool, cell, case, variant),
+            ).fetchall()
+        return pooled_tallies(_to_result(row) for row in rows)
 
     def merge(self, sources: list[Path], kinds: Kinds | None = None) -> int:
         """Copy runs and results from other store files; return how many results were new (idempotent). With
@@ -520,6 +538,7 @@ def _upgrade(db: sqlite3.Connection) -> None:
         db.execute("DROP INDEX IF EXISTS results_fingerprint")  # (fingerprint, cell): before the case was matched
         db.execute("CREATE INDEX IF NOT EXISTS results_standing ON results (fingerprint, cell, case_id, variant)")
         db.execute(_NEWEST_INDEX)
+        db.execute("CREATE INDEX IF NOT EXISTS results_pool ON results (pool, cell, case_id, variant)")
         version = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         if version is None or version[0] != str(SCHEMA_VERSION):
             _rebuild_latest(db)
@@ -567,4 +586,5 @@ def _to_result(row: tuple[Any, ...]) -> Result:
         fingerprint=values["fingerprint"],
         digest=values["digest"],
         extra=json.loads(values["extra"]),
+        pool=values["pool"],
     )
