@@ -15,7 +15,7 @@ from harness.launch.classify import classify
 from harness.launch.execute import skip_result
 from harness.launch.interpreter import Environment
 from harness.model.job import fingerprint, run_digest
-from harness.model.outcome import Outcome, RankState
+from harness.model.outcome import Outcome, RankState, RankStatus, combine
 from harness.session.plan import Selection, plan_local
 from harness.session.record import from_row, to_row
 from harness.session.store import ResultStore
@@ -187,3 +187,14 @@ def test_a_bad_nnodes_is_one_line_naming_the_file_and_field(make_case: MakeCase,
     with pytest.raises(CaseError, match=rf"case\.yaml: nnodes: .*{problem}") as caught:
         make_case("print('ok')\n", nnodes=value)
     assert "\n" not in str(caught.value)
+
+
+def test_an_error_names_the_first_rank_to_fail_not_the_lowest() -> None:
+    """Across nodes the lowest rank is often a peer that lost its connection after the real failure: the reason
+    names the rank that failed first (by when it recorded its verdict); one without a verdict time comes last."""
+    ranks = [
+        RankStatus(rank=0, state=RankState.ERROR, detail="Connection closed by peer", finished_at=12.0),
+        RankStatus(rank=1, state=RankState.ERROR, detail="died without a verdict", finished_at=None),
+        RankStatus(rank=3, state=RankState.ERROR, detail="uncaught RuntimeError: node 1 broke", finished_at=10.0),
+    ]
+    assert combine(ranks, timed_out=False) == (Outcome.ERROR, "rank 3: uncaught RuntimeError: node 1 broke")
