@@ -4,9 +4,11 @@ per-node and per-rank verdicts, a hang on one node that kills both agents, and t
 
 from __future__ import annotations
 
+import socket
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -198,3 +200,38 @@ def test_an_error_names_the_first_rank_to_fail_not_the_lowest() -> None:
         RankStatus(rank=3, state=RankState.ERROR, detail="uncaught RuntimeError: node 1 broke", finished_at=10.0),
     ]
     assert combine(ranks, timed_out=False) == (Outcome.ERROR, "rank 3: uncaught RuntimeError: node 1 broke")
+
+
+def test_a_rendezvous_port_taken_before_node_0_binds_it_is_retried(
+    make_case: MakeCase, env: Environment, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, launches: list
+) -> None:
+    """The port is free when the harness picks it, but another process takes it before node 0's agent binds it:
+    node 0 fails "address already in use" before any rank started, and the launch is tried again on a new port."""
+    taken = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    reserve = torchrun.reserve_port
+    calls: list[int] = []
+
+    class Taken:
+        """What the harness holds for the first launch: the taken port (closing it frees nothing)."""
+
+        def getsockname(self) -> tuple[str, int]:
+            return ("127.0.0.1", taken.getsockname()[1])
+
+        def close(self) -> None:
+            pass
+
+    def first_one_taken() -> Any:
+        calls.append(1)
+        return Taken() if len(calls) == 1 else reserve()
+
+    monkeypatch.setattr(torchrun, "reserve_port", first_one_taken)
+    try:
+        result = run_one(make_case, env, "print('ok')\n", nproc=[1], nnodes=2, variants=FIXED)
+    finally:
+        taken.close()
+    assert result.outcome is Outcome.FIXED, result.reason + "\n" + result.log_excerpt
+    [launched] = launches
+    assert launched.attempts == 2
+    assert leftovers(str(tmp_path)) == []

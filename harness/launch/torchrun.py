@@ -33,8 +33,8 @@ Promises:
 - a rank's log is read in bounded memory however much it printed (see logscan.py): head, tail, size and the first
   signature line are kept;
 - a launch of `nnodes` > 1 nodes runs one torchrun agent per node on this machine, each in a session of its own
-  (`--nnodes N --node_rank I`, a c10d rendezvous on 127.0.0.1 at a port bound to port 0 and held until just before
-  node 0's agent binds it, retried on a collision as above), each node with its own GPUs; the ranks' files are
+  (`--nnodes N --node_rank I`, a c10d rendezvous on 127.0.0.1 at a port the harness bound at port 0 and held until
+  node 0's agent started, retried on a collision as above), each node with its own GPUs; the ranks' files are
   named by global rank; every promise above holds per agent (its closing signals, its stopped ranks, its tree,
   its marker `<launch>-node<I>` and strays), an agent that exits failing makes the other nodes' ranks still
   running `STOP_GRACE_S` later stopped (collateral), and a timeout takes every node's stacks and kills every
@@ -366,10 +366,8 @@ def _launch_once(
                 elif not closing.acted and now - closing.since >= STOP_GRACE_S:
                     stopped = {rank for agent in agents for rank in _stop_ranks(agent.proc, rank_dir)}
                     closing.acted, closing.since = True, now
-                elif closing.acted and now - closing.since >= (STOP_GRACE_S if len(agents) == 1 else WIND_DOWN_S):
-                    # torchrun did not exit once its ranks were gone: the kill below ends it. On several nodes an
-                    # agent notices its ranks' failure later (its monitor interval: seconds under load), not hung.
-                    break
+                elif closing.acted and now - closing.since >= _exit_grace(agents, startup):
+                    break  # torchrun did not exit once its ranks were gone: the kill below ends it
         finally:
             strays = _end_agents(agents, adopted)
         refuse_if_interrupted()
@@ -429,12 +427,13 @@ def _start_cold(
 ) -> list[_Agent]:
     """Start torchrun: one agent, or one per node (`node_command`), each in a session of its own with its own log,
     marker (`<launch>-node<N>`) and GPUs (`_node_gpus`). The rendezvous port is bound here (port 0: the OS picks a
-    free one) and held until just before node 0 binds it; a collision in between is retried (`_port_collision`)."""
+    free one, never one in use) and held until node 0's agent is started, which binds it once it has imported
+    torch; another process binding it in between makes node 0 fail "address already in use" before any rank
+    started, and the launch is retried (`_port_collision`)."""
     marker = child_env[MARKER_ENV]
     if nnodes == 1:
         return [_spawn(_Agent(None, rank_dir / "torchrun.log", marker, 0, command), child_env, cwd)]
-    holder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    holder.bind(("127.0.0.1", 0))
+    holder = reserve_port()
     endpoint = f"127.0.0.1:{holder.getsockname()[1]}"
     agents: list[_Agent] = []
     try:
@@ -448,7 +447,17 @@ def _start_cold(
         for agent in agents:
             kill_tree(agent.proc)
         raise
+    finally:
+        holder.close()
     return agents
+
+
+def reserve_port() -> socket.socket:
+    """A socket bound to a free loopback port (port 0: the OS picks one no socket holds), for the caller to hold
+    until the process that will bind it has started."""
+    holder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    holder.bind(("127.0.0.1", 0))
+    return holder
 
 
 def _spawn(agent: _Agent, env: dict[str, str], cwd: Path) -> _Agent:
@@ -471,6 +480,13 @@ def _node_gpus(env: dict[str, str], node: int, nproc: int) -> dict[str, str]:
     visible = env.get("CUDA_VISIBLE_DEVICES")
     devices = visible.split(",") if visible else [str(i) for i in range((node + 1) * nproc)]
     return {"CUDA_VISIBLE_DEVICES": ",".join(devices[node * nproc : (node + 1) * nproc])}
+
+
+def _exit_grace(agents: list[_Agent], startup: float | None) -> float:
+    """How long the agents get to exit once the harness stopped their ranks: `STOP_GRACE_S`; on several nodes whose
+    ranks ran, `WIND_DOWN_S` (a node's agent notices its ranks' failure seconds later under load: not hung; one
+    whose ranks never started waits for a rendezvous that will not come)."""
+    return WIND_DOWN_S if len(agents) > 1 and startup is not None else STOP_GRACE_S
 
 
 def _all_exited(agents: list[_Agent], timeout: float) -> bool:
