@@ -18,6 +18,7 @@ from harness.launch.execute import skip_result
 from harness.launch.interpreter import Environment
 from harness.model.job import fingerprint, run_digest
 from harness.model.outcome import Outcome, RankState, RankStatus, combine
+from harness.session.pipeline import LocalEnvironment, Session
 from harness.session.plan import Selection, plan_local
 from harness.session.record import from_row, to_row
 from harness.session.store import ResultStore
@@ -235,3 +236,16 @@ def test_a_rendezvous_port_taken_before_node_0_binds_it_is_retried(
     [launched] = launches
     assert launched.attempts == 2
     assert leftovers(str(tmp_path)) == []
+
+
+def test_a_two_node_cuda_job_needs_a_gpu_per_rank_on_every_node(
+    make_case: MakeCase, env: Environment, one_gpu: Path
+) -> None:
+    """Each node pins `cuda:LOCAL_RANK` on GPUs of its own: 2 nodes of 1 rank need 2 GPUs. On a one-GPU machine the
+    job is a skip saying so, decided before any launch, and named as the two-node job it is."""
+    case = make_case("print('ok')\n", nproc=[1], nnodes=2, devices=["cuda"], variants=FIXED)
+    [job] = plan_local([case], Selection(devices=("cuda",)))
+    result = Session(LocalEnvironment(env)).run_job(job)
+    assert result.outcome is Outcome.SKIP and not result.launched
+    assert "world size 2 needs 2 GPUs" in result.reason and "this machine has 1" in result.reason, result.reason
+    assert result.item_id == "fake-1-case::bug[cuda-2x1]"

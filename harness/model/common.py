@@ -39,11 +39,15 @@ def check_specifier(where: str, spec: str) -> None:
         raise ValueError(f"{where}: {spec!r} is not a version specifier like '>=1.3,<1.6'") from None
 
 
+def ranks_shown(nproc: int, nnodes: int = 1) -> str:
+    """A job's ranks as its name and the tables show them: `2` on one node, `2x2` for `nnodes` > 1 nodes of `nproc`
+    ranks each. One node adds nothing: what a one-node job shows is what it showed before jobs had nodes."""
+    return f"{nnodes}x{nproc}" if nnodes > 1 else str(nproc)
+
+
 def job_tag(where: str, nproc: int, nnodes: int = 1) -> str:
-    """The bracketed part of a job's name: `cpu-2` (`where` is a device or a cell; `nproc` ranks on one node), or
-    `cpu-2x2` for `nnodes` > 1 nodes of `nproc` ranks each. One node adds nothing: every name of a one-node job is
-    what it was before jobs had nodes."""
-    return f"{where}-{nnodes}x{nproc}" if nnodes > 1 else f"{where}-{nproc}"
+    """The bracketed part of a job's name: `cpu-2` (`where` is a device or a cell), `cpu-2x2` on two nodes."""
+    return f"{where}-{ranks_shown(nproc, nnodes)}"
 
 
 def item_id(case: str, variant: str, device: str, nproc: int, nnodes: int = 1) -> str:
