@@ -7,7 +7,8 @@ Items carry markers `case`, `cpu`/`cuda` and `workaround`, so `-m`, `-k`, xdist 
 
 With `--cell NAME` (repeatable) or `--all-cells`, items are made per matrix cell instead
 (`variant[cell-nproc]`); each cell's environment is built on first use (a file lock shares it between xdist
-workers) and a cell that cannot be built fails its items as `infra`.
+workers) and a cell that cannot be built fails its items as `infra`. A case of several nodes names its items
+`variant[cpu-2x2]` (nodes x ranks per node; `variant[cell-2x2]` per cell, see `harness.model.common.job_tag`).
 
 Options: `--bugmatrix-python PATH` runs the cases in another environment (default: this interpreter);
 `--bugmatrix-db PATH` records every result in a results store (one run for the whole session, xdist included).
@@ -29,6 +30,7 @@ from harness.matrix.envcache import EnvCache
 from harness.matrix.expand import Matrix, load_matrix
 from harness.model.case import CASE_FILE, Case, load_case
 from harness.model.case_schema import CaseError
+from harness.model.common import job_tag
 from harness.model.job import Job
 from harness.model.outcome import Outcome
 from harness.model.result import Result
@@ -125,14 +127,18 @@ class CaseFile(pytest.File):
         selection = _selection(self.config)
         if not selection.in_matrix:
             for job in plan_local([case], selection):
-                yield CaseItem.from_parent(self, name=f"{job.variant}[{job.device}-{job.nproc}]", job=job)
+                yield CaseItem.from_parent(
+                    self, name=f"{job.variant}[{job_tag(job.device, job.nproc, job.nnodes)}]", job=job
+                )
             return
         try:
             jobs = plan_cells([case], _matrix(self.config), selection)
         except MatrixError as exc:
             raise pytest.UsageError(str(exc)) from None
         for job in jobs:
-            yield CaseItem.from_parent(self, name=f"{job.variant}[{job.cell_name}-{job.nproc}]", job=job)
+            yield CaseItem.from_parent(
+                self, name=f"{job.variant}[{job_tag(job.cell_name, job.nproc, job.nnodes)}]", job=job
+            )
 
 
 class CaseItem(pytest.Item):

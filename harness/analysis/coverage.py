@@ -60,5 +60,5 @@ def coverage(jobs: Iterable[Job], rows: Iterable[dict]) -> list[CellCoverage]:
         elif found:
             cell.non_verdicts[sorted(found)[0] if len(found) == 1 else "+".join(sorted(found))] += 1
         else:
-            cell.missing.append(f"{job.case.id}::{job.variant}[{job.device}-{job.nproc}]")
+            cell.missing.append(job.id)
     return list(cells.values())

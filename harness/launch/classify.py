@@ -23,6 +23,7 @@ __all__ = [
     "launch_notes",
     "machine_failure",
     "no_rank_started",
+    "node_verdicts",
     "rank_status",
     "signature_line",
 ]
@@ -166,7 +167,50 @@ def _classify(launch: LaunchResult, signature: str) -> tuple[Outcome, str, list[
     if not any(launch.ranks[r].started for r in launch.ranks) and not launch.timed_out:
         return Outcome.ERROR, f"{launch.launcher} {NO_RANK_STARTED}: {_last_line(launch.agent_log)}", ranks
     outcome, reason = combine(ranks, timed_out=launch.timed_out)
-    return outcome, "; ".join([reason, *launch_notes(launch)]), ranks
+    return outcome, "; ".join([reason, *node_verdicts(launch, ranks), *launch_notes(launch)]), ranks
+
+
+def node_verdicts(launch: LaunchResult, ranks: list[RankStatus]) -> list[str]:
+    """On several nodes, each node's verdict from its own ranks (none on one node, nor when every rank exited 0):
+    `node 1 (ranks 2, 3):
+    reproduced (rank 3)`; `collateral` for a node whose every rank that did not exit 0 was stopped, or failed after
+    the launch's first failing rank, of another node, failed (a peer losing its connection); `timed out` with the
+    ranks that hung. A rank's node is its GROUP_RANK (torchrun's c10d rendezvous orders the nodes as they join)."""
+    if launch.nnodes <= 1 or all(s.state is RankState.FIXED for s in ranks):
+        return []
+    node_of = {
+        s.rank: rec.node if (rec := launch.ranks.get(s.rank)) and rec.node is not None else s.rank // launch.nproc
+        for s in ranks
+    }
+    failing = [s for s in ranks if s.state in (RankState.REPRODUCED, RankState.ERROR) and s.finished_at is not None]
+    first = min(failing, key=lambda s: (s.finished_at or 0.0, s.rank), default=None)
+    verdicts = []
+    for node in sorted(set(node_of.values())):
+        mine = [s for s in ranks if node_of[s.rank] == node]
+        hung = [s.rank for s in mine if launch.ranks[s.rank].hung]
+        outcome, _ = combine(mine, timed_out=False)
+        if hung:
+            verdict = f"timed out (hung: rank {', '.join(map(str, hung))})"
+        elif first is not None and node_of[first.rank] != node and _collateral(mine, first):
+            verdict = f"collateral (rank {first.rank} of node {node_of[first.rank]} failed first)"
+        else:
+            deciding = [s for s in failing if node_of[s.rank] == node]
+            cause = min(deciding, key=lambda s: (s.finished_at or 0.0, s.rank), default=None)
+            verdict = outcome.value + (f" (rank {cause.rank})" if cause else "")
+        verdicts.append(f"node {node} (ranks {', '.join(str(s.rank) for s in mine)}): {verdict}")
+    return verdicts
+
+
+def _collateral(ranks: list[RankStatus], first: RankStatus) -> bool:
+    """Whether these ranks (one node's) failed only after `first` (another node's rank) did: each exited 0, or was
+    stopped, or failed after it; and one of them did not exit 0."""
+    after = [
+        s
+        for s in ranks
+        if s.state is RankState.TERMINATED
+        or (s.state is RankState.ERROR and s.finished_at is not None and s.finished_at >= (first.finished_at or 0.0))
+    ]
+    return bool(after) and all(s in after or s.state is RankState.FIXED for s in ranks)
 
 
 def launch_notes(launch: LaunchResult) -> list[str]:

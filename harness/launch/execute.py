@@ -32,7 +32,7 @@ def unrunnable(job: Job, env: Environment) -> str | None:
     missing = env.missing(job.case.spec.packages)
     if missing:
         return f"not installed in {env.python}: {', '.join(missing)}"
-    return device_missing(job.device, job.nproc)
+    return device_missing(job.device, job.world_size)
 
 
 # Read only to say that it is ignored: it once let ranks share a GPU, which no case can do (see `device_missing`).
@@ -79,6 +79,7 @@ def execute(job: Job, env: Environment, mode: str | None = None) -> Result:
         versions=env.versions_of(spec.recorded_packages),
         python=env.python_version,
         started_at=time.time(),
+        extra=job.extra,
     )
     reason = unrunnable(job, env)
     if reason:
@@ -93,7 +94,9 @@ def execute(job: Job, env: Environment, mode: str | None = None) -> Result:
             job.nproc,
             spec.timeout,
             signature=signature,
-            mode="cold" if spec.cold_of(job.variant) else mode,
+            # a case that says `cold:`, and one of several nodes (one warm parent forks one node), launch cold
+            mode="cold" if spec.cold_of(job.variant) or job.nnodes > 1 else mode,
+            nnodes=job.nnodes,
         )
     except OSError as exc:  # the environment vanished under the run (pruned, deleted): this job cannot say
         return Result(outcome=Outcome.INFRA, reason=f"could not start {env.python}: {exc}", launched=False, **base)
@@ -114,8 +117,7 @@ def execute(job: Job, env: Environment, mode: str | None = None) -> Result:
         log_excerpt=excerpt(logs),
         stacks=stacks,
         launched=True,
-        extra={"launch": launched.mode},
-        **base,
+        **{**base, "extra": {"launch": launched.mode, **job.extra}},
     )
 
 
@@ -184,6 +186,7 @@ def skip_result(job: Job, reason: str) -> Result:
         reason=reason,
         started_at=time.time(),
         launched=False,
+        extra=job.extra,
     )
 
 
@@ -200,4 +203,5 @@ def infra_result(job: Job, problem: str, versions: dict[str, str] | None = None)
         versions=dict(versions or {}),
         started_at=time.time(),
         launched=False,
+        extra=job.extra,
     )

@@ -4,9 +4,11 @@ torchrun starts this file (not the script) in every worker: `python rank_wrapper
 launch's forked ranks call its `main` with the same argv (warm_parent.py).
 It is standard-library only and runs in the cell's interpreter (any Python >= 3.8), never importing the harness.
 
-For rank R it writes into $BUGMATRIX_RANK_DIR:
+For rank R (the global rank, $RANK: on several nodes, every node's ranks write into one folder) it writes into
+$BUGMATRIX_RANK_DIR:
   rank<R>.log     the rank's stdout and stderr at file-descriptor level (C++ output and crash dumps included)
-  rank<R>.json    {"rank", "pid", "started", and once known: "finished", "exit_code", "exception", "terminated"}
+  rank<R>.json    {"rank", "pid", "started", "node" (GROUP_RANK), "local_rank", and once known: "finished",
+                  "exit_code", "exception", "terminated"}
                   replaced atomically, so a reader sees the last complete record
   rank<R>.stacks  every thread's Python stack, written when the harness sends SIGUSR1 to a hung rank
 
@@ -61,6 +63,9 @@ def main(argv=None):
     rank = int(os.environ.get("RANK", "0"))
     base = os.path.join(out_dir, "rank%d" % rank)
     record = {"rank": rank, "pid": os.getpid(), "started": time.time()}
+    for key, name in (("node", "GROUP_RANK"), ("local_rank", "LOCAL_RANK")):  # which node's agent ran it, as what
+        if os.environ.get(name, "").isdigit():
+            record[key] = int(os.environ[name])
 
     def on_sigterm(signum, frame):
         # torchrun terminates the surviving workers when one fails: that is collateral, not a verdict. A verdict

@@ -32,6 +32,13 @@ Promises:
   re-parented to it rather than to init, and it reaps the ones it recognises as this launch's;
 - a rank's log is read in bounded memory however much it printed (see logscan.py): head, tail, size and the first
   signature line are kept;
+- a launch of `nnodes` > 1 nodes runs one torchrun agent per node on this machine, each in a session of its own
+  (`--nnodes N --node_rank I`, a c10d rendezvous on 127.0.0.1 at a port the harness bound at port 0 and held until
+  node 0's agent started, retried on a collision as above), each node with its own GPUs; the ranks' files are
+  named by global rank; every promise above holds per agent (its closing signals, its stopped ranks, its tree,
+  its marker `<launch>-node<I>` and strays), an agent that exits failing makes the other nodes' ranks still
+  running `STOP_GRACE_S` later stopped (collateral), and a timeout takes every node's stacks and kills every
+  agent; such a launch is always cold (a warm parent forks one node's ranks);
 - nothing a launch writes to the temporary directory outlives it: torchrun, its ranks and whatever they start get
   `TMPDIR` inside the launch's own folder, removed when the launch returns (torchrun's `torchelastic_*` log folders,
   Inductor's compile cache, a case's `mkdtemp` it never removes: thousands of folders over a matrix run otherwise,
@@ -46,6 +53,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -163,6 +171,8 @@ class RankRecord:
 
     rank: int
     pid: int | None = None
+    node: int | None = None  # the node (torchrun agent) that ran it: its GROUP_RANK
+    local_rank: int | None = None
     started: float | None = None
     finished: float | None = None
     exit_code: int | None = None
@@ -217,6 +227,7 @@ class LaunchResult:
     startup_s: float | None = None  # from the launch to its first rank's start (None: no rank started)
     mode: str = "cold"  # cold: under torchrun; warm: forked from a warm parent (harness/launch/warm.py)
     warm_refused: str = ""  # why a launch asked to be warm ran cold (no warm parent could serve it)
+    nnodes: int = 1  # torchrun agents, each a node of `nproc` ranks: `ranks` holds nnodes x nproc, by global rank
 
     @property
     def launcher(self) -> str:
@@ -247,17 +258,19 @@ def launch(
     env: dict[str, str] | None = None,
     signature: str | None = None,
     mode: str | None = None,
+    nnodes: int = 1,
 ) -> LaunchResult:
     """Run `script args` under torchrun with `nproc` ranks; never leaves a process behind (see module doc).
 
     With `signature`, each rank's whole log is searched for it while it is streamed (`RankRecord.seen`). `mode`
     warm forks the ranks from a warm parent instead (harness/launch/warm.py), with the same promises; None:
-    $BUGMATRIX_LAUNCH_MODE, else `warm.DEFAULT_MODE`."""
+    $BUGMATRIX_LAUNCH_MODE, else `warm.DEFAULT_MODE`. `nnodes` > 1 starts that many torchrun agents, each a node of
+    `nproc` ranks (`node_command`), always cold."""
     mode = mode or warm.default_mode()
-    result = _launch_once(python, script, args, nproc, timeout, env, signature, mode)
+    result = _launch_once(python, script, args, nproc, timeout, env, signature, mode, nnodes)
     while result.attempts <= PORT_RETRIES and _port_collision(result):
         attempts = result.attempts + 1
-        result = _launch_once(python, script, args, nproc, timeout, env, signature, mode)
+        result = _launch_once(python, script, args, nproc, timeout, env, signature, mode, nnodes)
         result.attempts = attempts
     return result
 
@@ -277,14 +290,17 @@ def _launch_once(
     env: dict[str, str] | None,
     signature: str | None,
     mode: str = "cold",
+    nnodes: int = 1,
 ) -> LaunchResult:
     refuse_if_interrupted()
     command = torchrun_command(python, script, args, nproc)
     marker = uuid.uuid4().hex
     adopting = become_subreaper()
+    warm_refused = ""
+    if mode == "warm" and nnodes > 1:  # said in the result (launch_notes), as any launch no warm parent can serve
+        mode, warm_refused = "cold", f"a launch of {nnodes} nodes launches cold (a warm parent forks one node)"
     with tempfile.TemporaryDirectory(prefix="bugmatrix-launch-") as tmp:
         rank_dir = Path(tmp)
-        agent_log_path = rank_dir / ("torchrun.log" if mode == "cold" else "agent.log")
         child_env = {**os.environ, **(env or {})}
         child_env.update(BUGMATRIX_RANK_DIR=str(rank_dir), PYTHONUNBUFFERED="1")
         child_env.update({MARKER_ENV: marker, TRACER_ENV: str(os.getpid())})
@@ -303,11 +319,11 @@ def _launch_once(
         strays: list[str] = []
         startup: float | None = None
         winding = False  # every rank has exited at the deadline: torchrun gets WIND_DOWN_S more to exit
-        warm_refused = ""
+        agents: list[_Agent] = []
         if mode == "warm":
             forked = [python, str(warm.PARENT), *WARM_IMPORTS, "->", str(WRAPPER), str(script), *args]
             try:
-                proc: Any = _start_warm(python, script, args, nproc, child_env)
+                agents = [_Agent(_start_warm(python, script, args, nproc, child_env), rank_dir / "agent.log", marker)]
                 command = forked
             except warm.WarmStartTimeout as exc:  # its start-up, bounded as torchrun's: no rank started
                 refuse_if_interrupted()
@@ -316,81 +332,204 @@ def _launch_once(
                 return LaunchResult(forked, nproc, None, True, duration, str(exc), ranks, mode=mode)
             except warm.WarmUnavailable as exc:  # said in the result (launch_notes), never silently
                 mode, warm_refused = "cold", str(exc)
-                agent_log_path = rank_dir / "torchrun.log"
-        with open(agent_log_path, "ab") as agent_log:
+        try:
             if mode == "cold":
-                proc = subprocess.Popen(
-                    command,
-                    stdin=subprocess.DEVNULL,
-                    stdout=agent_log,
-                    stderr=subprocess.STDOUT,
-                    env=child_env,
-                    start_new_session=True,
-                    cwd=script.parent,
-                )
-            try:
-                _register(proc)
-                deadline = started + STARTUP_S  # torchrun's start-up; once a rank starts, the case's own limit
-                closing = _Closing(agent_log_path)
-                next_watch = started + WATCH_S
-                while True:
-                    left = deadline - time.monotonic()
-                    try:
-                        proc.wait(timeout=max(0.0, min(POLL_S, left)))
-                        break
-                    except subprocess.TimeoutExpired:
-                        now = time.monotonic()
-                        if startup is None:
-                            first = _first_start(rank_dir)
-                            if first is not None:  # the case's clock starts with its first rank
-                                startup = max(0.0, now - started - max(0.0, time.time() - first))
-                                deadline = started + startup + timeout
-                        if now >= deadline:
-                            if startup is not None and not winding and not _workers(proc):
-                                # Every rank has exited; torchrun is writing its summary and exiting (seconds on a
-                                # loaded machine): not the case's time. The kill below ends a torchrun that never does.
-                                winding, deadline = True, now + WIND_DOWN_S
-                                continue
-                            if not winding:
-                                timed_out = True
-                                hung = _take_stacks(rank_dir)
-                            break
-                        if adopting and now >= next_watch:
-                            _watch_adopted(marker, adopted)
-                            next_watch = now + WATCH_S
-                        if closing.since is None:
-                            closing.read(now)
-                        elif not closing.acted and now - closing.since >= STOP_GRACE_S:
-                            stopped = _stop_ranks(proc, rank_dir)
-                            closing.acted, closing.since = True, now
-                        elif closing.acted and now - closing.since >= STOP_GRACE_S:
-                            break  # torchrun did not exit once its ranks were gone: the kill below ends it
-            finally:
-                kill_tree(proc)
-                with _active_lock:
-                    _active.discard(proc)
-                strays = kill_strays(marker, adopted)
-                if mode == "warm":
-                    strays = proc.strays() + strays
+                agents = _start_cold(command, nnodes, nproc, child_env, rank_dir, script.parent)
+            for agent in agents:
+                _register(agent.proc)
+            deadline = started + STARTUP_S  # torchrun's start-up; once a rank starts, the case's own limit
+            closing = _Closing([agent.log for agent in agents])
+            next_watch = started + WATCH_S
+            while not _all_exited(agents, max(0.0, min(POLL_S, deadline - time.monotonic()))):
+                now = time.monotonic()
+                if startup is None:
+                    first = _first_start(rank_dir)
+                    if first is not None:  # the case's clock starts with its first rank
+                        startup = max(0.0, now - started - max(0.0, time.time() - first))
+                        deadline = started + startup + timeout
+                if now >= deadline:
+                    if startup is not None and not winding and not _workers(agents):
+                        # Every rank has exited; torchrun is writing its summary and exiting (seconds on a
+                        # loaded machine): not the case's time. The kill below ends a torchrun that never does.
+                        winding, deadline = True, now + WIND_DOWN_S
+                        continue
+                    if not winding:
+                        timed_out = True
+                        hung = _take_stacks(rank_dir)
+                    break
+                if adopting and now >= next_watch:
+                    for agent in agents:
+                        _watch_adopted(agent.marker, adopted)
+                    next_watch = now + WATCH_S
+                if closing.since is None:
+                    closing.read(now, agents)
+                elif not closing.acted and now - closing.since >= STOP_GRACE_S:
+                    stopped = {rank for agent in agents for rank in _stop_ranks(agent.proc, rank_dir)}
+                    closing.acted, closing.since = True, now
+                elif closing.acted and now - closing.since >= _exit_grace(agents, startup):
+                    break  # torchrun did not exit once its ranks were gone: the kill below ends it
+        finally:
+            strays = _end_agents(agents, adopted)
         refuse_if_interrupted()
         duration = time.monotonic() - started
-        ranks = {r: _read_rank(rank_dir, r, signature, r in hung) for r in range(nproc)}
+        ranks = {r: _read_rank(rank_dir, r, signature, r in hung) for r in range(nnodes * nproc)}
         for r in stopped & set(ranks):
             ranks[r].stopped = True
         return LaunchResult(
-            command=command,
+            command=agents[0].command if len(agents) > 1 else command,
             nproc=nproc,
-            returncode=proc.returncode,
+            returncode=_returncode(agents),
             timed_out=timed_out,
             duration_s=duration,
-            agent_log=scan_log(agent_log_path).text,
+            agent_log=_agent_logs(agents),
             ranks=ranks,
             strays=strays,
             marker=marker,
             startup_s=startup if startup is not None or timed_out else _startup(ranks, duration),
             mode=mode,
             warm_refused=warm_refused,
+            nnodes=nnodes,
         )
+
+
+@dataclass
+class _Agent:
+    """One agent of a launch: torchrun (one per node), or a warm launch's agent; its log and its marker (the value
+    of BUGMATRIX_LAUNCH that it and every process it starts carry)."""
+
+    proc: Any  # subprocess.Popen[bytes], or warm.WarmAgent
+    log: Path
+    marker: str
+    node: int = 0
+    command: list[str] = field(default_factory=list)
+
+
+def node_command(command: list[str], nnodes: int, node: int, endpoint: str, run_id: str) -> list[str]:
+    """`command` (`torchrun_command`'s, one node) as node `node` of `nnodes` on this machine: instead of
+    `--standalone`, a c10d rendezvous at `endpoint` (127.0.0.1:PORT) named `run_id`, whose store node 0 hosts
+    (`is_host`: the other nodes only connect, never race to bind its port). torchrun's c10d rendezvous ignores
+    `--node_rank` (it orders the nodes as they join: their ranks' GROUP_RANK says which is which); it is passed
+    for the torch versions and readers that go by it."""
+    flags = [
+        f"--nnodes={nnodes}",
+        f"--node_rank={node}",
+        "--rdzv_backend=c10d",
+        f"--rdzv_endpoint={endpoint}",
+        f"--rdzv_id={run_id}",
+        f"--rdzv_conf=is_host={int(node == 0)}",
+    ]
+    at = command.index("--standalone")
+    return [*command[:at], *flags, *command[at + 1 :]]
+
+
+def _start_cold(
+    command: list[str], nnodes: int, nproc: int, child_env: dict[str, str], rank_dir: Path, cwd: Path
+) -> list[_Agent]:
+    """Start torchrun: one agent, or one per node (`node_command`), each in a session of its own with its own log,
+    marker (`<launch>-node<N>`) and GPUs (`_node_gpus`). The rendezvous port is bound here (port 0: the OS picks a
+    free one, never one in use) and held until node 0's agent is started, which binds it once it has imported
+    torch; another process binding it in between makes node 0 fail "address already in use" before any rank
+    started, and the launch is retried (`_port_collision`)."""
+    marker = child_env[MARKER_ENV]
+    if nnodes == 1:
+        return [_spawn(_Agent(None, rank_dir / "torchrun.log", marker, 0, command), child_env, cwd)]
+    holder = reserve_port()
+    endpoint = f"127.0.0.1:{holder.getsockname()[1]}"
+    agents: list[_Agent] = []
+    try:
+        for node in range(nnodes):
+            env = {**child_env, MARKER_ENV: f"{marker}-node{node}", **_node_gpus(child_env, node, nproc)}
+            agent = _Agent(None, rank_dir / f"torchrun-node{node}.log", env[MARKER_ENV], node)
+            agent.command = node_command(command, nnodes, node, endpoint, marker)
+            holder.close()  # the port is free for node 0's store from here on (a no-op for the later nodes)
+            agents.append(_spawn(agent, env, cwd))
+    except BaseException:
+        for agent in agents:
+            kill_tree(agent.proc)
+        raise
+    finally:
+        holder.close()
+    return agents
+
+
+def reserve_port() -> socket.socket:
+    """A socket bound to a free loopback port (port 0: the OS picks one no socket holds), for the caller to hold
+    until the process that will bind it has started."""
+    holder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    holder.bind(("127.0.0.1", 0))
+    return holder
+
+
+def _spawn(agent: _Agent, env: dict[str, str], cwd: Path) -> _Agent:
+    with open(agent.log, "ab") as log:
+        agent.proc = subprocess.Popen(
+            agent.command,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+            cwd=cwd,
+        )
+    return agent
+
+
+def _node_gpus(env: dict[str, str], node: int, nproc: int) -> dict[str, str]:
+    """`CUDA_VISIBLE_DEVICES` for node `node`: its own `nproc` GPUs, as on a machine of its own (its ranks pin
+    `cuda:LOCAL_RANK`, which every node counts from 0) -- the next ones of those visible to the harness."""
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    devices = visible.split(",") if visible else [str(i) for i in range((node + 1) * nproc)]
+    return {"CUDA_VISIBLE_DEVICES": ",".join(devices[node * nproc : (node + 1) * nproc])}
+
+
+def _exit_grace(agents: list[_Agent], startup: float | None) -> float:
+    """How long the agents get to exit once the harness stopped their ranks: `STOP_GRACE_S`; on several nodes whose
+    ranks ran, `WIND_DOWN_S` (a node's agent notices its ranks' failure seconds later under load: not hung; one
+    whose ranks never started waits for a rendezvous that will not come)."""
+    return WIND_DOWN_S if len(agents) > 1 and startup is not None else STOP_GRACE_S
+
+
+def _all_exited(agents: list[_Agent], timeout: float) -> bool:
+    """Whether every agent has exited, waiting up to `timeout` seconds for the first one still running."""
+    running = [agent.proc for agent in agents if agent.proc.poll() is None]
+    if not running:
+        return True
+    try:
+        running[0].wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return False
+    return len(running) == 1
+
+
+def _end_agents(agents: list[_Agent], adopted: set[int]) -> list[str]:
+    """Kill every agent's whole tree and session, then every process still carrying its marker; the strays killed
+    ('name (pid N): command', `node N: ...` on several nodes), a warm agent's own first."""
+    strays: list[str] = []
+    for agent in agents:
+        kill_tree(agent.proc)
+        with _active_lock:
+            _active.discard(agent.proc)
+    for agent in agents:
+        own = agent.proc.strays() if isinstance(agent.proc, warm.WarmAgent) else []
+        found = own + kill_strays(agent.marker, adopted)
+        strays += [f"node {agent.node}: {stray}" for stray in found] if len(agents) > 1 else found
+    return strays
+
+
+def _returncode(agents: list[_Agent]) -> int | None:
+    """The launch's exit code: its agent's; on several nodes, the first node's that failed, else 0 (None while
+    one is running: never, once the launch ended)."""
+    codes = [agent.proc.returncode for agent in agents]
+    if None in codes:
+        return None
+    return next((code for code in codes if code != 0), 0)
+
+
+def _agent_logs(agents: list[_Agent]) -> str:
+    """The agent's log; on several nodes, each node's under a `--- torchrun node N ---` line."""
+    if len(agents) == 1:
+        return scan_log(agents[0].log).text
+    return "\n".join(f"--- torchrun node {agent.node} ---\n{scan_log(agent.log).text}" for agent in agents)
 
 
 def _start_warm(python: str, script: Path, args: list[str], nproc: int, child_env: dict[str, str]) -> warm.WarmAgent:
@@ -405,27 +544,33 @@ def _start_warm(python: str, script: Path, args: list[str], nproc: int, child_en
 
 
 class _Closing:
-    """Watches torchrun's output (its own log lines, read as they are appended) for its first closing signal."""
+    """Watches torchrun's output (each agent's log, read as it is appended) for its first closing signal; on
+    several nodes, also for an agent that exited failing (its peers' ranks are then collateral)."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.offset = 0
-        self.tail = b""
+    def __init__(self, paths: list[Path]) -> None:
+        self.paths = paths
+        self.offsets = [0] * len(paths)
+        self.tails = [b""] * len(paths)
         self.since: float | None = None  # when the first closing signal was seen (then: when the harness acted)
         self.acted = False
 
-    def read(self, now: float) -> None:
-        """Read what torchrun appended since the last call; note `now` when it holds a closing signal."""
-        try:
-            with open(self.path, "rb") as fh:
-                fh.seek(self.offset)
-                chunk = fh.read(1 << 20)
-        except OSError:
-            return
-        self.offset += len(chunk)
-        text, self.tail = self.tail + chunk, chunk[-200:]  # a line cut between two reads is seen whole
-        if CLOSING.search(text):
+    def read(self, now: float, agents: list[_Agent]) -> None:
+        """Read what each agent appended since the last call; note `now` when it holds a closing signal, or when
+        one of several agents exited with a failure."""
+        if len(agents) > 1 and any(agent.proc.poll() not in (None, 0) for agent in agents):
             self.since = now
+            return
+        for i, path in enumerate(self.paths):
+            try:
+                with open(path, "rb") as fh:
+                    fh.seek(self.offsets[i])
+                    chunk = fh.read(1 << 20)
+            except OSError:
+                continue
+            self.offsets[i] += len(chunk)
+            text, self.tails[i] = self.tails[i] + chunk, chunk[-200:]  # a line cut between two reads is seen whole
+            if CLOSING.search(text):
+                self.since = now
 
 
 def _stop_ranks(proc: subprocess.Popen[bytes], rank_dir: Path) -> set[int]:
@@ -477,12 +622,15 @@ def _startup(ranks: dict[int, RankRecord], duration: float) -> float | None:
     return max(0.0, duration - max(0.0, time.time() - first))
 
 
-def _workers(proc: subprocess.Popen[bytes]) -> bool:
-    """Whether torchrun still has a live worker (a child process that is not a zombie)."""
-    try:
-        return any(child.status() != psutil.STATUS_ZOMBIE for child in psutil.Process(proc.pid).children())
-    except psutil.Error:
-        return False
+def _workers(agents: list[_Agent]) -> bool:
+    """Whether an agent (torchrun) still has a live worker (a child process that is not a zombie)."""
+    for agent in agents:
+        try:
+            if any(child.status() != psutil.STATUS_ZOMBIE for child in psutil.Process(agent.proc.pid).children()):
+                return True
+        except psutil.Error:
+            continue
+    return False
 
 
 def _running(pid: int) -> bool:
@@ -652,7 +800,7 @@ def _read_rank(rank_dir: Path, rank: int, signature: str | None = None, hung: bo
         data = json.loads((base.with_suffix(".json")).read_text())
     except (OSError, ValueError):
         data = {}
-    for key in ("pid", "started", "finished", "exit_code", "exception", "terminated"):
+    for key in ("pid", "node", "local_rank", "started", "finished", "exit_code", "exception", "terminated"):
         if key in data:
             setattr(record, key, data[key])
     log = scan_log(base.with_suffix(".log"), signature)

@@ -127,7 +127,10 @@ class CaseSpec(Strict):
     sources: dict[str, str] = Field(default_factory=dict)
     supports: dict[str, str] = Field(default_factory=dict)  # package -> versions the script can run on
     script: str = "repro.py"
-    nproc: list[Annotated[int, Field(gt=0, le=64)]] = Field(default_factory=lambda: [1])
+    nproc: list[Annotated[int, Field(gt=0, le=64)]] = Field(default_factory=lambda: [1])  # ranks per node
+    # torchrun agents on this machine, each one node of `nproc` ranks (docs/cases.md "Two nodes on one machine");
+    # 1, the default, is in no digest, id or row: a one-node case is what it was before the field existed
+    nnodes: int = Field(default=1, ge=1, le=8)
     devices: list[Device] = Field(default_factory=lambda: list[Device](["cpu"]))
     timeout: float = Field(default=300, gt=0)
     signature: str

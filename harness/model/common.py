@@ -3,7 +3,8 @@
 - `Strict`: the pydantic base of every YAML schema (unknown fields are errors; models are frozen).
 - `Device`: the devices a case or a cell can name.
 - `check_specifier`: a PEP 440 specifier check with a one-line message.
-- `item_id`: how one job is named everywhere (store, tables, compare, reports, pytest): `case::variant[device-n]`.
+- `item_id`: how one job is named everywhere (store, tables, compare, reports, pytest): `case::variant[device-n]`,
+  `case::variant[device-NxN]` for a job of N nodes (`job_tag`).
 - `DEVICE_PACKAGES` / `distributions` / `logical_name`: a logical package name and the distributions that provide
   it per device (`fbgemm-gpu` is `fbgemm-gpu-cpu` on CPU). matrix.yaml's `device_packages` may add more.
 """
@@ -38,9 +39,21 @@ def check_specifier(where: str, spec: str) -> None:
         raise ValueError(f"{where}: {spec!r} is not a version specifier like '>=1.3,<1.6'") from None
 
 
-def item_id(case: str, variant: str, device: str, nproc: int) -> str:
-    """The one name of a job: `case::variant[device-nproc]`."""
-    return f"{case}::{variant}[{device}-{nproc}]"
+def ranks_shown(nproc: int, nnodes: int = 1) -> str:
+    """A job's ranks as its name and the tables show them: `2` on one node, `2x2` for `nnodes` > 1 nodes of `nproc`
+    ranks each. One node adds nothing: what a one-node job shows is what it showed before jobs had nodes."""
+    return f"{nnodes}x{nproc}" if nnodes > 1 else str(nproc)
+
+
+def job_tag(where: str, nproc: int, nnodes: int = 1) -> str:
+    """The bracketed part of a job's name: `cpu-2` (`where` is a device or a cell), `cpu-2x2` on two nodes."""
+    return f"{where}-{ranks_shown(nproc, nnodes)}"
+
+
+def item_id(case: str, variant: str, device: str, nproc: int, nnodes: int = 1) -> str:
+    """The one name of a job: `case::variant[device-nproc]` (`case::variant[device-nnodesxnproc]` on several
+    nodes, see `job_tag`)."""
+    return f"{case}::{variant}[{job_tag(device, nproc, nnodes)}]"
 
 
 def primary_package(packages: list[str]) -> str:

@@ -1,7 +1,8 @@
 """A job (one launch to make) and what its result depends on: the fingerprint a resumed run matches.
 
-A job is a case's variant at one world size on one device, in a matrix cell or (cell None) in the local
-environment. Resuming: which earlier results still stand, so that a re-run launches only what is missing.
+A job is a case's variant at one world size on one device (on the case's `nnodes` nodes of `nproc` ranks each),
+in a matrix cell or (cell None) in the local environment. Resuming: which earlier results still stand, so that a
+re-run launches only what is missing.
 
 A result stands for its *fingerprint*: what decides the outcome of a launch (`run_digest`: the script, and from
 case.yaml the packages, sources, timeout, failure signature and the variant's arguments), the variant, world size
@@ -48,9 +49,25 @@ class Job:
     cell: Cell | None = None
 
     @property
+    def nnodes(self) -> int:
+        """How many nodes (torchrun agents) the job launches, each of `nproc` ranks: the case's `nnodes`."""
+        return self.case.spec.nnodes
+
+    @property
+    def world_size(self) -> int:
+        """Every rank of the launch, on all its nodes: the cores (or GPUs) it holds."""
+        return self.nnodes * self.nproc
+
+    @property
+    def extra(self) -> dict[str, Any]:
+        """The optional result fields (`harness/model/result.py` `OPTIONAL_FIELDS`) that every result of this job
+        sets: `nnodes` for a job of several nodes, none for one node (its results are as they were before)."""
+        return {"nnodes": self.nnodes} if self.nnodes > 1 else {}
+
+    @property
     def id(self) -> str:
-        """`case::variant[device-nproc]` (see `item_id`)."""
-        return item_id(self.case.id, self.variant, self.device, self.nproc)
+        """`case::variant[device-nproc]` (`[device-nnodesxnproc]` on several nodes; see `item_id`)."""
+        return item_id(self.case.id, self.variant, self.device, self.nproc, self.nnodes)
 
     @property
     def cell_name(self) -> str:
@@ -60,8 +77,9 @@ class Job:
 
 def run_digest(case: Case, variant: str) -> str:
     """A digest of what decides the outcome of launching `case`'s `variant`: the script's bytes, and the packages,
-    sources, timeout, signature and arguments it runs with, and a launch that must stay cold — not the title,
-    links, evidence, descriptions or `expect` rules, which describe or judge the outcome without changing it."""
+    sources, timeout, signature and arguments it runs with, a launch that must stay cold and a number of nodes
+    other than one — not the title, links, evidence, descriptions or `expect` rules, which describe or judge the
+    outcome without changing it."""
     spec = case.spec
     decides = {
         "packages": spec.packages,
@@ -72,6 +90,8 @@ def run_digest(case: Case, variant: str) -> str:
     }
     if spec.cold_of(variant):  # only when set: no result recorded before the field existed is superseded
         decides["launch"] = "cold"
+    if spec.nnodes > 1:  # likewise: one node, the default, leaves every digest as it was
+        decides["nnodes"] = spec.nnodes
     digest = hashlib.sha256(case.script.read_bytes())
     digest.update(json.dumps(decides, sort_keys=True).encode())
     return digest.hexdigest()

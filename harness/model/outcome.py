@@ -23,7 +23,7 @@ Per launch (`combine`), in order:
   3. some rank reproduced, and no rank hit an error before
      the first reproduction (later errors and terminated
      ranks are collateral: peers losing their connection) .. reproduced
-  4. any rank error (or all ranks terminated) ............ error
+  4. any rank error (or all ranks terminated) ............ error (the reason names the first rank to fail)
   5. any rank skip ....................................... skip
   6. every rank fixed .................................... fixed
 `fixed` therefore requires every one of the launched ranks to have exited 0 on its own.
@@ -90,8 +90,9 @@ def combine(ranks: list[RankStatus], *, timed_out: bool) -> tuple[Outcome, str]:
         if not early:
             return Outcome.REPRODUCED, reproduced[0].detail
         errors = early
-    if errors:
-        return Outcome.ERROR, f"rank {errors[0].rank}: {errors[0].detail}"
+    if errors:  # the first to fail (by when it recorded its verdict) is the cause; the later ones may be collateral
+        cause = min(errors, key=lambda e: (e.finished_at is None, e.finished_at or 0.0, e.rank))
+        return Outcome.ERROR, f"rank {cause.rank}: {cause.detail}"
     if len(by_state[RankState.TERMINATED]) == len(ranks):
         return Outcome.ERROR, "every rank was terminated before reaching a verdict"
     if by_state[RankState.SKIP]:

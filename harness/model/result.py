@@ -20,6 +20,8 @@ OPTIONAL_FIELDS: dict[str, type] = {
     # how the job was launched: "cold" (under torchrun) or "warm" (forked from a warm parent, harness/launch/warm.py);
     # unset on results recorded before launches said so (all of them cold) and on results that launched nothing
     "launch": str,
+    # how many nodes (torchrun agents, each of `nproc` ranks) the job launched: set only above 1 (`Job.extra`)
+    "nnodes": int,
 }
 
 
@@ -95,9 +97,14 @@ class Result(BaseModel):
         return ", ".join(f"{o} {c}/{n}" for o, c in sorted(self.tallies.items(), key=lambda kv: (-kv[1], kv[0])))
 
     @property
+    def nnodes(self) -> int:
+        """How many nodes the job launched (`nproc` ranks each): 1 unless the result says more."""
+        return int(self.extra.get("nnodes", 1))
+
+    @property
     def item_id(self) -> str:
         """`case::variant[device-nproc]` (see `harness.model.common.item_id`)."""
-        return item_id(self.case, self.variant, self.device, self.nproc)
+        return item_id(self.case, self.variant, self.device, self.nproc, self.nnodes)
 
     @property
     def ok(self) -> bool:

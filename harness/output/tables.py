@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from harness.model.case import Case
+from harness.model.common import ranks_shown
 from harness.model.outcome import Outcome
 from harness.model.result import Result, counts, misses
 from harness.model.version import COMMIT, GIT_PIN, PinVersion
@@ -289,7 +290,7 @@ def results_table(results: list[Result], cells: list[str] | None = None) -> FitT
                 escape(r.case),
                 escape(r.variant),
                 r.device,
-                str(r.nproc),
+                ranks_shown(r.nproc, r.nnodes),
                 outcome_text(r.outcome),
                 outcome_text(r.expected) if r.expected else "-",
                 mark,

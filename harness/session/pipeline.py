@@ -200,7 +200,7 @@ def execution_order(jobs: list[Job]) -> list[int]:
     first: dict[str, int] = {}
     for i, job in enumerate(jobs):
         first.setdefault(job.cell_name, i)
-    return sorted(range(len(jobs)), key=lambda i: (first[jobs[i].cell_name], -jobs[i].nproc, i))
+    return sorted(range(len(jobs)), key=lambda i: (first[jobs[i].cell_name], -jobs[i].world_size, i))
 
 
 class Session:
@@ -230,7 +230,7 @@ class Session:
             observer.run_started(jobs)
         order = execution_order(jobs)
         try:
-            done = run_scheduled([jobs[i] for i in order], self.run_job, cost=lambda job: job.nproc, cores=cores)
+            done = run_scheduled([jobs[i] for i in order], self.run_job, cost=lambda job: job.world_size, cores=cores)
         finally:
             self.environments.close()
         by_index = dict(zip(order, done, strict=True))  # `order` is a permutation of the jobs' indices
@@ -254,7 +254,7 @@ class Session:
                 observer.result_ready(job, result, reused)
 
     def _result(self, job: Job) -> tuple[Result, bool]:
-        missing = device_missing(job.device, job.nproc)
+        missing = device_missing(job.device, job.world_size)
         if missing:
             return skip_result(job, missing), False
         pins = self.environments.pins(job)
