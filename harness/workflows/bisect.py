@@ -43,7 +43,7 @@ from typing import Any
 
 from harness.analysis.flaky import Tally
 from harness.analysis.precision import allowed_releases
-from harness.analysis.transitions import FIXED, REPRODUCED, cell_status, short
+from harness.analysis.transitions import FIXED, FLAKY, REPRODUCED, cell_status, short
 from harness.launch.classify import NO_RANK_STARTED, no_rank_started
 from harness.launch.execute import infra_result
 from harness.launch.logscan import human_size
@@ -285,7 +285,7 @@ class CaseProber:
         if len(results) == 1:
             return results[0].outcome
         status = cell_status(results)  # several world sizes: as a matrix cell combines them
-        return {REPRODUCED: Outcome.REPRODUCED, FIXED: Outcome.FIXED}.get(status, Outcome.ERROR)
+        return {REPRODUCED: Outcome.REPRODUCED, FIXED: Outcome.FIXED, FLAKY: Outcome.FLAKY}.get(status, Outcome.ERROR)
 
 
 class _Batches(Observer):
