@@ -219,7 +219,8 @@ class CaseProber:
         self.session.repeat = n  # one batch; its environment is kept for the next (no eviction between batches)
         result = self.session.run_job(job)
         after = self.pooled(candidate)
-        if not after.launches:  # no pool to read back (the environment was never resolved): this batch alone
+        if not after.launches:  # nothing pooled to read back (no environment, nothing launched): this batch alone
+            self.probing.say(f"  probe {candidate}: {result.outcome.value}  {(result.reason.splitlines() or [''])[0]}")
             return Tally.of(result.tallies, result.outcome) if result.launched else Tally(other=n)
         added = Tally(after.reproduced - before.reproduced, after.fixed - before.fixed, after.other - before.other)
         self.probing.say(
