@@ -425,6 +425,7 @@ def test_repeat_auto_locates_a_flaky_boundary_and_pools_earlier_runs(tmp_path: P
     assert level["confidence"] >= 0.95 and level["reused"] == 0
     assert max(t["reproduced"] + t["fixed"] + t["other"] for t in level["tallies"].values()) <= 40  # the cap
     assert "regressed in 1.1.0 (1.0.0: 0/" in out["summary"] and "confidence 0.9" in out["summary"]
+    assert "at most 40 a version; an answer needs confidence 0.95 (--max-launches)" in err, err  # the cap, said
     launched = int((tmp_path / "count").read_text())
     assert launched == level["launches"]
     store = ResultStore(root / "r.db")

@@ -425,6 +425,8 @@ def bisect(probing: Probing, request: BisectRequest, probed: dict[str, Result] |
             f"{versions[0]} … {versions[-1]}"
         )
         say(plan_line(versions, r.package, probing.envs.cache, probing.envs.disk_budget))
+        if probing.policy is not None:
+            say(probing.policy.text() + " (--max-launches)")
         try:
             found = search(versions, prober, parallel=parallel, unusable=prober.unusable, adaptive=prober.adaptive)
         except BisectRefused as exc:

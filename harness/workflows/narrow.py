@@ -224,6 +224,8 @@ def narrow(targets: list[Target], cases: dict[str, Case], probing: Probing, comm
     `probing.store`."""
     matrix, store, say = probing.matrix, probing.store, probing.say
     done = []
+    if probing.policy is not None and targets:
+        say(probing.policy.text() + " (--max-launches)")
     for target in targets:
         axis, b = target.axis, target.boundary
         latest = store.latest() if b.undecided else []  # read once: what the versions between showed
