@@ -147,3 +147,36 @@ def osv_docs(world: dict) -> dict[str, dict]:
     """The OSV advisories exported from a synthetic record (the `world` or `gated` fixture)."""
     store = open_reader(world["tmp"] / "absent.db", False, world["cases"], world["root"])
     return documents(store.latest(), world["cases"], load(world["root"]).releases)
+
+
+def flaky_results(case: Case, fixed_runs: int) -> list[tuple[str, Result]]:
+    """A flaky bug along torch: 2.6.0 fixed in 40 launches, 2.7.0 and 2.7.1 flaky (9/24 and 8/24 reproduced), 2.8.0
+    fixed in `fixed_runs` launches (one: too few to call it fixed next to a rate of 0.35)."""
+    rows = [
+        ("2.6.0", Outcome.FIXED, {"fixed": 40}),
+        ("2.7.0", Outcome.FLAKY, {"reproduced": 9, "fixed": 15}),
+        ("2.7.1", Outcome.FLAKY, {"reproduced": 8, "fixed": 16}),
+        ("2.8.0", Outcome.FIXED, {"fixed": fixed_runs} if fixed_runs > 1 else {}),
+    ]
+    return [
+        (
+            f"torch-{torch}",
+            Result(
+                case=case.id,
+                variant="bug",
+                nproc=1,
+                device="cpu",
+                outcome=outcome,
+                expected=None,
+                reason="",
+                versions={"torch": torch},
+                python="3.11.7",
+                started_at=DAY + i,
+                tallies=tallies,
+                launched=True,
+                fingerprint=f"fp-{torch}",
+                digest=run_digest(case, "bug"),
+            ),
+        )
+        for i, (torch, outcome, tallies) in enumerate(rows)
+    ]

@@ -1171,3 +1171,28 @@ def test_pins_that_answer_no_case_exit_5(world: dict, capsys: pytest.CaptureFixt
     assert "nothing checked" in err and "answer no recorded case" in err and "torch" in err
     assert main(_cli(world, "--from", "lightning==2.4.0", "--to", "lightning==2.6.6")) == 5
     assert main(_cli(world, "lightning==2.4.0", "torch==2.6.0")) == 0  # pinned: answered, fixed
+
+
+# ------------------------------------------------------------------------------------------------------- flaky
+
+
+@pytest.mark.parametrize("fixed_runs", [40, 1], ids=["fixed-with-the-clean-runs-it-needs", "one-clean-run"])
+def test_a_flaky_version_is_affected_with_its_rate_never_cannot_say(make_case, fixed_runs: int) -> None:  # noqa: ANN001
+    from tests.helpers import flaky_results
+
+    case = make_case("print('x')\n", case_id="torch-4-flaky", variants={"bug": {"expect": [{"outcome": "fixed"}]}})
+    results = flaky_results(case, fixed_runs)
+    target = audit_module.target_of(*parse_pins(["torch==2.7.1"]), audit_module.known_packages(results, [case]))
+    [answer] = audit_module.audit(results, [case], target, "cpu")
+    assert answer.kind == "affected" and answer.status == "flaky" and answer.basis == "exact"
+    shown = answer.to_json()
+    assert shown["outcome"] == "flaky" and shown["rate"] == "8/24 reproduced", shown
+    assert "flaky: 8/24 reproduced" in answer.precision
+    if fixed_runs == 40:  # the first release measured fixed after it, with the confidence of that boundary
+        assert shown["fixed_in"] == "torch==2.8.0" and shown["confidence"] >= 0.95, shown
+        assert "fixed in 2.8.0 (2.7.1: 8/24 reproduced; 2.8.0: 0/40; confidence 0.9" in answer.precision
+    else:  # one clean run is too few to call 2.8.0 fixed next to a rate of 1/3
+        assert shown["fixed_in"] is None and shown["confidence"] is None, shown
+        assert "not called fixed in torch 2.8.0: could not decide" in answer.precision, answer.precision
+    fixed = audit_module.audit(results, [case], audit_module.Target({"torch": Pin("torch", "2.6.0")}), "cpu")
+    assert [a.kind for a in fixed] == ["not_affected"] and "rate" not in fixed[0].to_json()

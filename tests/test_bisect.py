@@ -397,3 +397,49 @@ def test_bisect_says_its_plan_and_evicts_probes_under_a_disk_budget(
     assert code == 0, err
     assert "an environment (the median of 1 with fakelib built under" in err, err
     assert "nothing is evicted (--disk-budget SIZE evicts" in err
+
+
+ALTERNATING = """
+import sys
+from pathlib import Path
+import fakelib
+counter = Path(sys.argv[-1])
+n = int(counter.read_text()) if counter.exists() else 0
+counter.write_text(str(n + 1))
+if fakelib.BUGGY and n % 2 == 0:  # a flaky release: every other launch reproduces (rate 1/2)
+    print("RuntimeError: FAKE-SIG")
+    sys.exit(1)
+"""
+
+
+def test_repeat_auto_locates_a_flaky_boundary_and_pools_earlier_runs(tmp_path: Path, capsys) -> None:
+    root = project(tmp_path, [False, True, True])
+    spec = yaml.safe_load((root / "cases" / "fakelib-1-bug" / "case.yaml").read_text())
+    spec["variants"]["bug"]["args"] = [str(tmp_path / "count")]
+    (root / "cases" / "fakelib-1-bug" / "case.yaml").write_text(yaml.safe_dump(spec))
+    (root / "cases" / "fakelib-1-bug" / "repro.py").write_text(ALTERNATING)
+    code, out, err = bisect(root, capsys, "--repeat", "auto", "--max-launches", "40")
+    assert code == 0, (out, err)
+    [level] = out["levels"]
+    assert (level["last_old"], level["first_new"], level["verdict"]) == ("1.0.0", "1.1.0", "regressed")
+    assert level["confidence"] >= 0.95 and level["reused"] == 0
+    assert max(t["reproduced"] + t["fixed"] + t["other"] for t in level["tallies"].values()) <= 40  # the cap
+    assert "regressed in 1.1.0 (1.0.0: 0/" in out["summary"] and "confidence 0.9" in out["summary"]
+    assert "at most 40 a version; an answer needs confidence 0.95 (--max-launches)" in err, err  # the cap, said
+    launched = int((tmp_path / "count").read_text())
+    assert launched == level["launches"]
+    store = ResultStore(root / "r.db")
+    pools = {r.pool for _, _, r in store.results(out["run_id"])}
+    assert len(pools) == 3 and "" not in pools  # one result a version, each with its repeat-free pool
+    # A second run reads the store's pooled tallies: it launches nothing more and says what it reused.
+    code, again, err = bisect(root, capsys, "--repeat", "auto", "--max-launches", "40")
+    assert code == 0 and int((tmp_path / "count").read_text()) == launched, (again, err)
+    [level2] = again["levels"]
+    assert level2["reused"] == level["launches"] == level2["launches"]
+    assert f"{launched} launches, {launched} reused from earlier runs" in again["summary"]
+
+
+def test_max_launches_without_repeat_auto_is_refused(tmp_path: Path, capsys) -> None:
+    root = project(tmp_path, [False, True])
+    code, _, err = bisect(root, capsys, "--max-launches", "40")
+    assert code == 2 and "--max-launches 40: only with --repeat auto" in err, err

@@ -180,3 +180,60 @@ def test_what_stepping_measured_bounds_the_bisection(installs_from: int, change_
     assert (result.last_old, result.first_new) == (versions[change_at - 1], versions[change_at])
     assert result.untestable == versions[:installs_from]
     assert len(log) == len(set(log)) <= 4 + math.ceil(math.log2(19 - installs_from))
+
+
+# ------------------------------------------------------------------- a flaky case: adaptive repeats (`--repeat auto`)
+
+
+def flaky_measure(rates: dict[str, float], seed: int, log: list[tuple[str, int]]):
+    """n more launches of a version reproducing at its rate (a seeded generator: the same answer every run)."""
+    from harness.analysis.flaky import Tally
+
+    rng = random.Random(seed)
+
+    def measure(version: str, n: int) -> Tally:
+        log.append((version, n))
+        reproduced = sum(rng.random() < rates[version] for _ in range(n))
+        return Tally(reproduced, n - reproduced)
+
+    return measure
+
+
+def test_a_flaky_case_is_located_with_its_confidence_and_reuses_pooled_tallies() -> None:
+    from harness.analysis.flaky import Policy, Tally
+    from harness.workflows.search import Adaptive, verdict_line
+
+    rates = {v: (0.0 if i < 5 else 0.4) for i, v in enumerate(VERSIONS)}
+    log: list[tuple[str, int]] = []
+    known = {VERSIONS[0]: Tally(0, 30), VERSIONS[-1]: Tally(12, 18)}  # earlier runs' repeats, pooled by the store
+    found = search(
+        VERSIONS,
+        prober({}, []),  # never called: a flaky case is not bisected on outcomes
+        adaptive=Adaptive(flaky_measure(rates, 37, log), lambda v: known.get(v, Tally()), Policy()),
+    )
+    assert (found.last_old, found.first_new) == ("1.4.0", "1.5.0") and found.decided
+    assert (found.old, found.new) == (F, R)
+    assert found.verdict is not None and found.verdict.confidence >= 0.95
+    assert VERSIONS[0] not in {v for v, _ in log} and VERSIONS[-1] not in {v for v, _ in log}  # pooled: not launched
+    assert found.reused == 60 and found.launches == 60 + sum(n for _, n in log)
+    line = verdict_line(found)
+    assert line.startswith("regressed in 1.5.0 (1.4.0: 0/") and "confidence 0.9" in line, line
+    assert f"{found.launches} launches, 60 reused" in line
+
+
+def test_a_flaky_case_that_cannot_be_decided_says_so_never_a_boundary() -> None:
+    from harness.analysis.flaky import Policy, Tally
+    from harness.workflows.search import Adaptive, verdict_line
+
+    rates = dict.fromkeys(VERSIONS[:4], 0.3)  # the same rate everywhere: no boundary to find
+    log: list[tuple[str, int]] = []
+    found = search(
+        VERSIONS[:4],
+        prober({}, []),
+        adaptive=Adaptive(flaky_measure(rates, 5, log), lambda v: Tally(), Policy(cap=20)),
+    )
+    assert not found.decided
+    assert max(sum(n for v, n in log if v == version) for version in VERSIONS[:4]) <= 20  # the cap holds
+    line = verdict_line(found)
+    assert line.startswith(f"could not decide at confidence 0.95 after {found.launches} launches (cap of 20"), line
+    assert "regressed in" not in line and "fixed in" not in line and "not fixed" in line

@@ -344,7 +344,7 @@ if n == 1:                        # the second launch: the disk filled under it
 """
 
 
-def test_a_repeat_the_machine_failed_makes_the_set_infra_not_flaky(
+def test_a_repeat_the_machine_failed_is_kept_apart_and_the_set_goes_on(
     make_case: MakeCase, env: Environment, tmp_path: Path
 ) -> None:
     case = make_case(
@@ -355,8 +355,48 @@ def test_a_repeat_the_machine_failed_makes_the_set_infra_not_flaky(
     )
     [job] = plan_local([case], Selection(devices=("cpu",)))
     result = execute_repeated(job, env, repeat=3)
+    # the second launch's infra is one of the others: it neither ends the set nor makes it flaky
+    assert (tmp_path / "count").read_text() == "3"  # the third repeat was launched
+    assert result.outcome is Outcome.FIXED, result.reason
+    assert result.tallies == {"fixed": 2, "infra": 1}
+    assert "No space left on device" in result.reason, result.reason
+
+
+def test_a_set_whose_first_launch_the_machine_failed_stops_as_infra(
+    make_case: MakeCase, env: Environment, tmp_path: Path
+) -> None:
+    script = DISK_FULL_ON_SECOND.replace("if n == 1:", "if n == 0:")
+    case = make_case(script, variants={"bug": {"args": [str(tmp_path / "count")], "expect": [{"outcome": "fixed"}]}})
+    [job] = plan_local([case], Selection(devices=("cpu",)))
+    result = execute_repeated(job, env, repeat=3)
     assert result.outcome is Outcome.INFRA and "No space left on device" in result.reason, result.reason
-    assert (tmp_path / "count").read_text() == "2"  # the third repeat was not launched
+    assert (tmp_path / "count").read_text() == "1"  # every launch so far was infra: nothing more launched
+
+
+ERROR_ON_SECOND = """
+import sys
+from pathlib import Path
+counter = Path(sys.argv[sys.argv.index("--device") + 2])
+n = int(counter.read_text()) if counter.exists() else 0
+counter.write_text(str(n + 1))
+if n == 1:                        # the second launch fails some other way: it says nothing of the bug
+    raise ValueError("unrelated breakage")
+print("RuntimeError: FAKE-BUG-SIGNATURE")
+sys.exit(1)
+"""
+
+
+def test_an_error_among_repeats_is_kept_apart_not_flaky(make_case: MakeCase, env: Environment, tmp_path: Path) -> None:
+    case = make_case(
+        ERROR_ON_SECOND,
+        variants={"bug": {"args": [str(tmp_path / "count")], "expect": [{"outcome": "reproduced"}]}},
+    )
+    [job] = plan_local([case], Selection(devices=("cpu",)))
+    result = execute_repeated(job, env, repeat=5)
+    assert result.outcome is Outcome.REPRODUCED and result.ok, result.reason
+    assert result.tallies == {"reproduced": 4, "error": 1}
+    assert "error 1/5" in result.reason and "unrelated breakage" in result.reason, result.reason
+    assert "FAKE-BUG-SIGNATURE" in result.log_excerpt  # the evidence is a reproducing launch's
 
 
 PARALLEL_CASE = """

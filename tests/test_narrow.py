@@ -126,6 +126,22 @@ def test_narrow_turns_an_interval_into_adjacent_releases_and_a_second_run_launch
     assert "every boundary in the record and the store is adjacent" in capsys.readouterr().err
 
 
+def test_narrow_repeat_auto_states_the_boundary_with_its_confidence(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli(project, "run", "--all-cells", "-j", "1") == 0
+    capsys.readouterr()
+    assert cli(project, "narrow", "-j", "1", "--repeat", "auto", "--max-launches", "20") == 0
+    captured = capsys.readouterr()
+    out = captured.out + captured.err
+    # adaptive repeats: each version launched in batches, its tally and the confidence of the boundary stated
+    assert "fixed in 1.3 (1.2: 10/10 reproduced; 1.3: 0/10; confidence 0.9" in out, out
+    assert "launches, 0 reused from earlier runs" in out, out
+    store = ResultStore(project / "r.db")
+    probes = [r for _, cell, r in store.results(store.runs()[-1].run_id) if cell.startswith("bisect-")]
+    assert probes and all(r.pool and r.repeats >= 10 for r in probes)  # each version a batch of 10 or more, pooled
+
+
 def test_narrow_of_a_case_not_in_the_cases_dir_is_refused_not_called_adjacent(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -511,3 +511,22 @@ def test_audit_never_extrapolates_across_a_boundary_the_rules_put_between(crossi
     assert [r["events"] for r in docs["x_BUGMATRIX-torch-7-cross"]["affected"][0]["ranges"]] == [
         [{"introduced": "2.5"}]
     ]
+
+
+@pytest.mark.parametrize("fixed_runs", [40, 1], ids=["fixed-with-the-clean-runs-it-needs", "one-clean-run"])
+def test_a_flaky_range_states_its_rate_and_the_confidence_of_its_fix(make_case, fixed_runs: int) -> None:  # noqa: ANN001
+    from tests.helpers import flaky_results
+
+    case = make_case("print('x')\n", case_id="torch-4-flaky", variants={"bug": {"expect": [{"outcome": "fixed"}]}})
+    releases = {"torch": {v: {} for v in ("2.6.0", "2.7.0", "2.7.1", "2.8.0")}}
+    [doc] = documents(flaky_results(case, fixed_runs), [case], releases).values()
+    [affected] = doc["affected"]
+    [events] = [r["events"] for r in affected["ranges"]]
+    [precision] = affected["database_specific"]["precision"]
+    assert events[0] == {"introduced": "2.7.0"} and "flaky: 9/24 reproduced" in precision, (events, precision)
+    if fixed_runs == 40:
+        assert events[1] == {"fixed": "2.8.0"}
+        assert "fixed in 2.8.0 (2.7.1: 8/24 reproduced; 2.8.0: 0/40; confidence 0.9" in precision, precision
+    else:  # a version with too few clean runs is never called fixed: the range ends at the last flaky release
+        assert events[1] == {"last_affected": "2.7.1"}, events
+        assert "2.8.0: not called fixed, could not decide between 2.7.1 and 2.8.0" in precision, precision

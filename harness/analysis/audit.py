@@ -33,6 +33,13 @@ never dropped as unknown, never interpolated across nor extrapolated from. Where
 code the bug lives in does not exist in these versions -> not affected; `untestable` -> cannot say. Pins outside
 the case's `supports:` (the versions its script can run on) -> cannot say, never extrapolated.
 
+Flaky: a cell whose repeats both reproduced and were fixed is `flaky` (harness/analysis/transitions.py
+`cell_status`): affected, never "not affected" nor "cannot say", with its rate (`Answer.rate`, reproduced k/n over
+the launches of the cells it rests on, pooled). Its `fixed_in` is the first release measured fixed after it only
+where the flaky verdict (harness/analysis/flaky.py `decide`: that release's clean runs against the rate) holds at
+its confidence, which the answer states (`Answer.confidence`); else there is none ("could not decide", said in the
+precision).
+
 Each answer is one of four kinds (`Answer.kind`): `affected`; `not_affected`, why `fixed` (measured, interpolated,
 extrapolated or from the rules: the precision says which) or `absent`; `cannot_say`, with why (untestable,
 outside `supports:`, a skip the rules do not explain, no verdict); and, for want of a pin, not answered
@@ -52,8 +59,19 @@ from functools import partial
 
 from packaging.utils import canonicalize_name
 
+from harness.analysis.flaky import FIXED as FIXED_VERDICT
+from harness.analysis.flaky import Tally, decide
 from harness.analysis.reproduce import repro_command
-from harness.analysis.transitions import FIXED, MIXED, REPRODUCED, UNKNOWN, cell_axes, cell_status, cell_versions
+from harness.analysis.transitions import (
+    FIXED,
+    FLAKY,
+    MIXED,
+    REPRODUCED,
+    UNKNOWN,
+    cell_axes,
+    cell_status,
+    cell_versions,
+)
 from harness.model.case import Case
 from harness.model.case_schema import SKIP_KINDS, GitCondition, Rule, Variant
 from harness.model.common import logical_name, primary_package
@@ -66,7 +84,7 @@ from harness.model.version import AT_COMMIT, PinVersion, short
 
 # distributions that are the same code as a logical package under an older name
 RENAMED = {"pytorch-lightning": "lightning"}
-AFFECTED = (REPRODUCED, MIXED)
+AFFECTED = (REPRODUCED, MIXED, FLAKY)  # flaky: it reproduces at a rate there (never "not affected")
 SKIP = Outcome.SKIP.value  # a cell where every world size skipped: the case cannot run there (a barrier)
 ABSENT, UNTESTABLE = SKIP_KINDS  # `Rule.because`
 MEASURED = ("exact", "interpolated")  # the bases that rest on a measurement at or around the pins
@@ -188,6 +206,13 @@ class Answer:
     reproduce: str = ""
     versions: dict[str, str] = field(default_factory=dict)
     why: str = ""  # not affected: "fixed" | "absent"; cannot say: why not (one line)
+    tally: Tally | None = None  # the launches of the cells it rests on, pooled (measured answers)
+    confidence: float | None = None  # flaky: the confidence of the boundary to `fixed_in`
+
+    @property
+    def rate(self) -> str:
+        """A flaky answer's rate, `3/10 reproduced` (pooled over the cells it rests on); "" otherwise."""
+        return self.tally.text() if self.status == FLAKY and self.tally is not None else ""
 
     @property
     def affected(self) -> bool:
@@ -217,6 +242,7 @@ class Answer:
                 "workarounds": self.workarounds,
                 "reproduce": self.reproduce,
                 "versions": self.versions,
+                **({"rate": self.rate, "confidence": self.confidence} if self.rate else {}),
             }
         return {
             "case": self.case,
@@ -497,9 +523,13 @@ class Auditor:
             if differ:
                 precision += f"; measured with {', '.join(differ)}"
         precision = "; ".join([precision, *notes])
+        tally = sum((Tally.of(r.tallies, r.outcome) for c in used for r in c.results if r.launched), Tally())
+        if status == FLAKY:
+            precision += f"; flaky: {tally.text()}"
         answer = about(status=status, measured=basis != "rules", basis=basis, precision=precision, why=why)
+        answer.tally = tally if used else None
         if answer.affected:
-            answer.fixed_in = self._fixed_in(cells, deciding, target, along)
+            answer.fixed_in = self._fixed_in(cells, deciding, target, along, answer)
             answer.reproduce = self._reproduce(case, variant, target, device, used)
         if with_workarounds and answer.affected and not answer.workaround:
             for name, other in spec.variants.items():
@@ -600,7 +630,12 @@ class Auditor:
             None,
         )
 
-    def _fixed_in(self, cells: list[_Cell], deciding: list[str], target: Target, along: str | None) -> str | None:
+    def _fixed_in(
+        self, cells: list[_Cell], deciding: list[str], target: Target, along: str | None, answer: Answer
+    ) -> str | None:
+        """The first release measured fixed after the pins along the package that answered; for a flaky answer,
+        only where the flaky verdict holds between its rate and that release's clean runs (its confidence set on
+        `answer`, else "could not decide" added to the precision)."""
         order = ([along] if along else []) + [p for p in deciding if p != along]
         for q in order:
             if q not in target.pins:
@@ -620,7 +655,20 @@ class Auditor:
             after = [k for k in points if k > here and _combine(c.status for c in points[k]) == FIXED]
             if after:  # the first release measured fixed after the pin (one pass: no sort needed)
                 first = points[min(after)][0].versions[q]
-                return f"{q}=={PinVersion.parse(first).public}"
+                public = PinVersion.parse(first).public
+                if answer.status == FLAKY and answer.tally is not None:
+                    fixed = sum(
+                        (Tally.of(r.tallies, r.outcome) for c in points[min(after)] for r in c.results), Tally()
+                    )
+                    verdict = decide(answer.tally, fixed)
+                    if verdict.kind != FIXED_VERDICT:  # too few clean runs there: never called fixed
+                        answer.precision += (
+                            f"; not called fixed in {q} {public}: {verdict.text(target.pins[q].text, str(public))}"
+                        )
+                        return None
+                    answer.confidence = verdict.confidence
+                    answer.precision += f"; {verdict.text(target.pins[q].text, str(public))}"
+                return f"{q}=={public}"
         return None
 
     def _reproduce(self, case: Case, variant: str, target: Target, device: str, used: list[_Cell]) -> str:

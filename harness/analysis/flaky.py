@@ -111,6 +111,13 @@ class Policy:
     cap: int = 160  # launches of a version at most (doubling from `start`)
     dispersion: float = 1.0  # runs worth one independent run (> 1: runs fail in bursts; the module docstring)
 
+    def text(self) -> str:
+        """The policy in words, said before a flaky search starts."""
+        return (
+            f"adaptive repeats: {self.start} launches a version first, doubling while the boundary is open, at most "
+            f"{self.cap} a version; an answer needs confidence {self.confidence:g}"
+        )
+
     def more(self, tally: Tally) -> int:
         """How many launches to add to a version whose answer is open: up to the next doubling of `start` above
         what it has (errors count as launches), 0 at the cap."""

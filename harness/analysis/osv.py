@@ -19,7 +19,10 @@ with some versions of the others (`place`). So every barrier audit respects hold
 say the code is absent, outside `supports:`, past a cell measured `skip`; `introduced: "0"` only where audit
 extrapolates to the oldest releases. A range ends with `fixed` where audit says not affected next, with
 `last_affected` (the newest listed release before) where it cannot say next (untestable, no verdict): nothing
-unsaid is reported, nothing unsaid is called fixed. The releases not run between a measured reproducing and a
+unsaid is reported, nothing unsaid is called fixed. A flaky version (audit: affected, with its rate) is in range;
+where its range ends at a version not affected, the flaky verdict between the two (harness/analysis/flaky.py
+`decide`) is stated with its confidence in the precision, and a version with too few clean runs to be called fixed
+ends the range with `last_affected` instead. The releases not run between a measured reproducing and a
 measured fixed side are answered as audit answers them, from the case's rules (a regression whose rules put it
 between its measured sides starts there, not at the first release measured reproducing); each range's precision
 (audit's words on both sides of each event) is in `affected[].database_specific.precision`.
@@ -47,6 +50,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from harness.analysis.audit import Answer, Auditor, Target
+from harness.analysis.flaky import Tally, decide
 from harness.analysis.reproduce import repro_command
 from harness.model.case import Case
 from harness.model.common import DEVICE_PACKAGES, distributions, logical_name, primary_package
@@ -186,9 +190,14 @@ def ranges_of(
             below = f"; below, {along[i - 1]}: {_short(said[along[i - 1]][1])}" if i else ""
             words = [f"introduced {name}: {_short(answer)}{below}"]
         elif where != IN and start is not None:
-            if where == OUT:
+            flaky = _flaky_verdict(said[along[i - 1]][1], answer, str(along[i - 1]), name) if where == OUT else None
+            if flaky is not None and not flaky.startswith("fixed in"):  # too few clean runs to call it fixed
+                last = max(v for v in [along[i - 1], *listed] if along[i - 1] <= v < at)
+                end = {"last_affected": str(last)}
+                words.append(f"last affected {last}: next, {name}: not called fixed, {flaky}")
+            elif where == OUT:
                 end = {"fixed": name}
-                words.append(f"fixed {name}: {_short(answer)}")
+                words.append(f"fixed {name}: {_short(answer)}" + (f"; {flaky}" if flaky else ""))
             else:
                 last = max(v for v in [along[i - 1], *listed] if along[i - 1] <= v < at)
                 end = {"last_affected": str(last)}
@@ -200,6 +209,15 @@ def ranges_of(
         ranges.append([{"introduced": "0" if start == ZERO else str(start)}])
         notes.append("; ".join([*words, f"open: {_short(said[along[-1]][1])} at the newest, {along[-1]}"]))
     return ranges, notes
+
+
+def _flaky_verdict(last: Answer, next_: Answer, old: str, new: str) -> str | None:
+    """Where a range of a flaky answer (audit's `rate`) ends at one not affected: the flaky verdict between the two
+    versions' pooled launches with its confidence ("fixed in 2.8.0 (2.7.0: 9/24 reproduced; 2.8.0: 0/40;
+    confidence 0.97)", or "could not decide ..."); None where the last affected version has no rate."""
+    if not last.rate or last.tally is None:
+        return None
+    return decide(last.tally, next_.tally or Tally()).text(old, new)
 
 
 def _bound(text: str) -> Version:

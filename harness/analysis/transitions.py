@@ -1,10 +1,13 @@
 """Where a case's outcome changes along a package's version axis: last reproduced, first fixed, regressions.
 
 Input: results as (cell, Result). Per case x variant x device, each cell gets one status over its world sizes:
-`reproduced` if any world size reproduced, `fixed` if every one is fixed, else `unknown` (error, infra, timeout,
-skip, or nothing conclusive). Cells are placed on a package's axis by the version the result recorded for that
-package (a git install sorts at its version, after the releases of that version); several cells at one version
-agree or are `mixed`, and a cell that could not say (`unknown`) never outvotes one that did.
+`reproduced` if any world size reproduced, `fixed` if every one is fixed, `flaky` if a world size's repeats both
+reproduced and were fixed (it reproduces at a rate, its tallies'; never fixed), else `unknown` (error, infra,
+timeout, skip, or nothing conclusive). On an axis a flaky point is listed with those that could not say a single
+outcome (its rate is read from its results), and never makes a boundary by itself. Cells are placed on a
+package's axis by the version the result recorded for that package (a git install sorts at its version, after the
+releases of that version); several cells at one version agree or are `mixed`, and a cell that could not say
+(`unknown`) never outvotes one that did, nor a flaky one one that said a single outcome.
 
 Every change along an axis is a `Boundary` that states its own precision: *adjacent* ("fixed in 2.1.3 (2.1.2
 reproduced)": nothing lies between the two versions that were run), an *interval* ("fixed between 2.0.9 and 2.2.5
@@ -28,7 +31,7 @@ from harness.model.outcome import Outcome
 from harness.model.result import Result
 from harness.model.version import PinVersion, short, version_key
 
-REPRODUCED, FIXED, UNKNOWN, MIXED = "reproduced", "fixed", "unknown", "mixed"
+REPRODUCED, FIXED, UNKNOWN, MIXED, FLAKY = "reproduced", "fixed", "unknown", "mixed", "flaky"
 
 
 def cell_status(results: list[Result]) -> str:
@@ -38,6 +41,8 @@ def cell_status(results: list[Result]) -> str:
         return REPRODUCED
     if outcomes == {Outcome.FIXED}:
         return FIXED
+    if Outcome.FLAKY in outcomes:  # reproduces at a rate: never fixed, never unknown
+        return FLAKY
     return UNKNOWN
 
 
@@ -131,7 +136,7 @@ class Axis:
 
     @property
     def unknown_in(self) -> list[str]:
-        return [p.version for p in self.points if p.status in (UNKNOWN, MIXED)]
+        return [p.version for p in self.points if p.status in (UNKNOWN, MIXED, FLAKY)]
 
     @property
     def mixed_in(self) -> list[str]:
@@ -269,6 +274,8 @@ def cell_axes(
         def point(version: str, at: dict[str, list[tuple[str, str]]] = at) -> Point:
             # a cell that could not say (infra, error, skip) does not outvote one that did at the same version
             said = {s for _, s in at[version]} - {UNKNOWN}
+            if len(said) > 1:
+                said.discard(FLAKY)  # a cell that said one outcome there decides over a flaky one
             status = UNKNOWN if not said else said.pop() if len(said) == 1 else MIXED
             return Point(version, status, sorted(c for c, _ in at[version]))
 

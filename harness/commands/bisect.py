@@ -12,7 +12,17 @@ from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.commands.context import Context, add_format, command_line, dates, launch_mode, positive, size
+from harness.commands.context import (
+    Context,
+    add_format,
+    command_line,
+    dates,
+    flaky_policy,
+    launch_mode,
+    positive,
+    repeats,
+    size,
+)
 from harness.matrix.basics import MatrixError
 from harness.model.errors import UsageError
 from harness.model.exitcode import ExitCode
@@ -25,6 +35,8 @@ if TYPE_CHECKING:
 
 def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
     """Register `bisect` and its options."""
+    from harness.analysis.flaky import Policy
+
     p = sub.add_parser(
         "bisect",
         help="find the release (and commit) where a case's outcome changes",
@@ -39,7 +51,21 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
     p.add_argument("--old", "--good", dest="old", help="oldest version (default: the oldest allowed)")
     p.add_argument("--new", "--bad", dest="new", help="newest version (default: the newest allowed)")
     p.add_argument("--pre", action="store_true", help="include pre-releases")
-    p.add_argument("--repeat", type=positive, default=1, help="run each probe K times; disagreement is flaky")
+    p.add_argument(
+        "--repeat",
+        type=repeats,
+        default=1,
+        metavar="K|auto",
+        help="run each probe K times (disagreement is flaky); auto: a flaky case, launched in batches (10, doubling) "
+        "until the boundary holds at confidence 0.95, repeats pooled with earlier runs' (docs/flaky.md)",
+    )
+    p.add_argument(
+        "--max-launches",
+        type=positive,
+        metavar="N",
+        help=f"with --repeat auto: launches of one version at most (default {Policy().cap}); at the cap the answer "
+        "is 'could not decide'",
+    )
     p.add_argument(
         "--disk-budget",
         type=size,
@@ -72,7 +98,7 @@ class BisectCommand:
     old: str | None
     new: str | None
     pre: bool
-    repeat: int
+    repeat: int | str  # K, or `auto` (adaptive repeats for a flaky case)
     git: str | None
     old_ref: str | None
     new_ref: str | None
@@ -82,6 +108,7 @@ class BisectCommand:
     jobs: int
     format: str
     launch_mode: str | None = None  # cold | warm (--cold, --warm); None: $BUGMATRIX_LAUNCH_MODE, else the default
+    max_launches: int | None = None  # --max-launches: with --repeat auto, one version's launches at most
     disk_budget: int | None = None  # bytes (--disk-budget): finished probes' environments are evicted over it
 
     @classmethod
@@ -106,7 +133,8 @@ class BisectCommand:
             args.jobs,
             args.format,
             launch_mode(args.launch_mode),
-            args.disk_budget,
+            max_launches=args.max_launches,
+            disk_budget=args.disk_budget,
         )
 
     def workflow(self, case: Case) -> BisectRequest:
@@ -149,6 +177,7 @@ def execute(request: BisectCommand, ctx: Context) -> ExitCode:
 
     printer = ctx.printer
     case = _case(request, ctx.args.cases_dir)
+    repeat, policy = flaky_policy(request.repeat, request.max_launches)
     store = ctx.reader(writable=True)
     probed: dict[str, Result] = {}  # each candidate's result, reused probes included
     with recording(store, command_line(), machine_name()) as run_id:
@@ -160,7 +189,8 @@ def execute(request: BisectCommand, ctx: Context) -> ExitCode:
                 store,
                 run_id,
                 cores=request.jobs,
-                repeat=request.repeat,
+                repeat=repeat,
+                policy=policy,
                 launch_mode=request.launch_mode,
                 say=lambda line: printer.say(line, soft_wrap=True),
             )
@@ -172,7 +202,7 @@ def execute(request: BisectCommand, ctx: Context) -> ExitCode:
     text = levels and request.format != "json"  # the commands reproducing each side are said in text only
     commands = bisect_commands(case, levels[-1][1], store.results(run_id), matrix, probed) if text else []
     _show(request, printer, summary, levels, commands, run_id)
-    return ExitCode.FAILED if any(r.ambiguous for _, r in levels) else ExitCode.OK
+    return ExitCode.FAILED if any(r.ambiguous or not r.decided for _, r in levels) else ExitCode.OK
 
 
 def _case(request: BisectCommand, cases_dir: Path) -> Case:
@@ -208,7 +238,10 @@ def _show(
         return
     for level, r in levels:
         printer.show(
-            f"{level} level: {len(r.probes)} probes: " + ", ".join(f"{c}={o.value}" for c, o in r.probes),
+            f"{level} level: {len(r.probes)} probes: " + ", ".join(f"{c}={o.value}" for c, o in r.probes)
+            if r.verdict is None
+            else f"{level} level: {len(r.tallies)} versions launched: "
+            + "; ".join(f"{c}: {t.text()}" for c, t in r.tallies.items()),
             soft_wrap=True,
         )
     printer.show(summary, soft_wrap=True, markup=False, highlight=False)

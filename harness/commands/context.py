@@ -22,6 +22,7 @@ from harness.model.exitcode import ExitCode
 from harness.session.basics import DB_FALLBACK, RECORD_FALLBACK, default_record
 
 if TYPE_CHECKING:
+    from harness.analysis.flaky import Policy
     from harness.matrix.cellenvs import CellEnvironments
     from harness.matrix.chronology import Chronology
     from harness.matrix.expand import Matrix
@@ -171,6 +172,27 @@ def positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
     return value
+
+
+AUTO = "auto"  # `--repeat auto`: adaptive repeats for a flaky case (docs/flaky.md)
+
+
+def repeats(text: str) -> int | str:
+    """`--repeat` of a probing command: a whole number >= 1, or `auto` (a flaky case: repeats chosen adaptively
+    until the boundary holds at a stated confidence, harness/analysis/flaky.py)."""
+    return AUTO if text == AUTO else positive(text)
+
+
+def flaky_policy(repeat: int | str, max_launches: int | None) -> tuple[int, Policy | None]:
+    """The repeats and the flaky policy `--repeat` and `--max-launches` ask for: (K, None), or with `auto` (1, the
+    policy capped at `max_launches` a version); --max-launches without `auto` is refused (exit 2)."""
+    from harness.analysis.flaky import Policy
+
+    if repeat != AUTO:
+        if max_launches is not None:
+            raise UsageError(f"--max-launches {max_launches}: only with --repeat auto (it caps adaptive repeats)")
+        return int(repeat), None
+    return 1, Policy(cap=max_launches) if max_launches is not None else Policy()
 
 
 def dates(text: str) -> tuple[date, date]:

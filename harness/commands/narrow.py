@@ -15,7 +15,7 @@ import argparse
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from harness.commands.context import Context, add_format, command_line, launch_mode, positive
+from harness.commands.context import Context, add_format, command_line, flaky_policy, launch_mode, positive, repeats
 from harness.model.errors import UsageError
 from harness.model.exitcode import ExitCode
 
@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
 def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
     """Register `narrow` and its options."""
+    from harness.analysis.flaky import Policy
+
     p = sub.add_parser(
         "narrow",
         help="bisect every interval boundary in the store until it is adjacent",
@@ -39,7 +41,21 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
     p.add_argument("--package", action="append", help="only boundaries along this package (repeatable)")
     p.add_argument("--device", action="append", choices=["cpu", "cuda"], help="only this device (repeatable)")
     p.add_argument("--commits", action="store_true", help="go on to first-parent commits (local clone)")
-    p.add_argument("--repeat", type=positive, default=1, help="run each probe K times; disagreement is flaky")
+    p.add_argument(
+        "--repeat",
+        type=repeats,
+        default=1,
+        metavar="K|auto",
+        help="run each probe K times (disagreement is flaky); auto: a flaky case, launched in batches (10, doubling) "
+        "until the boundary holds at confidence 0.95, repeats pooled with earlier runs' (docs/flaky.md)",
+    )
+    p.add_argument(
+        "--max-launches",
+        type=positive,
+        metavar="N",
+        help=f"with --repeat auto: launches of one version at most (default {Policy().cap}); at the cap the answer "
+        "is 'could not decide'",
+    )
     p.add_argument("--dry-run", action="store_true", help="list the intervals, launch nothing")
 
 
@@ -53,11 +69,12 @@ class NarrowRequest:
     packages: frozenset[str]
     devices: frozenset[str]
     commits: bool
-    repeat: int
+    repeat: int | str  # K, or `auto` (adaptive repeats for a flaky case)
     dry_run: bool
     jobs: int
     format: str
     launch_mode: str | None = None  # cold | warm (--cold, --warm); None: $BUGMATRIX_LAUNCH_MODE, else the default
+    max_launches: int | None = None  # --max-launches: with --repeat auto, one version's launches at most
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> NarrowRequest:
@@ -72,6 +89,7 @@ class NarrowRequest:
             args.jobs,
             args.format,
             launch_mode(args.launch_mode),
+            max_launches=args.max_launches,
         )
 
 
@@ -102,6 +120,7 @@ def execute(request: NarrowRequest, ctx: Context) -> ExitCode:
     from harness.workflows.probing import Probing
 
     printer = ctx.printer
+    repeat, policy = flaky_policy(request.repeat, request.max_launches)
     read = _read(request, ctx)
     if not read.latest:  # nothing measured is never "every boundary is adjacent"
         printer.say(
@@ -125,7 +144,8 @@ def execute(request: NarrowRequest, ctx: Context) -> ExitCode:
             read.store,
             run_id,
             cores=request.jobs,
-            repeat=request.repeat,
+            repeat=repeat,
+            policy=policy,
             launch_mode=request.launch_mode,
             say=lambda line: printer.say(line, soft_wrap=True, markup=False, highlight=False),
         )

@@ -2,7 +2,7 @@
 
     reason = unrunnable(job, env)                 # missing package or device -> a skip, never a launch
     result = execute(job, env)                    # torchrun launch, classification, expectation
-    result = execute_repeated(job, env, K)        # K launches; disagreement -> flaky, with the tally
+    result = execute_repeated(job, env, K)        # K launches; reproduced and fixed both -> flaky, with the tally
 
 Planning, resuming, environments, scheduling and recording are the session's (harness/session/pipeline.py).
 """
@@ -18,7 +18,7 @@ from harness.launch.interpreter import Environment, cuda_available, gpu_count
 from harness.launch.torchrun import RankRecord, launch
 from harness.model.expectations import expected_outcome
 from harness.model.job import Job
-from harness.model.outcome import Outcome, combine_repeats
+from harness.model.outcome import CLEAN, Outcome, combine_repeats
 from harness.model.result import Result, excerpt
 
 
@@ -135,43 +135,41 @@ def _rank_excerpt(rank: int, record: RankRecord) -> str:
 
 
 def execute_repeated(job: Job, env: Environment, repeat: int = 1, mode: str | None = None) -> Result:
-    """`execute` `repeat` times (each launched as `mode` says): the common outcome when all agree, else `flaky` with
-    the tally in its reason.
+    """`execute` `repeat` times (each launched as `mode` says), combined by `combine_repeats`: the bug's own
+    outcomes (reproduced, fixed) decide; an error, timeout, infra or skip among them is kept apart in the tallies
+    and does not make the set `flaky` by itself (4 reproduced + 1 error: reproduced, tallies saying so).
 
-    The evidence (logs, stacks, ranks) is the last launch's, or for a flaky job the last launch that disagreed
-    with the first. A job that cannot run here is not repeated; a repeat the machine failed (`infra`) ends the
-    repeats and is the result: the set measured nothing.
+    The evidence (logs, stacks, ranks) is the last launch with the set's outcome, or for a flaky job the last clean
+    launch that disagreed with the first clean one. A job that cannot run here is not repeated; a launch the machine
+    failed (`infra`) ends the repeats only when every launch so far was `infra` (the set measured nothing), else it
+    counts among the others and the set goes on to `repeat` launches.
     """
     first = execute(job, env, mode)
     results = [first]
-    while first.launched and len(results) < repeat and results[-1].outcome is not Outcome.INFRA:
+    while first.launched and len(results) < repeat:
+        if all(r.outcome is Outcome.INFRA for r in results):  # the machine failed every launch: nothing measured
+            break
         results.append(execute(job, env, mode))
     if repeat <= 1 or not first.launched:
         return first
-    if results[-1].outcome is Outcome.INFRA:  # the machine failed a repeat: the set measured nothing (never flaky)
-        return results[-1].model_copy(
-            update={"started_at": first.started_at, "duration_s": round(sum(r.duration_s for r in results), 2)}
-        )
+    spent = {"started_at": first.started_at, "duration_s": round(sum(r.duration_s for r in results), 2)}
+    if all(r.outcome is Outcome.INFRA for r in results):
+        return results[-1].model_copy(update=spent)
     tallies: dict[str, int] = {}
     for r in results:
         tallies[r.outcome.value] = tallies.get(r.outcome.value, 0) + 1
     outcome = combine_repeats([r.outcome for r in results])
+    shown = first.model_copy(update={"tallies": tallies}).tally
     if outcome is Outcome.FLAKY:
-        odd = [r for r in results if r.outcome is not first.outcome][-1]
-        shown = first.model_copy(update={"tallies": tallies})
-        reason = f"flaky: {shown.tally}; e.g. {odd.outcome.value}: {odd.reason}"
-        evidence = odd
+        clean = [r for r in results if r.outcome in CLEAN]
+        evidence = [r for r in clean if r.outcome is not clean[0].outcome][-1]
+        reason = f"flaky: {shown}; e.g. {evidence.outcome.value}: {evidence.reason}"
     else:
-        reason, evidence = results[-1].reason, results[-1]
-    return evidence.model_copy(
-        update={
-            "outcome": outcome,
-            "reason": reason,
-            "tallies": tallies,
-            "started_at": first.started_at,
-            "duration_s": round(sum(r.duration_s for r in results), 2),
-        }
-    )
+        evidence = [r for r in results if r.outcome is outcome][-1]
+        odd = [r for r in results if r.outcome is not outcome]
+        kept = f" [{shown}; e.g. {odd[-1].outcome.value}: {odd[-1].reason}]" if odd else ""
+        reason = f"{evidence.reason}{kept}"
+    return evidence.model_copy(update={"outcome": outcome, "reason": reason, "tallies": tallies, **spent})
 
 
 def skip_result(job: Job, reason: str) -> Result:

@@ -28,8 +28,17 @@ Per launch (`combine`), in order:
   6. every rank fixed .................................... fixed
 `fixed` therefore requires every one of the launched ranks to have exited 0 on its own.
 
-Repeats (`--repeat K`): K launches of the same job that all agree give that outcome; any disagreement (including
-one error or timeout among them) gives `flaky`, with how often each outcome came up.
+Repeats (`--repeat K`, `combine_repeats`): only `reproduced` and `fixed` are the bug's own outcomes (the clean
+launches); an `error`, `timeout`, `infra` or `skip` among the repeats says nothing of the bug and is kept apart in
+the tallies, never turning the set `flaky` by itself:
+  1. at least half of the launches clean, all of them one outcome ...... that outcome (4 reproduced + 1 error:
+                                                                          reproduced, the tallies show the error)
+  2. at least half of the launches clean, both outcomes among them ..... flaky
+  3. fewer than half clean ............................................. the commonest other outcome (ties: error,
+                                                                          timeout, infra, skip): the set mostly
+                                                                          failed to measure the bug
+A repeat the machine failed (`infra`) ends the set only when every launch so far was `infra`; otherwise it counts
+among the others and the set goes on to K launches (harness/launch/execute.py `execute_repeated`).
 """
 
 from __future__ import annotations
@@ -103,7 +112,20 @@ def combine(ranks: list[RankStatus], *, timed_out: bool) -> tuple[Outcome, str]:
     return Outcome.ERROR, f"rank {terminated.rank} was terminated before reaching a verdict"
 
 
+CLEAN = (Outcome.REPRODUCED, Outcome.FIXED)  # the bug's own outcomes: what a repeat rate is measured on
+_OTHERS = (Outcome.ERROR, Outcome.TIMEOUT, Outcome.INFRA, Outcome.SKIP)  # the order that breaks a tie among the rest
+
+
 def combine_repeats(outcomes: list[Outcome]) -> Outcome:
-    """One outcome for repeats of the same launch: theirs when all agree, else `flaky`."""
-    distinct = set(outcomes)
-    return distinct.pop() if len(distinct) == 1 else Outcome.FLAKY
+    """One outcome for repeats of the same launch (the module docstring's rule): the clean launches' outcome when
+    at least half are clean (`flaky` when they disagree), else the commonest of the others."""
+    clean = [o for o in outcomes if o in CLEAN]
+    if clean and 2 * len(clean) >= len(outcomes):
+        distinct = set(clean)
+        return distinct.pop() if len(distinct) == 1 else Outcome.FLAKY
+    others = [o for o in outcomes if o not in CLEAN]
+    return max(dict.fromkeys(others), key=lambda o: (others.count(o), -_rank(o)))
+
+
+def _rank(outcome: Outcome) -> int:
+    return _OTHERS.index(outcome) if outcome in _OTHERS else len(_OTHERS)

@@ -24,11 +24,26 @@ def bisect_json(run_id: str, summary: str, levels: list[tuple[str, Any]]) -> str
                     "ambiguous": [str(a) for a in r.ambiguous],
                     "first_new_subject": getattr(r.first_new, "subject", None),
                     "probes": [{"candidate": str(c), "outcome": o.value} for c, o in r.probes],
+                    **(_flaky(r) if r.verdict is not None else {}),
                 }
                 for level, r in levels
             ],
         }
     )
+
+
+def _flaky(r: Any) -> dict[str, Any]:
+    """A flaky search's part of a level (`bisect --repeat auto`): its verdict, the confidence stated, whether it
+    decided, the launches (reused ones apart) and each version's tally."""
+    v = r.verdict
+    return {
+        "verdict": v.kind,
+        "decided": v.decided,
+        "confidence": v.confidence,
+        "launches": r.launches,
+        "reused": r.reused,
+        "tallies": {c: {"reproduced": t.reproduced, "fixed": t.fixed, "other": t.other} for c, t in r.tallies.items()},
+    }
 
 
 def narrow_json(run_id: str, comments: list[str], done: list[Any]) -> str:

@@ -37,10 +37,11 @@ from harness.model.result import Result, counts
 from harness.model.version import parse_release_or_none
 from harness.output.tables import STYLE, Col, FitTable, link_name
 
-SYMBOL = {"reproduced": "R", "fixed": "F", "unknown": "?"}
+SYMBOL = {"reproduced": "R", "fixed": "F", "flaky": "~", "unknown": "?"}
 COLOUR = {
     "reproduced": "#d7301f",
     "fixed": "#2b8c3e",
+    "flaky": "#e377c2",
     "unknown": "#bdbdbd",
     "infra": "#f0ad4e",
     "error": "#8e44ad",
@@ -479,11 +480,13 @@ def to_html(report: MatrixReport, title: str = "bugmatrix report", docs: str = "
     )
     legend = "".join(
         f'<span class="key" style="background:{COLOUR[k]}"></span>{k} '
-        for k in ("reproduced", "fixed", "unknown", "infra")
+        for k in ("reproduced", "fixed", "flaky", "unknown", "infra")
     )
     colours = "".join(f".grid td.s-{k} {{ background: {v}; }}\n" for k, v in COLOUR.items())
     packages = "".join(f'<option value="{html.escape(p)}">{html.escape(p)}</option>' for p in sorted(by_package) if p)
-    outcomes = "".join(f'<option value="{k}">{k}</option>' for k in ("reproduced", "fixed", "unknown", "infra"))
+    outcomes = "".join(
+        f'<option value="{k}">{k}</option>' for k in ("reproduced", "fixed", "flaky", "unknown", "infra")
+    )
     case_ids = "".join(f'<option value="{html.escape(c)}">' for c in sorted({row[0] for row in report.rows}))
     newest = max((r.started_at for _, r in report.results if r.started_at), default=0.0)
     dated = f"newest result {_when(newest)}" if newest else "no result dated"

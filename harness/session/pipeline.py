@@ -12,7 +12,8 @@ Each job goes through the same steps, in this order:
      rules; `Resume(store, redo=True)` or `NO_RESUME` never reuses);
   3. environment: the job's environment (a matrix cell's, built once per cell; or the local interpreter); one
      that cannot be made gives `infra` with the reason, never a verdict;
-  4. run: `execute_repeated` (a missing package is `skip`; K launches, disagreement is `flaky`);
+  4. run: `execute_repeated` (a missing package is `skip`; K launches, reproduced and fixed both is `flaky`, an
+     error among them kept apart: harness/model/outcome.py `combine_repeats`);
   5. observers: every result, reused or not, is handed to each observer in turn (`result_ready`), under one lock.
      The store (`Recorder`), the progress display, per-launch lines and the JSON collector are observers, as
      pytest's terminal reporter and junitxml observe `pytest_runtest_logreport`.

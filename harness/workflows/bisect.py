@@ -16,6 +16,14 @@ else resolves as of the probe's release (or commit) date. Each probe is recorded
 named `bisect-<package>-<candidate>`; with `repeat` > 1 a probe whose repeats disagree is `flaky` (and skipped).
 A probe the store already holds (same script, pins and run settings) is reused, and its line says so.
 
+With `--repeat auto` (a flaky case: `Probing.policy`) a candidate is launched in batches, as many as
+`Policy.more` says (10, doubling to the cap), at the case's largest world size; each batch is saved under the run
+with the candidate's repeat-free `pool`, added to that run's earlier batches of the candidate (the store keeps one
+result per key a run, so no launch counts twice), and the candidate's tally is read back pooled over every run
+(`Store.pooled`): earlier runs' repeats count, and the answer says how many were reused. The search locates the
+rate's change point (harness/workflows/search.py `search_flaky`) and states its confidence, or that it could not
+decide within the cap.
+
 An endpoint that cannot be tested here is stepped over to the nearest release that can, and named with why: one
 that cannot be installed or imported (`infra`), or one whose launcher failed before any rank started (an `error`,
 `no_rank_started`: torch 1.13.0's torchrun on a newer Python; not `infra`, which is retried elsewhere). Before the
@@ -31,9 +39,11 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import date
+from typing import Any
 
+from harness.analysis.flaky import Tally
 from harness.analysis.precision import allowed_releases
-from harness.analysis.transitions import FIXED, REPRODUCED, cell_status, short
+from harness.analysis.transitions import FIXED, FLAKY, REPRODUCED, cell_status, short
 from harness.launch.classify import NO_RANK_STARTED, no_rank_started
 from harness.launch.execute import infra_result
 from harness.launch.logscan import human_size
@@ -45,9 +55,9 @@ from harness.model.case import Case
 from harness.model.cell import BISECT_PREFIX, Cell, CellKind, GitPin, kind_of
 from harness.model.common import logical_name
 from harness.model.errors import BugmatrixError
-from harness.model.job import Job
-from harness.model.outcome import Outcome
-from harness.model.result import Result
+from harness.model.job import Job, fingerprint, pool_of
+from harness.model.outcome import Outcome, combine_repeats
+from harness.model.result import Result, launch_tallies
 from harness.model.version import parse_release
 from harness.session.observer import Observer
 from harness.session.pipeline import NO_RESUME, MatrixEnvironments, Recorder, Resume, Session
@@ -55,7 +65,7 @@ from harness.session.scheduler import run_scheduled
 from harness.workflows.datebisect import DevBuild, commit_range, date_line, date_summary
 from harness.workflows.datebisect import probe_cell as dev_cell
 from harness.workflows.probing import Probing
-from harness.workflows.search import BisectRefused, SearchResult, search
+from harness.workflows.search import Adaptive, BisectRefused, SearchResult, search, tally_outcome, verdict_line
 
 
 class BisectError(BugmatrixError):
@@ -162,13 +172,62 @@ class CaseProber:
     def __post_init__(self) -> None:
         p = self.probing
         self.matrix = p.matrix
+        pooling = p.policy is not None  # batches of a flaky case: each added to the run's earlier ones, never reused
+        recorder = _Batches(self) if pooling else Recorder(p.store, p.run_id)
         self.session = Session(
             MatrixEnvironments(p.envs),
             repeat=p.repeat,
             launch_mode=p.launch_mode,
-            resume=self.resume,
-            observers=[Recorder(p.store, p.run_id), _ProbeLog(self), *p.observers],
+            resume=NO_RESUME if pooling else self.resume,
+            observers=[recorder, _ProbeLog(self), *p.observers],
         )
+        self._cells: dict[str, Cell] = {}
+
+    @property
+    def adaptive(self) -> Adaptive[Any] | None:
+        """How the search launches a flaky case (`--repeat auto`), or None: probe outcomes as usual."""
+        policy = self.probing.policy
+        return Adaptive(self.measure, self.pooled, policy) if policy is not None else None
+
+    def _job(self, candidate: Candidate) -> Job:
+        """`candidate`'s job at the largest world size (a flaky case's batches), its cell formed once."""
+        key = str(candidate)
+        if key not in self._cells:
+            self._cells[key] = self._cell(candidate)
+        return Job(self.case, self.variant, max(self.nprocs or (self.nproc,)), self.device, self._cells[key])
+
+    def pooled(self, candidate: Candidate) -> Tally:
+        """`candidate`'s launches pooled over every run the store holds (`Store.pooled`): nothing when its cell
+        cannot be formed or resolved."""
+        try:
+            job = self._job(candidate)
+        except MatrixError:
+            return Tally()
+        pins = self.session.environments.pins(job)
+        pool = pool_of(job, pins) if pins else ""
+        return Tally.of(self.probing.store.pooled(job.cell_name, self.case.id, self.variant, pool))
+
+    def measure(self, candidate: Candidate, n: int) -> Tally:
+        """Launch `n` more repeats of `candidate` as one batch (saved with its pool) and give what they added to its
+        pooled tally; a cell that cannot be formed counts `n` launches that said nothing."""
+        before = self.pooled(candidate)
+        try:
+            job = self._job(candidate)
+        except MatrixError as exc:
+            self.probing.say(f"  probe {candidate}: infra  {exc}")
+            return Tally(other=n)
+        self.session.repeat = n  # one batch; its environment is kept for the next (no eviction between batches)
+        result = self.session.run_job(job)
+        after = self.pooled(candidate)
+        if not after.launches:  # nothing pooled to read back (no environment, nothing launched): this batch alone
+            self.probing.say(f"  probe {candidate}: {result.outcome.value}  {(result.reason.splitlines() or [''])[0]}")
+            return Tally.of(result.tallies, result.outcome) if result.launched else Tally(other=n)
+        added = Tally(after.reproduced - before.reproduced, after.fixed - before.fixed, after.other - before.other)
+        self.probing.say(
+            f"  probe {candidate}: +{added.launches} launches ({added.text()}); pooled over every run: "
+            f"{after.text()} ({tally_outcome(after).value})"
+        )
+        return added
 
     def __call__(self, batch: Sequence[Candidate]) -> list[Outcome]:
         cost = max(self.nprocs or (self.nproc,)) * self.probing.repeat
@@ -187,23 +246,26 @@ class CaseProber:
             return ""
         return f"{result.outcome.value}: {(result.reason.splitlines() or [''])[0][:200]}"
 
+    def _cell(self, candidate: Candidate) -> Cell:
+        """The cell that probes `candidate` (raises `MatrixError` when it cannot be formed)."""
+        if isinstance(candidate, DevBuild):  # a day's dev builds: the whole stack of that day, pinned
+            return dev_cell(self.matrix, candidate, self.device, self.index_url)
+        return probe_cell(
+            self.matrix,
+            self.case,
+            self.package,
+            candidate,
+            self.device,
+            self.source,
+            self.companions,
+            self.base,
+            self.suffix,
+        )
+
     def one(self, candidate: Candidate) -> Outcome:
         """The outcome of the case with `package` at `candidate` (`infra` when its cell cannot be formed)."""
         try:
-            if isinstance(candidate, DevBuild):  # a day's dev builds: the whole stack of that day, pinned
-                cell = dev_cell(self.matrix, candidate, self.device, self.index_url)
-            else:
-                cell = probe_cell(
-                    self.matrix,
-                    self.case,
-                    self.package,
-                    candidate,
-                    self.device,
-                    self.source,
-                    self.companions,
-                    self.base,
-                    self.suffix,
-                )
+            cell = self._cell(candidate)
         except MatrixError as exc:  # recorded where the probe would have run, as `infra`
             cell = Cell(
                 name=f"{BISECT_PREFIX}{self.package}-{candidate}{self.suffix}",
@@ -224,7 +286,40 @@ class CaseProber:
         if len(results) == 1:
             return results[0].outcome
         status = cell_status(results)  # several world sizes: as a matrix cell combines them
-        return {REPRODUCED: Outcome.REPRODUCED, FIXED: Outcome.FIXED}.get(status, Outcome.ERROR)
+        return {REPRODUCED: Outcome.REPRODUCED, FIXED: Outcome.FIXED, FLAKY: Outcome.FLAKY}.get(status, Outcome.ERROR)
+
+
+class _Batches(Observer):
+    """Saves a flaky case's batches (`--repeat auto`): each added to the run's earlier batches of the same job (one
+    result per key a run, so that no launch counts twice), with its pool and the fingerprint of its launches in all."""
+
+    def __init__(self, prober: CaseProber) -> None:
+        self.prober = prober
+        self.saved: dict[tuple[str, int], Result] = {}
+
+    def result_ready(self, job: Job, result: Result, reused: bool) -> None:
+        store, run_id = self.prober.probing.store, self.prober.probing.run_id
+        key = (job.cell_name, job.nproc)
+        earlier = self.saved.get(key)
+        if earlier is not None and not result.launched:  # a batch that launched nothing adds nothing to keep
+            return
+        if earlier is not None:
+            tallies = launch_tallies(earlier)
+            for outcome, count in launch_tallies(result).items():
+                tallies[outcome] = tallies.get(outcome, 0) + count
+            outcome = combine_repeats([Outcome(o) for o, c in tallies.items() for _ in range(c)])
+            merged = result.model_copy(update={"tallies": tallies, "outcome": outcome})
+            pins = self.prober.session.environments.pins(job)
+            result = merged.model_copy(
+                update={
+                    "reason": f"{merged.tally} in this run; last batch: {result.reason}"[:2000],
+                    "started_at": earlier.started_at,
+                    "duration_s": round(earlier.duration_s + result.duration_s, 2),
+                    "fingerprint": fingerprint(job, pins, merged.repeats) if pins else result.fingerprint,
+                }
+            )
+        self.saved[key] = result
+        store.save(run_id, result, cell=job.cell_name)
 
 
 class _ProbeLog(Observer):
@@ -238,7 +333,7 @@ class _ProbeLog(Observer):
         kept = self.prober.results.get(candidate)
         if kept is None or result.nproc >= kept.nproc:  # reused or launched alike
             self.prober.results[candidate] = result
-        if self.prober.on_probe:
+        if self.prober.on_probe and self.prober.probing.policy is None:  # a flaky batch's line is `measure`'s
             self.prober.on_probe(candidate, result.outcome, result.reason, reused)
 
 
@@ -307,16 +402,21 @@ def bisect(probing: Probing, request: BisectRequest, probed: dict[str, Result] |
             f"{r.dates[0]} … {r.dates[1]} ({len(line.gaps)} gap(s), {len(line.same)} repeated build(s) skipped)"
         )
         prober.index_url = url
-        by_date = search(line.builds, prober, parallel=parallel, unusable=prober.unusable)
+        by_date = search(line.builds, prober, parallel=parallel, unusable=prober.unusable, adaptive=prober.adaptive)
         say(date_summary(line, by_date))
         levels.append(("date", by_date))
         span = commit_range(by_date)
-        if source and r.commits and span and not by_date.ambiguous:
+        if source and r.commits and span and not by_date.ambiguous and by_date.decided:
             repo = git_checkout(source, r.package)
             candidates = git_candidates(repo, *span)
             say(f"bisecting {len(candidates)} first-parent commits of {r.package} {span[0][:12]} … {span[1][:12]}")
             prober.companions = dict(by_date.first_new.pins)
-            levels.append(("commit", search(candidates, prober, parallel=parallel, unusable=prober.unusable)))
+            levels.append(
+                (
+                    "commit",
+                    search(candidates, prober, parallel=parallel, unusable=prober.unusable, adaptive=prober.adaptive),
+                )
+            )
         return levels
     if not (r.old_ref and r.new_ref):
         versions = release_candidates(matrix, r.case, r.package, r.device, r.old, r.new, r.pre)
@@ -325,8 +425,10 @@ def bisect(probing: Probing, request: BisectRequest, probed: dict[str, Result] |
             f"{versions[0]} … {versions[-1]}"
         )
         say(plan_line(versions, r.package, probing.envs.cache, probing.envs.disk_budget))
+        if probing.policy is not None:
+            say(probing.policy.text() + " (--max-launches)")
         try:
-            found = search(versions, prober, parallel=parallel, unusable=prober.unusable)
+            found = search(versions, prober, parallel=parallel, unusable=prober.unusable, adaptive=prober.adaptive)
         except BisectRefused as exc:
             stepped = [c for c, o, _ in prober.log if c in versions and (o is Outcome.INFRA or prober.unusable(c, o))]
             if stepped:
@@ -338,7 +440,7 @@ def bisect(probing: Probing, request: BisectRequest, probed: dict[str, Result] |
     refs: tuple[str, str] | None = None
     if r.old_ref and r.new_ref:
         refs = (r.old_ref, r.new_ref)
-    elif source and r.commits and not levels[-1][1].ambiguous:
+    elif source and r.commits and not levels[-1][1].ambiguous and levels[-1][1].decided:
         found = levels[-1][1]
         refs = (str(found.last_old), str(found.first_new))
         newer = probe_cell(matrix, r.case, r.package, str(found.first_new), r.device)
@@ -348,7 +450,12 @@ def bisect(probing: Probing, request: BisectRequest, probed: dict[str, Result] |
         if all(resolve_ref(repo, ref) for ref in refs):
             commits = git_candidates(repo, *refs)
             say(f"bisecting {len(commits)} first-parent commits of {r.package} {refs[0]} … {refs[1]}")
-            levels.append(("commit", search(commits, prober, parallel=parallel, unusable=prober.unusable)))
+            levels.append(
+                (
+                    "commit",
+                    search(commits, prober, parallel=parallel, unusable=prober.unusable, adaptive=prober.adaptive),
+                )
+            )
         else:
             say(f"[yellow]no tags for {refs[0]} / {refs[1]} in {source}: stopping at the release level[/]")
     elif refs:
@@ -439,6 +546,9 @@ def bisect_summary(
     2.5.3 + torch 2.8.0): the change may be theirs."""
     parts = []
     for level, r in levels:
+        if r.verdict is not None:  # a flaky search: its verdict and confidence, or that it could not decide
+            parts.append(f"{level}s {verdict_line(r)}")
+            continue
         old_with, new_with = _moved_with(
             package, packages, (probed or {}).get(str(r.last_old)), (probed or {}).get(str(r.first_new))
         )

@@ -38,7 +38,7 @@ from harness.model.version import RELEASE, PinVersion, short, version_key
 from harness.session.pipeline import Resume
 from harness.workflows.bisect import CaseProber
 from harness.workflows.probing import Probing
-from harness.workflows.search import BisectRefused, SearchResult, search
+from harness.workflows.search import BisectRefused, SearchResult, search, verdict_line
 
 STATUS = {REPRODUCED: Outcome.REPRODUCED, FIXED: Outcome.FIXED}
 
@@ -65,7 +65,7 @@ class Narrowed:
     @property
     def adjacent(self) -> bool:
         """Narrowed to two sides with nothing between them: no version left untested, none that could not say."""
-        return self.found is not None and not self.found.ambiguous and not self.unsaid
+        return self.found is not None and self.found.decided and not self.found.ambiguous and not self.unsaid
 
     @property
     def unsaid(self) -> list[str]:
@@ -82,6 +82,8 @@ class Narrowed:
         if self.found is None:
             return f"{head}: {b.text()} — not narrowed: {self.why_not}"
         f = self.found
+        if f.verdict is not None:  # a flaky search (`--repeat auto`): its verdict and confidence, or undecided
+            return f"{head}: {verdict_line(f)} [{self.level} level]"
         new = f'{f.first_new.sha[:12]} "{f.first_new.subject}"' if isinstance(f.first_new, Commit) else f.first_new
         old = f.last_old.sha[:12] if isinstance(f.last_old, Commit) else f.last_old
         where = f"{b.kind} in {new} ({old} {f.old.value})"
@@ -222,6 +224,8 @@ def narrow(targets: list[Target], cases: dict[str, Case], probing: Probing, comm
     `probing.store`."""
     matrix, store, say = probing.matrix, probing.store, probing.say
     done = []
+    if probing.policy is not None and targets:
+        say(probing.policy.text() + " (--max-launches)")
     for target in targets:
         axis, b = target.axis, target.boundary
         latest = store.latest() if b.undecided else []  # read once: what the versions between showed
@@ -266,6 +270,7 @@ def narrow(targets: list[Target], cases: dict[str, Case], probing: Probing, comm
                 prober,
                 parallel=max(1, probing.cores // max(case.spec.nproc)),
                 known={0: old, len(candidates) - 1: new},
+                adaptive=prober.adaptive,
             )
         except BisectRefused as exc:  # cannot happen with two decisive endpoints; kept honest if it does
             outcome.why_not = str(exc)
@@ -273,7 +278,9 @@ def narrow(targets: list[Target], cases: dict[str, Case], probing: Probing, comm
             outcome.found = found
             if isinstance(found.first_new, Commit):  # the endpoints were git installs: commits all along
                 outcome.level = "commit"
-            if found.ambiguous:
+            if not found.decided:
+                outcome.why_not = verdict_line(found)
+            elif found.ambiguous:
                 outcome.why_not = _probe_reasons(prober.log, {str(a) for a in found.ambiguous})
             elif commits and prober.source and outcome.level != "commit":
                 _commit_level(outcome, prober, matrix, say)
@@ -332,7 +339,8 @@ def _commit_level(outcome: Narrowed, prober: CaseProber, matrix: Matrix, say: Ca
     prober.companions = newer
     say(f"  {len(commits)} first-parent commits of {prober.package} between {found.last_old} and {found.first_new}")
     try:
-        outcome.found = search(commits, prober, known={0: found.old, len(commits) - 1: found.new})
+        known = {0: found.old, len(commits) - 1: found.new}
+        outcome.found = search(commits, prober, known=known, adaptive=prober.adaptive)
         outcome.level = "commit"
     except BisectRefused as exc:
         outcome.why_not = f"commit level: {exc}"

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from harness.analysis.flaky import Policy
     from harness.matrix.cellenvs import CellEnvironments
     from harness.matrix.expand import Matrix
     from harness.session.contract import Store
@@ -23,7 +24,9 @@ def _silent(line: str) -> None:
 @dataclass
 class Probing:
     """Where probes launch (`matrix`, `envs`), where they are recorded (`store` under `run_id`), and how: `cores` to
-    use, each probe launched `repeat` times (disagreement is `flaky`), `redo` to launch again what the store holds,
+    use, each probe launched `repeat` times (disagreement is `flaky`) or, with a flaky `policy` (`--repeat auto`),
+    in batches until the boundary holds at its confidence (harness/workflows/search.py `Adaptive`), `redo` to
+    launch again what the store holds,
     `launch_mode` (cold or warm), extra `observers` of each result, and `say` for progress lines."""
 
     matrix: Matrix
@@ -32,6 +35,7 @@ class Probing:
     run_id: str = ""
     cores: int = 1
     repeat: int = 1
+    policy: Policy | None = None  # adaptive repeats for a flaky case (`--repeat auto`): harness/analysis/flaky.py
     redo: bool = False
     launch_mode: str | None = None  # cold | warm; None: $BUGMATRIX_LAUNCH_MODE, else the default
     observers: Sequence[Observer] = ()

@@ -19,6 +19,12 @@ finds the first candidate showing the new outcome (and the last showing the old)
   verdict when one side is skip) is *skipped*, like exit 125 in `git bisect run`: the nearest untested candidate to
   the midpoint is tried instead. When every candidate in the remaining range is skipped, the answer is the range
   itself (`ambiguous`).
+- A flaky case (`adaptive`: `bisect --repeat auto`, `narrow --repeat auto`) is not bisected on outcomes: one run
+  per version says nothing of a rate. `harness/analysis/flaky.py` `locate` chooses which version to launch and how
+  many more times (10, doubling to the cap), counting what the store already pools for each version (`known`), until
+  the boundary holds at the policy's confidence (0.95) or every version it needs is at the cap: then the answer is
+  *could not decide*, never a boundary and never "fixed" (`SearchResult.decided`, `verdict_line`). Untestable
+  endpoints are not stepped over in this mode: their launches count among the others, up to the cap.
 - With `parallel` > 1, the next levels of the bisection tree are probed at once (speculation) and then walked
   exactly as a sequential bisection would walk them, so parallelism never changes the answer, only the wall time.
   Sequentially, N candidates take at most 2 + ceil(log2(N - 1)) probes when nothing is skipped.
@@ -30,7 +36,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from harness.model.outcome import Outcome
+from harness.analysis.flaky import FIXED, REGRESSED, Policy, Tally, Verdict, locate
+from harness.model.outcome import Outcome, combine_repeats
 
 T = TypeVar("T")
 DECISIVE = (Outcome.REPRODUCED, Outcome.FIXED)
@@ -54,6 +61,74 @@ class SearchResult(Generic[T]):
     skipped: list[T] = field(default_factory=list)
     ambiguous: list[T] = field(default_factory=list)  # untestable candidates between last_old and first_new
     untestable: list[T] = field(default_factory=list)  # endpoints stepped over: they cannot be installed here (infra)
+    verdict: Verdict | None = None  # a flaky search's (`adaptive`): the boundary's verdict with its confidence
+    tallies: dict[str, Tally] = field(default_factory=dict)  # a flaky search's: each measured candidate's tally
+    launches: int = 0  # a flaky search's: launches counted in all, `reused` of them pooled from earlier runs
+    reused: int = 0
+
+    @property
+    def decided(self) -> bool:
+        """Whether this is a boundary: always for an outcome bisection; for a flaky one, when its verdict holds at
+        the stated confidence (else it is "could not decide", never a boundary)."""
+        return self.verdict is None or self.verdict.decided
+
+
+@dataclass(frozen=True)
+class Adaptive(Generic[T]):
+    """How a flaky case is searched (the module docstring): `measure(candidate, n)` launches n more repeats and
+    gives their tally; `known(candidate)` is the tally the store already pools for it (earlier runs'); `policy` the
+    confidence, the first batch and the cap."""
+
+    measure: Callable[[T, int], Tally]
+    known: Callable[[T], Tally]
+    policy: Policy = field(default_factory=Policy)
+
+
+def search_flaky(candidates: Sequence[T], adaptive: Adaptive[T]) -> SearchResult[T]:
+    """Locate where the reproduction rate changes along `candidates` (oldest first) with adaptive repeats
+    (`flaky.locate`), the pooled tallies of earlier runs counting as measured."""
+    if len(candidates) < 2:
+        raise BisectRefused(f"need at least two candidates, got {len(candidates)}")
+    known = {i: t for i, c in enumerate(candidates) if (t := adaptive.known(c)).launches}
+    located = locate(len(candidates), lambda i, n: adaptive.measure(candidates[i], n), adaptive.policy, known)
+    verdict = located.verdict
+    old, new = {REGRESSED: DECISIVE[::-1], FIXED: DECISIVE}.get(verdict.kind, (Outcome.FLAKY, Outcome.FLAKY))
+    measured = [(c, t) for c, t in zip(candidates, located.tallies, strict=True) if t.launches]
+    return SearchResult(
+        old=old,
+        new=new,
+        last_old=candidates[located.last_old],
+        first_new=candidates[located.first_new],
+        probes=[(c, tally_outcome(t)) for c, t in measured],
+        verdict=verdict,
+        tallies={str(c): t for c, t in measured},
+        launches=located.launches,
+        reused=sum(t.launches for t in known.values()),
+    )
+
+
+def tally_outcome(tally: Tally) -> Outcome:
+    """One outcome for a candidate's pooled tally, by the repeats' rule (`combine_repeats`)."""
+    runs = [Outcome.REPRODUCED] * tally.reproduced + [Outcome.FIXED] * tally.fixed + [Outcome.ERROR] * tally.other
+    return combine_repeats(runs) if runs else Outcome.INFRA
+
+
+def verdict_line(found: SearchResult[T]) -> str:
+    """A flaky search's answer for the user: the verdict with both sides' tallies and its confidence, and the
+    launches ("24 launches, 10 reused"); undecided: "could not decide at confidence 0.95 after N launches (cap ...)"
+    with what was measured, never a boundary."""
+    verdict = found.verdict
+    assert verdict is not None, "a flaky search has a verdict"
+    spent = f"{found.launches} launches, {found.reused} reused from earlier runs"
+    if verdict.decided:
+        return f"{verdict.text(str(found.last_old), str(found.first_new))}; {spent}"
+    cap = verdict.policy.cap
+    measured = "; ".join(f"{c}: {t.text()}" for c, t in found.tallies.items())
+    return (
+        f"could not decide at confidence {verdict.policy.confidence:g} after {found.launches} launches (cap of {cap} "
+        f"launches a version{', reached' if verdict.capped else ''}; {found.reused} reused from earlier runs): not "
+        f"measured, not fixed ({measured})"
+    )
 
 
 def search(
@@ -62,11 +137,15 @@ def search(
     parallel: int = 1,
     known: dict[int, Outcome] | None = None,
     unusable: Callable[[T, Outcome], bool] | None = None,
+    adaptive: Adaptive[T] | None = None,
 ) -> SearchResult[T]:
     """Bisect `candidates` (oldest first) for the first one showing the newest candidate's outcome. `known` gives
     outcomes already measured (by index; e.g. both endpoints, when narrowing between two matrix cells): those are
     not probed again, and not listed among the probes. `unusable(candidate, outcome)` says which probes besides
-    `infra` ones show the candidate cannot be tested here at all (stepped over at an endpoint, skipped inside)."""
+    `infra` ones show the candidate cannot be tested here at all (stepped over at an endpoint, skipped inside).
+    With `adaptive` (a flaky case), the rate's change point is located instead (`search_flaky`)."""
+    if adaptive is not None:
+        return search_flaky(candidates, adaptive)
     if len(candidates) < 2:
         raise BisectRefused(f"need at least two candidates, got {len(candidates)}")
     seen: dict[int, Outcome] = dict(known or {})
