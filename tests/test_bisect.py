@@ -326,7 +326,7 @@ def test_a_package_the_case_does_not_install_is_refused_before_any_probe(tmp_pat
 
 
 def test_an_endpoint_whose_torchrun_fails_before_any_rank_starts_is_stepped_over_and_named(
-    tmp_path: Path, capsys
+    tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """torch 1.13.0 installs, but its torchrun crashes before any rank starts: an `error` (never `infra`, which is
     retried elsewhere), and the default bisect of a torch case refused, naming no version. Now it steps over the
@@ -334,6 +334,7 @@ def test_an_endpoint_whose_torchrun_fails_before_any_rank_starts_is_stepped_over
     again, every settled probe says it was reused from the store rather than looking launched."""
     from harness.model.outcome import Outcome
 
+    monkeypatch.setenv("BUGMATRIX_LAUNCH_MODE", "cold")  # torchrun's own crash: a warm launch never runs torchrun
     root = project(
         tmp_path,
         [i < 4 for i in range(8)],
@@ -360,9 +361,12 @@ def test_an_endpoint_whose_torchrun_fails_before_any_rank_starts_is_stepped_over
         assert ("(reused from the store, not launched)" in line) == (": error" not in line), line
 
 
-def test_a_refusal_after_stepping_names_what_ran_and_what_was_stepped_over(tmp_path: Path, capsys) -> None:
+def test_a_refusal_after_stepping_names_what_ran_and_what_was_stepped_over(
+    tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """No release but the newest two launches (and the script says `fixed` on both): refused, but the message names
     the releases that ran and those stepped over with why, not "an endpoint cannot be installed" and no version."""
+    monkeypatch.setenv("BUGMATRIX_LAUNCH_MODE", "cold")  # torchrun's own crash: a warm launch never runs torchrun
     root = project(
         tmp_path,
         [False] * 6,
