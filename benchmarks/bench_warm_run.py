@@ -37,6 +37,10 @@ from pathlib import Path
 import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from harness.session.store import ResultStore  # noqa: E402
+
 PARENT = "warm_parent.py"
 
 
@@ -92,7 +96,9 @@ def _parent_line(proc: psutil.Process) -> bool:
 
 
 def bugmatrix(args: list[str], mode: str, db: Path) -> tuple[float, subprocess.CompletedProcess[str]]:
-    """One whole `bugmatrix` process with `--MODE --db DB`, timed."""
+    """One whole `bugmatrix` process with `--MODE --db DB` (an empty store made first: `bisect` and `narrow` refuse
+    a --db that does not exist), timed."""
+    ResultStore(db)
     command = [sys.executable, "-m", "harness", *args, f"--{mode}", "--db", str(db)]
     started = time.perf_counter()
     proc = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=False)
