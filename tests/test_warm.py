@@ -404,3 +404,29 @@ def test_deleting_an_environment_ends_its_warm_parents_first(tmp_path: Path) -> 
     assert mine.proc.poll() is not None and mine not in warm.parents()
     assert other.proc.poll() is None and other in warm.parents()  # another environment's parent lives on
     warm.retire(sys.executable)
+
+
+def test_a_cells_warm_parents_end_when_every_cell_of_its_environment_has_finished(tmp_path: Path) -> None:
+    """A run over many cells (or a bisect over many releases) must not keep one parent per environment it walked
+    (~0.3-0.5 GiB each, measured): when the last cell of an environment finishes, its parents end; an environment
+    another unfinished cell shares keeps its parent."""
+    from types import SimpleNamespace
+
+    from harness.matrix.cellenvs import CellEnvironments
+    from harness.matrix.envcache import EnvCache
+
+    envs = CellEnvironments(None, EnvCache(tmp_path / "envs"))  # type: ignore[arg-type]  # no matrix is read here
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    parents = {}
+    for key in ("one", "two"):
+        (envs.cache.path(key) / "bin").mkdir(parents=True)
+        python = envs.cache.path(key) / "bin" / "python"
+        python.symlink_to(sys.executable)
+        parents[key] = warm.parent_for(warm.ParentSpec(str(python), ("json",), env))
+    envs._cells_of.update(one={"a"}, two={"b", "c"})
+    envs.cell_finished(SimpleNamespace(name="a"))  # type: ignore[arg-type]
+    envs.cell_finished(SimpleNamespace(name="b"))  # type: ignore[arg-type]
+    assert parents["one"].proc.poll() is not None and parents["one"] not in warm.parents()
+    assert parents["two"].proc.poll() is None  # cell c still runs in it
+    envs.cell_finished(SimpleNamespace(name="c"))  # type: ignore[arg-type]
+    assert parents["two"].proc.poll() is not None and parents["two"] not in warm.parents()

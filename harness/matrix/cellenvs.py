@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 
+from harness.launch import warm
 from harness.launch.interpreter import Environment, InterpreterError
 from harness.matrix.basics import MatrixError
 from harness.matrix.envcache import EnvCache, clean_cache, disk_tally, uv_cache_dir
@@ -79,8 +80,13 @@ class CellEnvironments:
         self.get(cell)
 
     def cell_finished(self, cell: Cell) -> None:
+        """`cell` has run all it will: an environment none of whose cells is left to run ends its warm parents
+        (harness/launch/warm.py; one held per environment would grow with the cells a run walks, ~0.3-0.5 GiB each)."""
         with self._guard:
             self._finished.add(cell.name)
+            done = [key for key, cells in self._cells_of.items() if cell.name in cells and cells <= self._finished]
+        for key in done:
+            warm.retire(under=self.cache.path(key))
 
     def evictable(self) -> set[str]:
         """Environments every one of whose cells has finished (a key shared by a running cell is kept)."""
