@@ -15,6 +15,7 @@ import textwrap
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -430,3 +431,33 @@ def test_a_cells_warm_parents_end_when_every_cell_of_its_environment_has_finishe
     assert parents["two"].proc.poll() is None  # cell c still runs in it
     envs.cell_finished(SimpleNamespace(name="c"))  # type: ignore[arg-type]
     assert parents["two"].proc.poll() is not None and parents["two"] not in warm.parents()
+
+
+def test_a_file_landing_while_the_launch_folder_is_removed_never_fails_the_launch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seen in CI: a file written into a launch's folder as it was being removed ("Directory not empty") made
+    `launch` raise, and the job's measured `reproduced` became `infra`. The folder's removal is retried and never
+    raises; the launch's result stands."""
+    import errno
+    import shutil as shutil_module
+
+    from harness.launch import torchrun
+
+    real = shutil_module.rmtree
+    calls = []
+
+    def racing(path: Any, *args: Any, **kwargs: Any) -> None:
+        calls.append(path)
+        if len(calls) == 1:  # a file lands as the folder is removed
+            raise OSError(errno.ENOTEMPTY, "Directory not empty", str(path))
+        real(path, *args, **kwargs)
+
+    monkeypatch.setattr(torchrun.shutil, "rmtree", racing)
+    path = script(tmp_path, "import sys\nsys.exit(0)\n")
+    result = launch(sys.executable, path, [], 1, 60)
+    assert result.returncode == 0 and len(calls) == 2 and not Path(calls[0]).exists()
+    with torchrun.launch_folder() as folder:  # one that never goes is left behind, silently
+        monkeypatch.setattr(torchrun.shutil, "rmtree", lambda *a, **k: (_ for _ in ()).throw(OSError("busy")))
+    assert folder.exists()
+    real(folder)

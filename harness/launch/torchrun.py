@@ -60,6 +60,8 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,6 +88,7 @@ MARKER_ENV = "BUGMATRIX_LAUNCH"  # every process of a launch inherits this launc
 TRACER_ENV = "BUGMATRIX_TRACER_PID"  # the ranks allow this process's descendants (py-spy) to ptrace them
 _COLLISION = ("address already in use", "eaddrinuse", "errno 98")
 _PR_SET_CHILD_SUBREAPER = 36
+REMOVE_TRIES = 10  # how often a launch's folder is removed before it is left behind (see `launch_folder`)
 WARM_IMPORTS = ("torch",)  # what a warm parent imports before it forks (not lightning: it reads RANK at import)
 _PER_LAUNCH = ("BUGMATRIX_RANK_DIR", MARKER_ENV, "TMPDIR")  # a warm launch's own variables, set in its forks
 
@@ -299,7 +302,7 @@ def _launch_once(
     warm_refused = ""
     if mode == "warm" and nnodes > 1:  # said in the result (launch_notes), as any launch no warm parent can serve
         mode, warm_refused = "cold", f"a launch of {nnodes} nodes launches cold (a warm parent forks one node)"
-    with tempfile.TemporaryDirectory(prefix="bugmatrix-launch-") as tmp:
+    with launch_folder() as tmp:
         rank_dir = Path(tmp)
         child_env = {**os.environ, **(env or {})}
         child_env.update(BUGMATRIX_RANK_DIR=str(rank_dir), PYTHONUNBUFFERED="1")
@@ -530,6 +533,27 @@ def _agent_logs(agents: list[_Agent]) -> str:
     if len(agents) == 1:
         return scan_log(agents[0].log).text
     return "\n".join(f"--- torchrun node {agent.node} ---\n{scan_log(agent.log).text}" for agent in agents)
+
+
+@contextmanager
+def launch_folder() -> Iterator[Path]:
+    """A launch's own temporary folder (its rank records, logs and the ranks' TMPDIR), removed afterwards. Its
+    removal never fails the launch: a file that a process of the launch was still writing as it was killed (or
+    that the warm parent wrote for an agent it reaped) lands while the folder is removed ("Directory not empty",
+    seen once in 1,800 CI launches, where it turned a measured `reproduced` into `infra`): removed again a few
+    times, then left in the temporary folder."""
+    path = Path(tempfile.mkdtemp(prefix="bugmatrix-launch-"))
+    try:
+        yield path
+    finally:
+        for _ in range(REMOVE_TRIES):
+            try:
+                shutil.rmtree(path)
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                time.sleep(0.05)
 
 
 def _start_warm(python: str, script: Path, args: list[str], nproc: int, child_env: dict[str, str]) -> warm.WarmAgent:
