@@ -15,12 +15,11 @@ from typing import TYPE_CHECKING
 from harness.commands.context import (
     Context,
     add_format,
+    add_repeats,
     command_line,
     dates,
     flaky_policy,
     launch_mode,
-    positive,
-    repeats,
     size,
 )
 from harness.matrix.basics import MatrixError
@@ -35,8 +34,6 @@ if TYPE_CHECKING:
 
 def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
     """Register `bisect` and its options."""
-    from harness.analysis.flaky import Policy
-
     p = sub.add_parser(
         "bisect",
         help="find the release (and commit) where a case's outcome changes",
@@ -51,21 +48,7 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
     p.add_argument("--old", "--good", dest="old", help="oldest version (default: the oldest allowed)")
     p.add_argument("--new", "--bad", dest="new", help="newest version (default: the newest allowed)")
     p.add_argument("--pre", action="store_true", help="include pre-releases")
-    p.add_argument(
-        "--repeat",
-        type=repeats,
-        default=1,
-        metavar="K|auto",
-        help="run each probe K times (disagreement is flaky); auto: a flaky case, launched in batches (10, doubling) "
-        "until the boundary holds at confidence 0.95, repeats pooled with earlier runs' (docs/flaky.md)",
-    )
-    p.add_argument(
-        "--max-launches",
-        type=positive,
-        metavar="N",
-        help=f"with --repeat auto: launches of one version at most (default {Policy().cap}); at the cap the answer "
-        "is 'could not decide'",
-    )
+    add_repeats(p)
     p.add_argument(
         "--disk-budget",
         type=size,

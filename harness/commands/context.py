@@ -177,6 +177,27 @@ def positive(text: str) -> int:
 AUTO = "auto"  # `--repeat auto`: adaptive repeats for a flaky case (docs/flaky.md)
 
 
+def add_repeats(parser: argparse.ArgumentParser) -> None:
+    """`--repeat K|auto` and `--max-launches N`, as `bisect` and `narrow` take them (read with `flaky_policy`)."""
+    from harness.analysis.flaky import Policy
+
+    parser.add_argument(
+        "--repeat",
+        type=repeats,
+        default=1,
+        metavar="K|auto",
+        help="run each probe K times (disagreement is flaky); auto: a flaky case, launched in batches (10, doubling) "
+        "until the boundary holds at confidence 0.95, repeats pooled with earlier runs' (docs/flaky.md)",
+    )
+    parser.add_argument(
+        "--max-launches",
+        type=positive,
+        metavar="N",
+        help=f"with --repeat auto: launches of one version at most (default {Policy().cap}); at the cap the answer "
+        "is 'could not decide'",
+    )
+
+
 def repeats(text: str) -> int | str:
     """`--repeat` of a probing command: a whole number >= 1, or `auto` (a flaky case: repeats chosen adaptively
     until the boundary holds at a stated confidence, harness/analysis/flaky.py)."""

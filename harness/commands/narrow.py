@@ -15,7 +15,14 @@ import argparse
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from harness.commands.context import Context, add_format, command_line, flaky_policy, launch_mode, positive, repeats
+from harness.commands.context import (
+    Context,
+    add_format,
+    add_repeats,
+    command_line,
+    flaky_policy,
+    launch_mode,
+)
 from harness.model.errors import UsageError
 from harness.model.exitcode import ExitCode
 
@@ -29,8 +36,6 @@ if TYPE_CHECKING:
 
 def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
     """Register `narrow` and its options."""
-    from harness.analysis.flaky import Policy
-
     p = sub.add_parser(
         "narrow",
         help="bisect every interval boundary in the store until it is adjacent",
@@ -41,21 +46,7 @@ def add_parser(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argu
     p.add_argument("--package", action="append", help="only boundaries along this package (repeatable)")
     p.add_argument("--device", action="append", choices=["cpu", "cuda"], help="only this device (repeatable)")
     p.add_argument("--commits", action="store_true", help="go on to first-parent commits (local clone)")
-    p.add_argument(
-        "--repeat",
-        type=repeats,
-        default=1,
-        metavar="K|auto",
-        help="run each probe K times (disagreement is flaky); auto: a flaky case, launched in batches (10, doubling) "
-        "until the boundary holds at confidence 0.95, repeats pooled with earlier runs' (docs/flaky.md)",
-    )
-    p.add_argument(
-        "--max-launches",
-        type=positive,
-        metavar="N",
-        help=f"with --repeat auto: launches of one version at most (default {Policy().cap}); at the cap the answer "
-        "is 'could not decide'",
-    )
+    add_repeats(p)
     p.add_argument("--dry-run", action="store_true", help="list the intervals, launch nothing")
 
 
