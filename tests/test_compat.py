@@ -358,6 +358,13 @@ def test_expansion_and_bisect_pick_the_same_row(tmp_path: Path) -> None:
     probe = bisect_cell(matrix, FakeCase, "fbgemm-gpu", "1.0.0", "cpu")  # type: ignore[arg-type]
     assert probe.pins["torch"] == "==2.5.*" and probe.pins["torchrec"] == "==1.0.*"
 
+    class FbgemmCase:  # an operator case: torch and fbgemm, no torchrec (fbgemm-gpu-cpu does not require torch)
+        class spec:  # noqa: N801
+            packages = ["torch", "fbgemm-gpu"]
+
+    probe = bisect_cell(matrix, FbgemmCase, "fbgemm-gpu", "1.0.0", "cpu")  # type: ignore[arg-type]
+    assert probe.pins["torch"] == "==2.5.*" and "torchrec" not in probe.pins
+
 
 def test_resume_from_copies_only_the_compat_results(
     tmp_path: Path, project: Path, walked: ResultStore, capsys: pytest.CaptureFixture[str]

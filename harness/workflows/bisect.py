@@ -122,12 +122,16 @@ def probe_cell(
     needed = set(case.spec.packages)
     for coupling in matrix.spec.couplings:
         members = {p for row in coupling.rows for p in row}
-        if package in members and package != coupling.lead and coupling.lead in needed and not isinstance(pin, GitPin):
+        # The pairing moves the case's other members along (fbgemm-gpu 1.4 takes torch 2.9 with it, whether or not
+        # the case needs torchrec, the pairing's lead); the lead itself only when the case needs it.
+        followers = (needed & members) - {package}
+        if package in members and package != coupling.lead and followers and not isinstance(pin, GitPin):
             row = pairing_row(coupling, package, parse_release(pin))
             if row is None:
                 raise MatrixError(f"{package} {pin}: no row of the pairing {coupling.name!r} allows it")
             for member, spec in row.items():
-                pins.setdefault(member, spec)
+                if member in needed or coupling.lead in needed:
+                    pins.setdefault(member, spec)
     coupled = {p for c in matrix.spec.couplings for row in c.rows if package in row for p in row}
     for member, kept in (base or {}).items():
         if member not in coupled:
