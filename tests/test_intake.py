@@ -89,3 +89,51 @@ def test_a_case_without_a_recorded_draft_has_no_intake_and_the_median_counts_onl
     text = intake_markdown(rows)
     assert "**Median: not measured**" in text and "1 case(s) were written before drafts were recorded" in text
     assert "torch-2-old" not in text
+
+
+def test_a_lightning_case_reaches_its_boundary_along_lightning_not_along_the_torch_its_cells_resolve(make_case) -> None:  # noqa: ANN001
+    """Lightning cells resolve the torch of their date: lightning 2.5.0 (torch 2.5.1) reproduces, 2.5.1 (torch 2.6.0)
+    does not. That is no adjacent boundary along torch (lightning moved too), only one along lightning once the
+    release between is run; within a slice (lightning held) a torch boundary counts, with its held pin."""
+    case = make_case(
+        "print('x')\n",
+        case_id="lightning-1-intake",
+        packages=["torch", "lightning"],
+        variants={"bug": {"expect": [{"outcome": "fixed"}]}},
+    )
+
+    def r(lightning: str, torch: str, outcome: Outcome, at: float, reason: str = "", digest: str | None = None):  # noqa: ANN202
+        result = Result(
+            case=case.id,
+            variant="bug",
+            nproc=1,
+            device="cpu",
+            outcome=outcome,
+            expected=None,
+            reason=reason,
+            versions={"torch": torch, "lightning": lightning},
+            python="3.11.7",
+            started_at=at,
+            digest=run_digest(case, "bug") if digest is None else digest,
+        )
+        return (f"run-{at:.0f}", f"lightning-{lightning}-torch-{torch}", result)
+
+    between = _between(["2.4.0", "2.5.0", "2.5.0.post0", "2.5.1", "2.6.0"])
+    entries = [
+        r("2.5.0", "2.5.1", Outcome.SKIP, 1000.0, reason=f"SKIP: {NOT_WRITTEN}", digest="the-draft"),
+        r("2.5.0", "2.5.1", Outcome.REPRODUCED, 2000.0),
+        r("2.5.1", "2.6.0", Outcome.FIXED, 2100.0),  # adjacent along torch (2.5.1 -> 2.6.0), not along lightning
+    ]
+    [row] = intakes(entries, [case], current_digests([case]), between)
+    assert row.reached is None and row.boundary == ""
+    entries.append(r("2.5.0.post0", "2.5.1", Outcome.REPRODUCED, 3000.0))  # the release between: now adjacent
+    [row] = intakes(entries, [case], current_digests([case]), between)
+    assert row.reached == 3000.0 and row.boundary == "bug along lightning: fixed in 2.5.1 (2.5.0.post0 reproduced)"
+    # a coupling: lightning 2.6.0 held, torch moved alone -- a boundary along torch within the slice
+    coupled = [
+        entries[0],
+        r("2.6.0", "2.5.1", Outcome.FIXED, 2000.0),
+        r("2.6.0", "2.6.0", Outcome.REPRODUCED, 2100.0),
+    ]
+    [row] = intakes(coupled, [case], current_digests([case]), between)
+    assert row.boundary == "bug along torch with lightning 2.6.0: regressed in 2.6.0 (2.5.1 fixed)"

@@ -20,8 +20,10 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from harness.analysis.slices import slices
 from harness.analysis.transitions import Between, Dater, axes
 from harness.model.case import Case
+from harness.model.common import primary_package
 from harness.model.result import Result
 from harness.model.scaffold import NOT_WRITTEN
 
@@ -52,11 +54,15 @@ def launches_of(result: Result) -> int:
 def _first_adjacent(
     latest: dict[tuple, tuple[str, Result]], case: Case, between: Between | None, dater: Dater | None
 ) -> str:
+    """The first adjacent boundary along the case's primary package, or along another package within a coupled
+    slice (the primary held at one version), as the cases table reads them: a lightning case's cells resolve
+    different torches, and a change between two lightning releases is no boundary along torch."""
     results = list(latest.values())
-    for axis in axes(results, {case.id: list(case.spec.packages)}, dater):
+    primaries = axes(results, {case.id: [primary_package(list(case.spec.packages))]}, dater)
+    for axis in [*primaries, *slices(primaries, results, {case.id: case}, dater)]:
         for boundary in axis.boundaries(between):
             if boundary.adjacent:
-                return f"{axis.variant} along {axis.package}: {boundary.text()}"
+                return f"{axis.variant} along {axis.package}{axis.held}: {boundary.text()}"
     return ""
 
 

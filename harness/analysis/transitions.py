@@ -119,11 +119,15 @@ class Axis:
     within: tuple[str, str] | None = None
 
     @property
+    def held(self) -> str:
+        """A slice's held pin, ` with lightning 2.6.6`; empty for a whole axis."""
+        return f" with {self.within[0]} {short(self.within[1])}" if self.within else ""
+
+    @property
     def label(self) -> str:
         """`case::variant (device) over package` (a slice's: `... over torch with lightning 2.6.6`): how narrow and
         its dry run name the axis."""
-        held = f" with {self.within[0]} {short(self.within[1])}" if self.within else ""
-        return f"{self.case}::{self.variant} ({self.device}) over {self.package}{held}"
+        return f"{self.case}::{self.variant} ({self.device}) over {self.package}{self.held}"
 
     @property
     def reproduced_in(self) -> list[str]:
