@@ -292,7 +292,9 @@ def test_the_projects_matrix_yaml(monkeypatch: pytest.MonkeyPatch, pypi_today: s
             "2.15.0",
         )
     ]
-    assert [n for n in names if n.startswith("torch-2") and not n.endswith("-cuda")] == torch
+    numpy = [n for n in names if n.startswith("torch-2") and "-numpy-" in n]  # torch + numpy pins (torch-141825)
+    assert numpy == [f"torch-{v}-numpy-2.2.6" for v in ("2.5.1", "2.6.0", "2.7.0", "2.7.1", "2.8.0", "2.15.0")]
+    assert [n for n in names if n.startswith("torch-2") and not n.endswith("-cuda") and n not in numpy] == torch
     assert "torch-2.15.0-cuda" in names and "torch-2.14.1-cuda" not in names  # the newest, on the GPU runner
     coupling = ["torchrec-1.1.0-fbgemm-1.2.0-torch-2.8.0", "torchrec-1.2.0-fbgemm-1.2.0-torch-2.8.0"]  # unpaired
     assert [n for n in names if n in coupling] == coupling  # cells a coupling case measures (cases/torchrec-2971-*)
