@@ -190,8 +190,8 @@ def cli(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_diff_mode_says_what_audit_from_to_says_and_passes_an_upgrade_that_brings_nothing_in(tmp_path: Path) -> None:
-    """Base pins torch 2.9.1 + litgpt 0.5.12, the change bumps litgpt to 0.5.13: fixes 7, brings in 0 on the
-    committed record (as at cd5612d), and passes; the summary is `audit --from --to --format markdown`."""
+    """Base pins torch 2.9.1 + litgpt 0.5.12, the change bumps litgpt to 0.5.13: fixes 11, brings in 0 on the
+    committed record (as at the 93-case catalogue), and passes; the summary is `audit --from --to --format markdown`."""
     repo, base = scratch(tmp_path, BASE_PINS, HEAD_PINS)
     run = replay(repo, base, mode="diff")
     assert run.code == 0, run.log
@@ -201,8 +201,8 @@ def test_diff_mode_says_what_audit_from_to_says_and_passes_an_upgrade_that_bring
     assert direct.returncode == 0, direct.stderr
     table = direct.stdout.rsplit("\n", 2)[0]  # the last line names the base file, which is a temporary one here
     assert table in run.summary
-    assert re.search(r"-> requirements\.txt on cpu: fixes 7, brings in 0, keeps 10$", run.summary.strip())
-    assert run.summary.count("fixed by the upgrade") == 7
+    assert re.search(r"-> requirements\.txt on cpu: fixes 11, brings in 0, keeps 14$", run.summary.strip())
+    assert run.summary.count("fixed by the upgrade") == 11
     assert run.summary.startswith(f"### bugmatrix: `requirements.txt` at {base[:12]} -> this change (cpu)")
     assert run.used == [("astral-sh/setup-uv", {"enable-cache": "false"})]  # no SARIF upload in diff mode
 
@@ -212,8 +212,8 @@ def test_diff_mode_fails_on_a_change_that_brings_bugs_in_naming_them(tmp_path: P
     run = replay(repo, base, mode="diff")
     assert run.code == 1 and run.outputs["audit"]["exit-code"] == "1", run.log
     brought = re.findall(r"^\| (litgpt-[^|]+) \|[^\n]*\| BROUGHT IN by the upgrade \|$", run.summary, re.M)
-    assert len(brought) == 7 and "litgpt-2258-qwen3-prompt-none-system (bug)" in brought
-    assert "fixes 0, brings in 7" in run.summary
+    assert len(brought) == 11 and "litgpt-2258-qwen3-prompt-none-system (bug)" in brought
+    assert "fixes 0, brings in 11" in run.summary
     assert "::error title=bugmatrix::this change to requirements.txt brings in a recorded bug" in run.log
 
 
@@ -232,7 +232,7 @@ def test_diff_mode_on_a_new_file_brings_in_every_bug_that_applies(tmp_path: Path
     git(repo, "commit", "-q", "-m", "new file")
     run = replay(repo, base, mode="diff", requirements="deps/requirements-gpu.txt")
     assert run.code == 1, run.log
-    assert "New in this change" in run.summary and "**17 bug(s) apply**" in run.summary
+    assert "New in this change" in run.summary and "**25 bug(s) apply**" in run.summary
 
 
 def test_diff_mode_refuses_no_base_and_an_unknown_mode(tmp_path: Path) -> None:
@@ -262,11 +262,11 @@ def test_full_mode_writes_the_summary_and_uploads_sarif_that_audit_wrote(tmp_pat
     assert run.code == 0, run.log
     assert run.outputs["audit"]["exit-code"] == "1"
     direct = cli(repo, "-r", "requirements.txt", "--format", "markdown")
-    assert direct.stdout in run.summary and "**17 bug(s) apply**" in run.summary
+    assert direct.stdout in run.summary and "**25 bug(s) apply**" in run.summary
     sarif = Path(run.outputs["audit"]["sarif"])
     assert run.used[1] == ("github/codeql-action/upload-sarif", {"sarif_file": str(sarif), "category": "bugmatrix"})
     doc = json.loads(sarif.read_text())
-    assert len(doc["runs"][0]["results"]) == 17
+    assert len(doc["runs"][0]["results"]) == 25
     assert doc == json.loads(cli(repo, "-r", "requirements.txt", "--format", "sarif").stdout)
 
 
@@ -286,7 +286,7 @@ def test_audit_files_answers_each_file_on_its_own(tmp_path: Path) -> None:
         (tmp_path / name).write_text(text)
     both = cli(tmp_path, "--files", "clean.txt", "bad.txt")
     assert both.returncode == 1, both.stderr
-    assert "0 bug(s) apply to clean.txt" in both.stdout and "17 bug(s) apply to bad.txt" in both.stdout
+    assert "0 bug(s) apply to clean.txt" in both.stdout and "25 bug(s) apply to bad.txt" in both.stdout
     assert cli(tmp_path, "--files", "clean.txt").returncode == 0
     nothing = cli(tmp_path, "--files", "clean.txt", "none.txt")
     assert nothing.returncode == 5 and "nothing checked: none.txt" in nothing.stderr
